@@ -1,0 +1,287 @@
+"""HttpTransport against a scripted loopback HTTP server (real sockets, real framing)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from runner.engine.client import HttpTransport, _Dechunker, _feed_sse, _ParseState
+from runner.engine.transport import (
+    ERROR_CONNECT,
+    ERROR_DISCONNECT,
+    ERROR_HTTP_STATUS,
+    ERROR_PROTOCOL,
+    ERROR_TIMEOUT,
+    ERROR_WRONG_LENGTH,
+    Exchange,
+    RequestSpec,
+)
+from tests.engine.sse_server import (
+    CLOSE,
+    LAST_CHUNK,
+    ScriptServer,
+    chat_delta,
+    chat_stream,
+    chunk,
+    chunked_response,
+    head,
+    sse,
+    usage_event,
+)
+
+
+def spec(target: int = 5, *, api: str = "chat", timeout_s: float = 30.0) -> RequestSpec:
+    body: dict[str, Any] = {"model": "m", "max_tokens": target, "stream": True}
+    if api == "chat":
+        body["messages"] = [{"role": "user", "content": "hello"}]
+    else:
+        body["prompt"] = "hello"
+    return RequestSpec(
+        request_id="r1",
+        api=api,  # type: ignore[arg-type]
+        body=body,
+        target_output_tokens=target,
+        timeout_s=timeout_s,
+    )
+
+
+def run(
+    responder: Callable[[dict[str, Any]], list[Any]],
+    body: Callable[[HttpTransport, ScriptServer], Awaitable[Any]],
+) -> Any:
+    async def main() -> Any:
+        server = ScriptServer(responder)
+        url = await server.start()
+        transport = HttpTransport(url)
+        try:
+            return await body(transport, server)
+        finally:
+            await transport.aclose()
+            await server.stop()
+
+    return asyncio.run(main())
+
+
+def one(responder: Callable[[dict[str, Any]], list[Any]], s: RequestSpec | None = None) -> Exchange:
+    async def body(t: HttpTransport, _: ScriptServer) -> Exchange:
+        return await t.send(s or spec())
+
+    result: Exchange = run(responder, body)
+    return result
+
+
+def test_chunked_stream_gives_content_usage_and_cached_tokens() -> None:
+    ex = one(lambda r: chunked_response(chat_stream(5, prompt=40, cached=32)))
+    assert ex.ok, ex.error_detail
+    assert ex.content == "t0 t1 t2 t3 t4 "
+    assert (ex.prompt_tokens, ex.completion_tokens, ex.cached_tokens) == (40, 5, 32)
+    assert ex.n_output_events == 5
+    assert ex.finish_reason == "length"
+    assert ex.http_status == 200
+    assert ex.t_first_ns is not None and ex.t_last_ns is not None
+    assert ex.t_send_ns <= ex.t_first_ns <= ex.t_last_ns <= (ex.t_end_ns or 0)
+
+
+def test_request_goes_to_the_chat_path_with_the_exact_body() -> None:
+    async def body(t: HttpTransport, server: ScriptServer) -> dict[str, Any]:
+        await t.send(spec(3))
+        return server.requests[0]
+
+    request = run(lambda r: chunked_response(chat_stream(3)), body)
+    assert request["path"] == "/v1/chat/completions"
+    assert request["body"]["max_tokens"] == 3
+    assert request["body"]["messages"] == [{"role": "user", "content": "hello"}]
+
+
+def test_content_length_framed_stream_is_read_to_its_length() -> None:
+    payload = b"".join(chat_stream(4))
+    ex = one(lambda r: [head(chunked=False, length=len(payload)), payload], spec(4))
+    assert ex.ok, ex.error_detail
+    assert ex.completion_tokens == 4
+    assert ex.content == "t0 t1 t2 t3 "
+
+
+def test_events_split_across_reads_are_reassembled() -> None:
+    raw = b"".join(chunk(e) for e in chat_stream(6)) + LAST_CHUNK
+    pieces: list[Any] = [head()]
+    for i in range(0, len(raw), 7):  # 7-byte writes cut events and chunk-size lines
+        pieces += [raw[i : i + 7], 0.0005]
+    ex = one(lambda r: pieces, spec(6))
+    assert ex.ok, ex.error_detail
+    assert ex.content == "t0 t1 t2 t3 t4 t5 "
+    assert ex.n_reads > 5
+
+
+def test_first_token_time_is_the_read_with_the_first_visible_output() -> None:
+    events = chat_stream(2)
+    steps = [head(), chunk(events[0]), 0.05, *[chunk(e) for e in events[1:]], LAST_CHUNK]
+    ex = one(lambda r: steps, spec(2))
+    assert ex.ok, ex.error_detail
+    assert ex.t_first_ns is not None
+    # the role-only event arrived at once; visible output only after the 50 ms pause
+    assert ex.t_first_ns - ex.t_send_ns >= 50_000_000
+
+
+def test_reasoning_and_tool_call_deltas_count_as_visible_output() -> None:
+    events = [
+        chat_delta(reasoning="think"),
+        chat_delta(tool='{"a":'),
+        sse({"choices": [{"delta": {"reasoning": "more"}}]}),
+        chat_delta("x"),
+        usage_event(5, 4),
+        sse(b"[DONE]"),
+    ]
+    ex = one(lambda r: chunked_response(events), spec(4))
+    assert ex.ok, ex.error_detail
+    assert ex.n_output_events == 4
+    assert ex.reasoning == "thinkmore"
+    assert ex.tool_calls_text == '{"a":'
+    assert ex.content == "x"
+
+
+def test_completions_api_reads_text_choices() -> None:
+    events = [sse({"choices": [{"text": f"w{i}"}]}) for i in range(3)]
+    events += [usage_event(2, 3), sse(b"[DONE]")]
+
+    async def body(t: HttpTransport, server: ScriptServer) -> tuple[Exchange, str]:
+        return await t.send(spec(3, api="completions")), server.requests[0]["path"]
+
+    ex, path = run(lambda r: chunked_response(events), body)
+    assert path == "/v1/completions"
+    assert ex.ok, ex.error_detail
+    assert ex.content == "w0w1w2"
+
+
+def test_http_error_status_is_a_failed_request_with_the_body_excerpt() -> None:
+    body = json.dumps({"error": {"message": "prompt exceeds the context size"}}).encode()
+    ex = one(
+        lambda r: [
+            head(400, chunked=False, length=len(body), content_type="application/json"),
+            body,
+        ]
+    )
+    assert ex.error_class == ERROR_HTTP_STATUS
+    assert ex.http_status == 400
+    assert "exceeds the context size" in ex.error_detail
+
+
+def test_error_event_inside_the_stream_is_a_protocol_failure() -> None:
+    events = [chat_delta("a"), sse({"error": {"message": "engine overloaded"}})]
+    ex = one(lambda r: chunked_response(events))
+    assert ex.error_class == ERROR_PROTOCOL
+    assert "engine overloaded" in ex.error_detail
+
+
+def test_disconnect_mid_stream_is_a_disconnect_failure() -> None:
+    events = chat_stream(5)[:3]
+    ex = one(lambda r: [head(), *[chunk(e) for e in events], 0.01, CLOSE])
+    assert ex.error_class == ERROR_DISCONNECT
+    assert ex.content == "t0 t1 "  # what arrived is still recorded
+
+
+def test_output_of_the_wrong_length_is_a_failed_request() -> None:
+    ex = one(lambda r: chunked_response(chat_stream(4)), spec(5))
+    assert ex.error_class == ERROR_WRONG_LENGTH
+    assert ex.completion_tokens == 4
+
+
+def test_stream_without_usage_is_a_protocol_failure() -> None:
+    ex = one(lambda r: chunked_response([chat_delta("a"), sse(b"[DONE]")]), spec(1))
+    assert ex.error_class == ERROR_PROTOCOL
+    assert "usage" in ex.error_detail
+
+
+def test_refused_connection_is_a_connect_failure() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    async def main() -> Exchange:
+        t = HttpTransport(f"http://127.0.0.1:{port}/v1")
+        try:
+            return await t.send(spec())
+        finally:
+            await t.aclose()
+
+    ex = asyncio.run(main())
+    assert ex.error_class == ERROR_CONNECT
+    assert ex.t_end_ns is not None
+
+
+def test_a_server_that_stops_sending_gives_a_timeout_failure() -> None:
+    ex = one(lambda r: [head(), chunk(chat_delta("a")), 30.0], spec(timeout_s=0.2))
+    assert ex.error_class == ERROR_TIMEOUT
+
+
+def test_keep_alive_connection_is_reused_between_requests() -> None:
+    async def body(t: HttpTransport, server: ScriptServer) -> tuple[list[bool], int]:
+        oks = [(await t.send(spec(3))).ok for _ in range(3)]
+        return oks, server.connections
+
+    oks, connections = run(lambda r: chunked_response(chat_stream(3)), body)
+    assert oks == [True, True, True]
+    assert connections == 1
+
+
+def test_pooled_connection_closed_by_the_server_is_replaced_transparently() -> None:
+    def responder(r: dict[str, Any]) -> list[Any]:
+        return [*chunked_response(chat_stream(2)), 0.01, CLOSE]
+
+    async def body(t: HttpTransport, server: ScriptServer) -> tuple[list[bool], int]:
+        first = await t.send(spec(2))
+        await asyncio.sleep(0.05)  # let the server's close arrive
+        second = await t.send(spec(2))
+        return [first.ok, second.ok], server.connections
+
+    oks, connections = run(responder, body)
+    assert oks == [True, True]
+    assert connections == 2
+
+
+def test_many_concurrent_streams_each_get_their_own_answer() -> None:
+    def responder(r: dict[str, Any]) -> list[Any]:
+        n = r["body"]["max_tokens"]
+        return chunked_response(chat_stream(n), gap_s=0.001)
+
+    async def body(t: HttpTransport, _: ScriptServer) -> list[int | None]:
+        results = await asyncio.gather(*(t.send(spec(n)) for n in range(1, 33)))
+        assert all(r.ok for r in results)
+        return [r.completion_tokens for r in results]
+
+    assert run(responder, body) == list(range(1, 33))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(1, 12),
+    cuts=st.lists(st.integers(1, 400), max_size=30),
+    crlf=st.booleans(),
+)
+def test_parsing_does_not_depend_on_how_the_bytes_were_split(
+    n: int, cuts: list[int], crlf: bool
+) -> None:
+    events = chat_stream(n, prompt=9, cached=3)
+    if crlf:
+        events = [e.replace(b"\n", b"\r\n") for e in events]
+    raw = b"".join(chunk(e) for e in events) + LAST_CHUNK
+    positions = sorted({c % len(raw) for c in cuts} | {0, len(raw)})
+    pieces = [raw[a:b] for a, b in zip(positions, positions[1:], strict=False)]
+    dechunker = _Dechunker()
+    state = _ParseState(api="chat")
+    for i, piece in enumerate(pieces):
+        _feed_sse(state, i, dechunker.feed(piece))
+    assert dechunker.done
+    assert state.n_output_events == n
+    assert "".join(state.content or []) == "".join(f"t{i} " for i in range(n))
+    assert state.usage == {
+        "prompt_tokens": 9,
+        "completion_tokens": n,
+        "prompt_tokens_details": {"cached_tokens": 3},
+    }
+    assert state.done_marker
