@@ -1,0 +1,256 @@
+"""N agents replaying recorded trajectories (DESIGN.md §4 "Replay").
+
+Each agent walks trajectories turn by turn: send the turn's full prompt (the *recorded*
+conversation, never the live output), wait for the whole answer, sleep the recorded tool
+delay measured from the end of the answer, go on. Every trajectory an agent starts is a new
+session with its own cache namespace: a short random first line in the first message, so an
+agent reuses its own prefixes but never another agent's.
+
+All waiting goes through ``clock.sleep`` and all times through ``clock.now_ns()``, so the
+same code runs on real time against a server and on virtual time against the simulator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from runner.engine.metrics import RequestRecord
+from runner.engine.trajectory import Message, Trajectory
+from runner.engine.transport import Api, Clock, RequestSpec, Transport
+
+# Local token estimate of the namespace line (cl100k: "agentperf-session " + 16 hex + "\n").
+NAMESPACE_TOKENS = 12
+
+
+@dataclass(slots=True)
+class ReplayConfig:
+    """How requests are built and paced. Defaults follow DESIGN.md §4."""
+
+    model: str
+    api: Api = "chat"
+    seed: int = 0
+    tool_choice: str | dict[str, Any] | None = "none"
+    tool_delay_scale: float = 1.0
+    ramp_s: float = 0.0
+    ignore_eos: bool = True
+    min_tokens: bool = False  # also send min_tokens = target (vLLM, SGLang accept it)
+    cache_namespace: bool = True
+    random_start_turn: bool = True
+    timeout_s: float = 600.0
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "api": self.api,
+            "seed": self.seed,
+            "tool_choice": self.tool_choice,
+            "tool_delay_scale": self.tool_delay_scale,
+            "ramp_s": self.ramp_s,
+            "ignore_eos": self.ignore_eos,
+            "min_tokens": self.min_tokens,
+            "cache_namespace": self.cache_namespace,
+            "random_start_turn": self.random_start_turn,
+            "timeout_s": self.timeout_s,
+            "extra_body": self.extra_body,
+        }
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(p.get("text", "")) for p in content if isinstance(p, dict) and "text" in p
+        )
+    return "" if content is None else str(content)
+
+
+def render_completion_prompt(messages: Sequence[Message]) -> str:
+    """A chat conversation as one text prompt for the completions API.
+
+    A neutral, documented template (docs/engine.md): ``<|role|>\\n`` + text per message,
+    tool calls as their JSON, then ``<|assistant|>\\n`` to open the answer.
+    """
+    parts: list[str] = []
+    for m in messages:
+        text = _text_of(m.get("content"))
+        calls = m.get("tool_calls")
+        if calls:
+            text += orjson.dumps(calls).decode()
+        parts.append(f"<|{m.get('role', 'user')}|>\n{text}\n")
+    parts.append("<|assistant|>\n")
+    return "".join(parts)
+
+
+def with_namespace(messages: list[Message], line: str) -> list[Message]:
+    """``messages`` with ``line`` prepended to the first message's text (a new first dict)."""
+    if not messages:
+        return messages
+    first = dict(messages[0])
+    content = first.get("content")
+    if isinstance(content, list):
+        first["content"] = [{"type": "text", "text": line}, *content]
+    else:
+        first["content"] = line + ("" if content is None else str(content))
+    return [first, *messages[1:]]
+
+
+def build_request(
+    trajectory: Trajectory,
+    k: int,
+    config: ReplayConfig,
+    *,
+    request_id: str,
+    agent_id: int = 0,
+    session_id: str = "",
+    namespace: str = "",
+) -> RequestSpec:
+    """The request of turn ``k`` of ``trajectory`` (forced output length, streaming, usage)."""
+    turn = trajectory.turns[k]
+    target = turn.target_output_tokens
+    messages = trajectory.prompt(k)
+    counts = trajectory.prompt_message_tokens(k)
+    if namespace:
+        messages = with_namespace(messages, namespace)
+        if counts:
+            counts = (counts[0] + NAMESPACE_TOKENS, *counts[1:])
+    body: dict[str, Any] = {"model": config.model}
+    if config.api == "chat":
+        body["messages"] = messages
+        tools = trajectory.tools_for(k)
+        if tools:
+            body["tools"] = list(tools)
+            if config.tool_choice is not None:
+                body["tool_choice"] = config.tool_choice
+    else:
+        body["prompt"] = render_completion_prompt(messages)
+    body["max_tokens"] = target
+    if config.ignore_eos:
+        body["ignore_eos"] = True
+    if config.min_tokens:
+        body["min_tokens"] = target
+    body["stream"] = True
+    body["stream_options"] = {"include_usage": True}
+    body.update(config.extra_body)
+    return RequestSpec(
+        request_id=request_id,
+        api=config.api,
+        body=body,
+        target_output_tokens=target,
+        agent_id=agent_id,
+        session_id=session_id,
+        trajectory_id=trajectory.id,
+        turn_index=k,
+        message_tokens=counts if config.api == "chat" else None,
+        timeout_s=config.timeout_s,
+    )
+
+
+class Replay:
+    """``concurrency`` agents sending until ``stop_sending_at_ns``; finished requests are
+    appended to ``records`` (and passed to ``on_record``) as they complete."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        clock: Clock,
+        trajectories: Sequence[Trajectory],
+        config: ReplayConfig,
+        concurrency: int,
+        *,
+        on_record: Callable[[RequestRecord], None] | None = None,
+    ) -> None:
+        if not trajectories:
+            raise ValueError("no trajectories to replay")
+        if concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        self.transport = transport
+        self.clock = clock
+        self.trajectories = list(trajectories)
+        self.config = config
+        self.concurrency = concurrency
+        self.on_record = on_record
+        self.records: list[RequestRecord] = []
+        self.in_flight = 0
+        self._stop_ns = 0
+        self._sequence = 0
+
+    async def run(self, *, stop_sending_at_ns: int) -> list[RequestRecord]:
+        """Run every agent; returns once no agent will send again and none is in flight."""
+        self._stop_ns = stop_sending_at_ns
+        start = self.clock.now_ns()
+        n = self.concurrency
+        ramp_ns = int(self.config.ramp_s * 1e9)
+        agents = [asyncio.ensure_future(self._agent(i, start + ramp_ns * i // n)) for i in range(n)]
+        try:
+            await asyncio.gather(*agents)
+        finally:
+            for task in agents:
+                task.cancel()
+        return self.records
+
+    async def _sleep_until(self, t_ns: int) -> None:
+        wait = t_ns - self.clock.now_ns()
+        if wait > 0:
+            await self.clock.sleep(wait / 1e9)
+
+    async def _agent(self, agent_id: int, start_ns: int) -> None:
+        config = self.config
+        rng = random.Random(f"agentperf:{config.seed}:{agent_id}")
+        order = list(range(len(self.trajectories)))
+        rng.shuffle(order)
+        first_turn = True
+        position = 0
+        await self._sleep_until(min(start_ns, self._stop_ns))
+        session_no = 0
+        while self.clock.now_ns() < self._stop_ns:
+            if position == len(order):
+                rng.shuffle(order)
+                position = 0
+            trajectory = self.trajectories[order[position]]
+            position += 1
+            k0 = (
+                rng.randrange(len(trajectory.turns))
+                if first_turn and config.random_start_turn
+                else 0
+            )
+            first_turn = False
+            session_id = f"a{agent_id}s{session_no}"
+            session_no += 1
+            namespace = (
+                f"agentperf-session {rng.getrandbits(64):016x}\n" if config.cache_namespace else ""
+            )
+            for k in range(k0, len(trajectory.turns)):
+                if self.clock.now_ns() >= self._stop_ns:
+                    return
+                self._sequence += 1
+                spec = build_request(
+                    trajectory,
+                    k,
+                    config,
+                    request_id=f"{session_id}t{k}r{self._sequence}",
+                    agent_id=agent_id,
+                    session_id=session_id,
+                    namespace=namespace,
+                )
+                self.in_flight += 1
+                try:
+                    exchange = await self.transport.send(spec)
+                finally:
+                    self.in_flight -= 1
+                record = RequestRecord.from_exchange(spec, exchange)
+                self.records.append(record)
+                if self.on_record is not None:
+                    self.on_record(record)
+                # Tool delay, end to start: measured from the end of the answer, so time the
+                # client spent after the stream closed (parsing) is not added to it.
+                delay_ns = int(trajectory.turns[k].tool_delay_s * config.tool_delay_scale * 1e9)
+                end = exchange.t_end_ns if exchange.t_end_ns is not None else self.clock.now_ns()
+                await self._sleep_until(min(end + delay_ns, self._stop_ns))

@@ -1,0 +1,272 @@
+"""One trial at concurrency N: warm-up, measurement window [W0, W1), drain; tier verdicts.
+
+Agents start spread over the ramp (by default the whole warm-up), stop sending at W1, and
+the trial waits for every request already sent (the drain), so every request sent in the
+window has its outcome. Client health (event-loop lag, process CPU) is measured over the
+window on a real clock and reported as not measured on a virtual one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from runner.engine.metrics import (
+    NS,
+    ClientHealth,
+    RequestRecord,
+    TrialSummary,
+    judge_client_health,
+    percentile,
+    summarize,
+)
+from runner.engine.replay import Replay, ReplayConfig
+from runner.engine.trajectory import Trajectory
+from runner.engine.transport import Clock, Transport
+
+LAG_PROBE_INTERVAL_S = 0.01
+
+
+@dataclass(slots=True)
+class Tier:
+    """An SLO tier: what one agent must get for the system to carry N agents."""
+
+    name: str
+    min_p25_output_speed: float
+    max_ttft_s: float
+    ttft_percentile: float = 75.0
+    max_error_rate: float = 0.01
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "min_p25_output_speed": self.min_p25_output_speed,
+            "max_ttft_s": self.max_ttft_s,
+            "ttft_percentile": self.ttft_percentile,
+            "max_error_rate": self.max_error_rate,
+        }
+
+
+def parse_tiers(data: Any) -> list[Tier]:
+    """Tiers from JSON data: a list of objects (or ``{"tiers": [...]}``)."""
+    if isinstance(data, dict) and "tiers" in data:
+        data = data["tiers"]
+    if not isinstance(data, list) or not data:
+        raise ValueError("tiers must be a non-empty JSON list of objects")
+    tiers: list[Tier] = []
+    allowed = {"name", "min_p25_output_speed", "max_ttft_s", "ttft_percentile", "max_error_rate"}
+    for i, item in enumerate(data):
+        if not isinstance(item, dict):
+            raise ValueError(f"tiers[{i}] is not an object")
+        unknown = set(item) - allowed
+        if unknown:
+            raise ValueError(f"tiers[{i}]: unknown fields {sorted(unknown)}")
+        try:
+            tier = Tier(
+                name=str(item["name"]),
+                min_p25_output_speed=float(item["min_p25_output_speed"]),
+                max_ttft_s=float(item["max_ttft_s"]),
+                ttft_percentile=float(item.get("ttft_percentile", 75.0)),
+                max_error_rate=float(item.get("max_error_rate", 0.01)),
+            )
+        except KeyError as exc:
+            raise ValueError(f"tiers[{i}]: missing field {exc.args[0]!r}") from exc
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"tiers[{i}]: {exc}") from exc
+        if not 0 < tier.ttft_percentile < 100:
+            raise ValueError(f"tiers[{i}]: ttft_percentile must be in (0, 100)")
+        tiers.append(tier)
+    names = [t.name for t in tiers]
+    if len(set(names)) != len(names):
+        raise ValueError("tier names must be unique")
+    return tiers
+
+
+def load_tiers(path: str | os.PathLike[str]) -> list[Tier]:
+    return parse_tiers(json.loads(Path(path).read_text()))
+
+
+@dataclass(slots=True)
+class TierVerdict:
+    passed: bool
+    reasons: list[str] = field(default_factory=list)
+    ttft_s: float = math.inf  # the TTFT at this tier's percentile
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "reasons": list(self.reasons),
+            "ttft_s": None if math.isinf(self.ttft_s) else self.ttft_s,
+        }
+
+
+def evaluate_tiers(
+    summary: TrialSummary, tiers: Sequence[Tier], *, min_requests: int
+) -> dict[str, TierVerdict]:
+    """A tier passes when every condition of DESIGN.md §4 holds; reasons name each miss."""
+    out: dict[str, TierVerdict] = {}
+    for tier in tiers:
+        ttft = summary.ttft_at(tier.ttft_percentile)
+        reasons: list[str] = []
+        if summary.p25_output_speed < tier.min_p25_output_speed:
+            reasons.append(
+                f"p25 output speed {summary.p25_output_speed:.1f} < "
+                f"{tier.min_p25_output_speed:g} tok/s"
+            )
+        if not ttft <= tier.max_ttft_s:
+            reasons.append(f"TTFT p{tier.ttft_percentile:g} {ttft:.3f} > {tier.max_ttft_s:g} s")
+        if summary.error_rate > tier.max_error_rate:
+            reasons.append(f"error rate {summary.error_rate:.3%} > {tier.max_error_rate:.3%}")
+        if summary.requests < min_requests:
+            reasons.append(f"{summary.requests} requests measured < {min_requests} required")
+        if not summary.client.healthy:
+            reasons.append(f"client unhealthy: {summary.client.reason}")
+        out[tier.name] = TierVerdict(not reasons, reasons, ttft)
+    return out
+
+
+@dataclass(slots=True)
+class TrialConfig:
+    concurrency: int
+    warmup_s: float
+    duration_s: float
+    accelerators: int
+    replay: ReplayConfig
+    accelerators_total: int | None = None
+    min_requests: int = 20
+    max_loop_lag_ms: float = 25.0
+    max_cpu_percent: float = 90.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "concurrency": self.concurrency,
+            "warmup_s": self.warmup_s,
+            "duration_s": self.duration_s,
+            "accelerators": self.accelerators,
+            "accelerators_total": self.accelerators_total,
+            "min_requests": self.min_requests,
+            "max_loop_lag_ms": self.max_loop_lag_ms,
+            "max_cpu_percent": self.max_cpu_percent,
+            "replay": self.replay.to_dict(),
+        }
+
+
+@dataclass(slots=True)
+class TrialResult:
+    config: TrialConfig
+    summary: TrialSummary
+    verdicts: dict[str, TierVerdict]
+    records: list[RequestRecord]
+    simulated: bool = False
+
+    @property
+    def concurrency(self) -> int:
+        return self.config.concurrency
+
+    def to_dict(self) -> dict[str, Any]:
+        """trial.json: everything but the raw records (those go to requests.jsonl)."""
+        return {
+            "concurrency": self.config.concurrency,
+            "simulated": self.simulated,
+            "config": self.config.to_dict(),
+            "summary": self.summary.to_dict(),
+            "verdicts": {name: v.to_dict() for name, v in self.verdicts.items()},
+            "frontier_point": {
+                "p25_output_speed": self.summary.p25_output_speed,
+                "throughput_per_accelerator": self.summary.throughput_per_accelerator,
+            },
+        }
+
+
+def write_trial(out_dir: str | os.PathLike[str], result: TrialResult) -> None:
+    """DIR/trial.json and DIR/requests.jsonl (one RequestRecord per line)."""
+    path = Path(out_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    with open(path / "requests.jsonl", "wb") as fh:
+        for record in result.records:
+            fh.write(orjson.dumps(record.to_dict()) + b"\n")
+    (path / "trial.json").write_bytes(
+        orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2) + b"\n"
+    )
+
+
+async def _monitor_health(
+    clock: Clock, w0: int, w1: int, lags_ms: list[float], cpu: list[float]
+) -> None:
+    """Event-loop lag (sleep overshoot) and process CPU over [w0, w1) on a real clock."""
+    wait = w0 - clock.now_ns()
+    if wait > 0:
+        await clock.sleep(wait / NS)
+    cpu0, wall0 = time.process_time(), clock.now_ns()
+    while clock.now_ns() < w1:
+        before = clock.now_ns()
+        await clock.sleep(LAG_PROBE_INTERVAL_S)
+        lags_ms.append(max(0.0, (clock.now_ns() - before) / 1e6 - LAG_PROBE_INTERVAL_S * 1e3))
+    wall = clock.now_ns() - wall0
+    if wall > 0:
+        cpu.append((time.process_time() - cpu0) * NS / wall * 100.0)
+
+
+async def run_trial(
+    transport: Transport,
+    clock: Clock,
+    trajectories: Sequence[Trajectory],
+    config: TrialConfig,
+    tiers: Sequence[Tier] = (),
+    *,
+    on_record: Callable[[RequestRecord], None] | None = None,
+) -> TrialResult:
+    """Run one trial and judge it against ``tiers``."""
+    if config.duration_s <= 0:
+        raise ValueError("duration must be > 0")
+    replay = Replay(
+        transport, clock, trajectories, config.replay, config.concurrency, on_record=on_record
+    )
+    t0 = clock.now_ns()
+    w0 = t0 + int(config.warmup_s * NS)
+    w1 = w0 + int(config.duration_s * NS)
+    lags: list[float] = []
+    cpu: list[float] = []
+    monitor = None
+    if not clock.is_virtual:
+        monitor = asyncio.ensure_future(_monitor_health(clock, w0, w1, lags, cpu))
+    try:
+        records = await replay.run(stop_sending_at_ns=w1)
+        if monitor is not None:
+            await monitor
+    finally:
+        if monitor is not None:
+            monitor.cancel()
+    health: ClientHealth = judge_client_health(
+        percentile(lags, 99) if lags else None,
+        cpu[0] if cpu else None,
+        max_loop_lag_ms=config.max_loop_lag_ms,
+        max_cpu_percent=config.max_cpu_percent,
+    )
+    extra_ps = {t.ttft_percentile for t in tiers}
+    summary = summarize(
+        records,
+        window_start_ns=w0,
+        window_end_ns=w1,
+        accelerators=config.accelerators,
+        accelerators_total=config.accelerators_total,
+        client=health,
+        extra_ttft_percentiles=extra_ps,
+    )
+    verdicts = evaluate_tiers(summary, tiers, min_requests=config.min_requests)
+    return TrialResult(
+        config=config,
+        summary=summary,
+        verdicts=verdicts,
+        records=sorted(records, key=lambda r: r.t_send_ns),
+        simulated=clock.is_virtual,
+    )
