@@ -1,0 +1,733 @@
+"""The performance model: continuous batching on replicas of a deployment.
+
+Time is integer nanoseconds on whatever timeline drives the model (``Timeline``): the
+real-time server drives it with ``perf_counter_ns`` and timers, the virtual-time mode with a
+virtual event loop. The model itself never reads a clock; it advances one batch iteration at
+a time, and the per-sequence work of an iteration is vectorised (numpy), so a rack with
+thousands of running sequences costs tens of microseconds per iteration, not per token.
+
+Each iteration (see docs/simulator.md for the equations and sources):
+
+    compute  = 2·P_prefill·n_prefill + 2·P_decode·n_decode·(k+1) + a·Σ attended context
+    memory   = weight bytes touched + kv_bytes_per_token · Σ context of the batch
+    duration = max(compute / (peak FLOP/s · η_c), memory / (HBM B/s · η_b))
+               + iteration overhead + k · draft step
+
+and each decoding sequence emits 1 + A tokens, A = min(Geometric, k) accepted drafts with
+per-draft acceptance α (seeded), so E[tokens/step] = (1 − α^(k+1)) / (1 − α).
+"""
+
+from __future__ import annotations
+
+import heapq
+import zlib
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from runner.simulator.profile import Profile, RoleConfig
+from runner.simulator.prompts import PromptShape
+
+RESYNC_NS = 5_000_000  # a real-time driver that falls this far behind restarts from "now"
+
+
+class Timeline(Protocol):
+    def now_ns(self) -> int: ...
+
+    def call_at(self, t_ns: int, fn: Callable[[], None]) -> None: ...
+
+
+class RejectedRequest(ValueError):
+    """The request can never be served by this deployment (too long for context or memory)."""
+
+
+class SimRequest:
+    """One request inside the model. Owners attach ``on_done`` / ``on_emit`` callbacks."""
+
+    __slots__ = (
+        "rid",
+        "prompt",
+        "max_tokens",
+        "stop_at",
+        "t_arrival_ns",
+        "cached",
+        "prefilled",
+        "t_first_ns",
+        "t_last_ns",
+        "n_events",
+        "finish_reason",
+        "done",
+        "cancelled",
+        "slot",
+        "replica",
+        "reserved",
+        "on_done",
+        "on_emit",
+        "owner",
+    )
+
+    def __init__(self, rid: str, prompt: PromptShape, max_tokens: int, stop_at: int) -> None:
+        self.rid = rid
+        self.prompt = prompt
+        self.max_tokens = max_tokens
+        self.stop_at = stop_at
+        self.t_arrival_ns = 0
+        self.cached = 0
+        self.prefilled = 0
+        self.t_first_ns: int | None = None
+        self.t_last_ns: int | None = None
+        self.n_events = 0
+        self.finish_reason: str | None = None
+        self.done = False
+        self.cancelled = False
+        self.slot = -1
+        self.replica: Replica | None = None
+        self.reserved = 0
+        self.on_done: Callable[[SimRequest], None] | None = None
+        self.on_emit: Callable[[SimRequest, int, int], None] | None = None
+        self.owner: Any = None
+
+
+def stop_point(seed: int, rid: str, *, max_tokens: int, min_tokens: int, mean: int) -> int:
+    """Seeded early stop (no ``ignore_eos``): min_tokens + Geometric(1/mean), capped."""
+    rng = np.random.default_rng([seed, zlib.crc32(rid.encode())])
+    extra = int(rng.geometric(1.0 / max(1, mean)))
+    return max(1, min(max_tokens, max(min_tokens, 1) + extra - 1))
+
+
+class KvPool:
+    """KV memory of one replica in tokens: prefix-cache blocks (pinned or LRU) + reservations.
+
+    Blocks are keyed by prefix-chain keys. A running request pins the blocks of its prompt
+    and reserves room for its output; on release its blocks become evictable, tail first, so
+    LRU eviction drops the ends of old prefixes before their beginnings (as vLLM does).
+    """
+
+    __slots__ = ("capacity", "caching", "used", "evictable", "entries", "lru")
+
+    def __init__(self, capacity: int, *, caching: bool) -> None:
+        self.capacity = capacity
+        self.caching = caching
+        self.used = 0
+        self.evictable = 0
+        self.entries: dict[int, list[int]] = {}  # key -> [size, refs]
+        self.lru: OrderedDict[int, None] = OrderedDict()
+
+    def acquire(self, keys: tuple[int, ...], cum: tuple[int, ...], reserve: int) -> int | None:
+        """Pin the prompt's blocks; return matched prefix tokens, or None if it cannot fit."""
+        entries = self.entries
+        m = 0
+        if self.caching:
+            n = len(keys)
+            while m < n and keys[m] in entries:
+                m += 1
+        matched = cum[m - 1] if m else 0
+        need = cum[-1] - matched + reserve
+        repinned = 0
+        for k in keys[:m]:
+            e = entries[k]
+            if e[1] == 0:
+                repinned += e[0]
+        if self.capacity - self.used + self.evictable - repinned < need:
+            return None
+        lru = self.lru
+        for k in keys[:m]:
+            e = entries[k]
+            if e[1] == 0:
+                del lru[k]
+                self.evictable -= e[0]
+            e[1] += 1
+        while self.capacity - self.used < need and lru:
+            k, _ = lru.popitem(last=False)
+            size = entries.pop(k)[0]
+            self.used -= size
+            self.evictable -= size
+        prev = matched
+        for i in range(m, len(keys)):
+            k = keys[i]
+            size = cum[i] - prev
+            prev = cum[i]
+            e = entries.get(k)
+            if e is None:
+                entries[k] = [size, 1]
+                self.used += size
+            else:
+                if e[1] == 0:
+                    del lru[k]
+                    self.evictable -= e[0]
+                e[1] += 1
+        self.used += reserve
+        return matched
+
+    def release(self, keys: tuple[int, ...], reserve: int) -> None:
+        self.used -= reserve
+        entries, lru = self.entries, self.lru
+        for k in reversed(keys):
+            e = entries[k]
+            e[1] -= 1
+            if e[1] == 0:
+                if self.caching:
+                    lru[k] = None
+                    self.evictable += e[0]
+                else:
+                    del entries[k]
+                    self.used -= e[0]
+
+    def reserve(self, n: int) -> bool:
+        while self.capacity - self.used < n and self.lru:
+            k, _ = self.lru.popitem(last=False)
+            size = self.entries.pop(k)[0]
+            self.used -= size
+            self.evictable -= size
+        if self.capacity - self.used < n:
+            return False
+        self.used += n
+        return True
+
+    def unreserve(self, n: int) -> None:
+        self.used -= n
+
+    @property
+    def in_use(self) -> int:
+        return self.used - self.evictable
+
+
+@dataclass(slots=True)
+class Counters:
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    prefix_queries: int = 0
+    prefix_hits: int = 0
+    spec_drafts: int = 0
+    spec_draft_tokens: int = 0
+    spec_accepted: int = 0
+    iterations: int = 0
+    requests_finished: int = 0
+    busy_ns: int = 0
+
+
+@dataclass(slots=True, frozen=True)
+class IterationCost:
+    """Cost terms of one iteration, kept for tests and docs."""
+
+    flops: float
+    bytes: float
+    compute_s: float
+    memory_s: float
+    seconds: float
+
+
+class CostModel:
+    """Duration of one iteration of one replica (``accelerators`` pooled)."""
+
+    def __init__(self, profile: Profile, role: RoleConfig) -> None:
+        p = profile
+        self.pp = p.active_prefill_b * 1e9
+        self.pd = p.active_decode_b * 1e9
+        self.ptot = p.total_params_b * 1e9
+        self.bpp = p.weight_bits / 8.0
+        self.kvb = p.kv_bytes_per_token
+        self.flops = p.peak_tflops * 1e12 * role.accelerators * p.compute_efficiency
+        self.bw = p.hbm_tb_s * 1e12 * role.accelerators * p.bandwidth_efficiency
+        self.overhead_s = p.iteration_overhead_us * 1e-6
+        self.draft_s = p.draft_step_us * 1e-6
+        self.attn = p.attn_flops_per_ctx_token
+        self.window = p.max_attended_tokens
+        self.moe = p.moe_weight_touch and self.pd < self.ptot
+        self.frac = self.pd / self.ptot
+
+    def weight_bytes(self, tokens: int) -> float:
+        """Weights read by an iteration of ``tokens`` tokens (MoE: more experts as T grows)."""
+        if tokens <= 0:
+            return 0.0
+        if not self.moe:
+            return self.pd * self.bpp
+        touched = self.pd + (self.ptot - self.pd) * (1.0 - (1.0 - self.frac) ** (tokens - 1))
+        return touched * self.bpp
+
+    def cost(
+        self,
+        *,
+        prefill_tokens: int,
+        prefill_attended: float,
+        prefill_ctx_read: int,
+        decode_seqs: int,
+        verify: int,
+        decode_ctx: int,
+        decode_attended: float,
+        drafting: bool,
+    ) -> IterationCost:
+        flops = (
+            2.0 * self.pp * prefill_tokens
+            + 2.0 * self.pd * decode_seqs * verify
+            + self.attn * (prefill_attended + verify * decode_attended)
+        )
+        nbytes = self.weight_bytes(prefill_tokens + decode_seqs * verify) + self.kvb * (
+            decode_ctx + prefill_ctx_read
+        )
+        c, m = flops / self.flops, nbytes / self.bw
+        seconds = max(c, m) + self.overhead_s + (self.draft_s * (verify - 1) if drafting else 0.0)
+        return IterationCost(flops=flops, bytes=nbytes, compute_s=c, memory_s=m, seconds=seconds)
+
+    def attended(self, ctx: int) -> float:
+        return float(ctx if self.window is None else min(ctx, self.window))
+
+
+class Replica:
+    """One engine instance: a batch of up to ``max_batch`` sequences, iterated continuously."""
+
+    def __init__(
+        self,
+        deployment: Deployment,
+        role: RoleConfig,
+        index: int,
+        rng: np.random.Generator,
+    ) -> None:
+        p = deployment.profile
+        self.dep = deployment
+        self.role = role.role
+        self.index = index
+        self.rng = rng
+        self.cost = CostModel(p, role)
+        self.max_batch = role.max_batch
+        self.chunk = role.chunk_tokens
+        self.k = p.spec_k if role.role != "prefill" else 0
+        self.alpha = p.spec_acceptance
+        self.block = p.block_tokens
+        self.capacity = p.kv_capacity_tokens(role)
+        self.pool = KvPool(self.capacity, caching=p.prefix_caching and role.role != "decode")
+        n = role.max_batch
+        self.remaining = np.zeros(n, dtype=np.int64)
+        self.ctx = np.zeros(n, dtype=np.int64)
+        self.events = np.zeros(n, dtype=np.int64)
+        self.bonus = np.zeros(n, dtype=np.int64)
+        self.dec = np.zeros(n, dtype=bool)
+        self.slots: list[SimRequest | None] = [None] * n
+        self.free: list[int] = list(range(n - 1, -1, -1))
+        self.waiting: deque[SimRequest] = deque()
+        self.prefilling: list[SimRequest] = []
+        self.incoming: list[tuple[int, int, SimRequest]] = []
+        self.counters = Counters()
+        self.busy = False
+        self.stream = False
+        self._seq = 0
+        self._wake_at: int | None = None
+        self._iter_end = 0
+        self._iter_start = 0
+        self._plan_prefill: list[tuple[SimRequest, int]] = []
+        self._plan_dec: np.ndarray = np.zeros(0, dtype=np.int64)
+        self._plan_new: list[SimRequest] = []
+        self._cancel_pending = 0
+
+    # ---------------------------------------------------------------- load and routing
+    @property
+    def n_running(self) -> int:
+        return self.max_batch - len(self.free)
+
+    @property
+    def n_waiting(self) -> int:
+        return len(self.waiting) + len(self.incoming)
+
+    @property
+    def load(self) -> int:
+        return self.n_running + self.n_waiting
+
+    def enqueue(self, req: SimRequest) -> None:
+        req.replica = self
+        self.waiting.append(req)
+        self.kick()
+
+    def add_incoming(self, req: SimRequest, ready_ns: int) -> None:
+        req.replica = self
+        self._seq += 1
+        heapq.heappush(self.incoming, (ready_ns, self._seq, req))
+        if not self.busy:
+            self._schedule_wake(ready_ns)
+
+    def cancel(self, req: SimRequest) -> None:
+        req.cancelled = True
+        if req.slot >= 0:
+            self._cancel_pending += 1
+            if not self.busy:
+                self._purge_cancelled()
+
+    # ---------------------------------------------------------------- driving
+    def kick(self) -> None:
+        if not self.busy:
+            self._begin(self.dep.timeline.now_ns())
+
+    def _schedule_wake(self, t_ns: int) -> None:
+        if self._wake_at is not None and self._wake_at <= t_ns:
+            return
+        self._wake_at = t_ns
+        self.dep.timeline.call_at(t_ns, self._wake)
+
+    def _wake(self) -> None:
+        self._wake_at = None
+        if not self.busy:
+            self._begin(self.dep.timeline.now_ns())
+
+    def _begin(self, t_ns: int) -> None:
+        seconds = self.plan(t_ns)
+        if seconds is None:
+            self.busy = False
+            if self.incoming:
+                self._schedule_wake(max(self.incoming[0][0], t_ns + 1))
+            return
+        self.busy = True
+        dur = max(1, round(seconds * 1e9))
+        self._iter_start = t_ns
+        self._iter_end = t_ns + dur
+        self.dep.timeline.call_at(self._iter_end, self._end)
+
+    def _end(self) -> None:
+        end = self._iter_end
+        self.counters.busy_ns += end - self._iter_start
+        self.complete(end)
+        now = self.dep.timeline.now_ns()
+        self._begin(end if now - end < RESYNC_NS else now)
+
+    # ---------------------------------------------------------------- one iteration
+    def _purge_cancelled(self) -> None:
+        for s, req in enumerate(self.slots):
+            if req is not None and req.cancelled:
+                self._release(req)
+        self.prefilling = [r for r in self.prefilling if not r.cancelled]
+        self._cancel_pending = 0
+
+    def _admit(self, req: SimRequest) -> bool:
+        reserve = req.stop_at if self.role == "aggregated" else 0
+        matched = self.pool.acquire(req.prompt.keys, req.prompt.cum, reserve)
+        if matched is None:
+            return False
+        cached = min((matched // self.block) * self.block, req.prompt.tokens - 1)
+        req.cached = cached
+        req.prefilled = cached
+        req.reserved = reserve
+        c = self.counters
+        c.prefix_queries += req.prompt.tokens
+        c.prefix_hits += cached
+        c.prompt_tokens += req.prompt.tokens
+        slot = self.free.pop()
+        self.slots[slot] = req
+        req.slot = slot
+        return True
+
+    def _release(self, req: SimRequest) -> None:
+        slot = req.slot
+        if slot < 0:
+            return
+        self.slots[slot] = None
+        self.dec[slot] = False
+        self.bonus[slot] = 0
+        self.free.append(slot)
+        req.slot = -1
+        if self.role == "decode":
+            self.pool.unreserve(req.reserved)
+        else:
+            self.pool.release(req.prompt.keys, req.reserved)
+        req.reserved = 0
+
+    def plan(self, t_ns: int) -> float | None:
+        """Choose the next iteration's work at ``t_ns``; return its duration in seconds."""
+        if self._cancel_pending:
+            self._purge_cancelled()
+        k1 = self.k + 1
+        prefill: list[tuple[SimRequest, int]] = []
+        new: list[SimRequest] = []
+        if self.role == "decode":
+            inc = self.incoming
+            while inc and inc[0][0] <= t_ns and self.free:
+                req = inc[0][2]
+                if req.cancelled:
+                    heapq.heappop(inc)
+                    continue
+                need = req.prompt.tokens + req.stop_at
+                if not self.pool.reserve(need):
+                    break
+                heapq.heappop(inc)
+                req.reserved = need
+                slot = self.free.pop()
+                self.slots[slot] = req
+                req.slot = slot
+                self.remaining[slot] = req.stop_at
+                self.ctx[slot] = req.prompt.tokens
+                self.events[slot] = 0
+                self.bonus[slot] = 1
+                self.dec[slot] = True
+                new.append(req)
+        dec_idx = np.flatnonzero(self.dec)
+        n_dec = len(dec_idx)
+        if self.role != "decode":
+            budget = self.chunk - n_dec * k1
+            for req in self.prefilling:
+                if budget <= 0:
+                    break
+                n = min(budget, req.prompt.tokens - req.prefilled)
+                if n > 0:
+                    prefill.append((req, n))
+                    budget -= n
+            waiting = self.waiting
+            while budget > 0 and waiting and self.free:
+                req = waiting[0]
+                if req.cancelled:
+                    waiting.popleft()
+                    continue
+                if not self._admit(req):
+                    break
+                waiting.popleft()
+                self.prefilling.append(req)
+                n = min(budget, req.prompt.tokens - req.prefilled)
+                prefill.append((req, n))
+                budget -= n
+        if not prefill and n_dec == 0:
+            return None
+        cm = self.cost
+        p_tokens = 0
+        p_att = 0.0
+        p_read = 0
+        for req, n in prefill:
+            p_tokens += n
+            p_read += req.prefilled + n
+            if cm.attn:
+                p_att += n * cm.attended(req.prefilled + n // 2)
+        d_ctx = 0
+        d_att = 0.0
+        if n_dec:
+            ctx = self.ctx[dec_idx]
+            d_ctx = int(ctx.sum())
+            if cm.attn:
+                d_att = float(d_ctx if cm.window is None else np.minimum(ctx, cm.window).sum())
+        cost = cm.cost(
+            prefill_tokens=p_tokens,
+            prefill_attended=p_att,
+            prefill_ctx_read=p_read,
+            decode_seqs=n_dec,
+            verify=k1,
+            decode_ctx=d_ctx,
+            decode_attended=d_att,
+            drafting=self.k > 0 and n_dec > 0,
+        )
+        self._plan_prefill = prefill
+        self._plan_dec = dec_idx
+        self._plan_new = new
+        return cost.seconds
+
+    def complete(self, end_ns: int) -> None:
+        """Apply the planned iteration's effects at its end time."""
+        c = self.counters
+        c.iterations += 1
+        stream = self.stream
+        finished: list[SimRequest] = []
+        if self._plan_prefill:
+            done_any = False
+            for req, n in self._plan_prefill:
+                if req.cancelled or req.slot < 0:
+                    continue
+                req.prefilled += n
+                if req.prefilled < req.prompt.tokens:
+                    continue
+                done_any = True
+                if self.role == "prefill":
+                    self._release(req)
+                    self.dep.handoff(req, end_ns)
+                    continue
+                slot = req.slot
+                req.t_first_ns = end_ns
+                c.generation_tokens += 1
+                self.events[slot] = 1
+                self.ctx[slot] = req.prompt.tokens + 1
+                self.remaining[slot] = req.stop_at - 1
+                if stream and req.on_emit is not None:
+                    req.on_emit(req, 1, end_ns)
+                if req.stop_at <= 1:
+                    finished.append(req)
+                else:
+                    self.dec[slot] = True
+            if done_any:
+                self.prefilling = [
+                    r for r in self.prefilling if r.prefilled < r.prompt.tokens and r.slot >= 0
+                ]
+            self._plan_prefill = []
+        idx = self._plan_dec
+        if len(idx):
+            n = len(idx)
+            k = self.k
+            if k:
+                a = self.alpha
+                if a >= 1.0:
+                    acc = np.full(n, k, dtype=np.int64)
+                elif a <= 0.0:
+                    acc = np.zeros(n, dtype=np.int64)
+                else:
+                    acc = np.minimum(self.rng.geometric(1.0 - a, size=n) - 1, k)
+                c.spec_drafts += n
+                c.spec_draft_tokens += n * k
+                c.spec_accepted += int(acc.sum())
+                steps = acc + 1
+            else:
+                steps = np.ones(n, dtype=np.int64)
+            if self.role == "decode":
+                steps += self.bonus[idx]
+                self.bonus[idx] = 0
+                for req in self._plan_new:
+                    req.t_first_ns = end_ns
+                self._plan_new = []
+            rem = self.remaining[idx]
+            steps = np.minimum(steps, rem)
+            left = rem - steps
+            self.remaining[idx] = left
+            self.ctx[idx] += steps
+            self.events[idx] += 1
+            c.generation_tokens += int(steps.sum())
+            slots = self.slots
+            if stream:
+                for s, m in zip(idx.tolist(), steps.tolist(), strict=True):
+                    req = slots[s]
+                    if req is not None and req.on_emit is not None and m > 0 and not req.cancelled:
+                        req.on_emit(req, m, end_ns)
+            for s in idx[left == 0].tolist():
+                req = slots[s]
+                if req is not None:
+                    finished.append(req)
+            self._plan_dec = np.zeros(0, dtype=np.int64)
+        for req in finished:
+            self._finish(req, end_ns)
+
+    def _finish(self, req: SimRequest, end_ns: int) -> None:
+        req.n_events = int(self.events[req.slot])
+        req.t_last_ns = end_ns
+        req.done = True
+        req.finish_reason = "length" if req.stop_at >= req.max_tokens else "stop"
+        self._release(req)
+        if req.cancelled:
+            return
+        self.counters.requests_finished += 1
+        if req.on_done is not None:
+            req.on_done(req)
+
+
+class Deployment:
+    """All replicas of a profile, with session-sticky routing and P/D handoff."""
+
+    def __init__(self, profile: Profile, timeline: Timeline, *, seed: int = 0) -> None:
+        self.profile = profile
+        self.timeline = timeline
+        self.seed = seed
+        self.front: list[Replica] = []
+        self.back: list[Replica] = []
+        for ri, role in enumerate(profile.roles):
+            for i in range(role.replicas):
+                rep = Replica(self, role, i, np.random.default_rng([seed, ri, i]))
+                (self.back if role.role == "decode" else self.front).append(rep)
+        self.sessions: dict[int, int] = {}
+        self.rejected = 0
+        fr = profile.roles[0]
+        self.max_prompt_tokens = profile.kv_capacity_tokens(fr)
+        if profile.mode == "disaggregated":
+            self.max_prompt_tokens = min(
+                self.max_prompt_tokens, profile.kv_capacity_tokens(profile.roles[1])
+            )
+
+    @property
+    def replicas(self) -> list[Replica]:
+        return self.front + self.back
+
+    def set_streaming(self, on: bool) -> None:
+        for r in self.replicas:
+            r.stream = on
+
+    def new_request(
+        self,
+        rid: str,
+        prompt: PromptShape,
+        *,
+        max_tokens: int | None,
+        min_tokens: int = 0,
+        ignore_eos: bool = False,
+    ) -> SimRequest:
+        """Validate limits and fix the output length (seeded early stop without ignore_eos)."""
+        ctx = self.profile.context_length
+        if prompt.tokens >= ctx:
+            raise RejectedRequest(
+                f"This model's maximum context length is {ctx} tokens. However, you requested "
+                f"{prompt.tokens} tokens in the messages."
+            )
+        room = ctx - prompt.tokens
+        if max_tokens is None:
+            max_tokens = room
+        if max_tokens < 1:
+            raise RejectedRequest("max_tokens must be at least 1")
+        if max_tokens > room:
+            raise RejectedRequest(
+                f"This model's maximum context length is {ctx} tokens. However, you requested "
+                f"{prompt.tokens + max_tokens} tokens ({prompt.tokens} in the messages, "
+                f"{max_tokens} in the completion)."
+            )
+        if ignore_eos:
+            stop_at = max_tokens
+        else:
+            stop_at = stop_point(
+                self.seed,
+                rid,
+                max_tokens=max_tokens,
+                min_tokens=min(min_tokens, max_tokens),
+                mean=self.profile.eos_mean_tokens,
+            )
+        if prompt.tokens + stop_at > self.max_prompt_tokens:
+            raise RejectedRequest(
+                f"prompt + output ({prompt.tokens + stop_at} tokens) exceeds the KV cache of "
+                f"one replica ({self.max_prompt_tokens} tokens)"
+            )
+        return SimRequest(rid, prompt, max_tokens, stop_at)
+
+    def submit(self, req: SimRequest, *, session_key: int | None = None) -> None:
+        req.t_arrival_ns = self.timeline.now_ns()
+        front = self.front
+        if len(front) == 1:
+            rep = front[0]
+        else:
+            key = req.prompt.session_key if session_key is None else session_key
+            i = self.sessions.get(key)
+            if i is None:
+                i = min(range(len(front)), key=lambda j: (front[j].load, j))
+                self.sessions[key] = i
+            rep = front[i]
+        rep.enqueue(req)
+
+    def handoff(self, req: SimRequest, prefill_end_ns: int) -> None:
+        """Prefill done: ship the KV to the least-loaded decode replica."""
+        p = self.profile
+        transfer_s = (req.prompt.tokens * p.kv_bytes_per_token) / (
+            p.kv_transfer_gb_s * 1e9
+        ) + p.kv_transfer_latency_us * 1e-6
+        back = self.back
+        i = min(range(len(back)), key=lambda j: (back[j].load, j))
+        back[i].add_incoming(req, prefill_end_ns + max(1, round(transfer_s * 1e9)))
+
+    def cancel(self, req: SimRequest) -> None:
+        if req.done or req.cancelled:
+            return
+        if req.replica is not None:
+            req.replica.cancel(req)
+        else:
+            req.cancelled = True
+
+    def totals(self) -> Counters:
+        out = Counters()
+        for r in self.replicas:
+            for name in Counters.__dataclass_fields__:
+                setattr(out, name, getattr(out, name) + getattr(r.counters, name))
+        return out
+
+    def gauges(self) -> dict[str, float]:
+        reps = self.replicas
+        cap = sum(r.capacity for r in reps)
+        return {
+            "running": float(sum(r.n_running for r in reps)),
+            "waiting": float(sum(r.n_waiting for r in reps)),
+            "kv_usage": (sum(r.pool.in_use for r in reps) / cap) if cap else 0.0,
+        }

@@ -1,0 +1,518 @@
+"""Simulator profiles: a catalog system + a catalog model + a deployment, every number sourced.
+
+A profile is a YAML file (see ``runner/simulator/profiles/`` and ``docs/simulator.md``)::
+
+    name: gb300-nvl72-dsv41flash
+    system: gb300-nvl72              # catalog slug, or an inline mapping of figures
+    model: deepseek-v4.1-flash-max   # catalog slug, or an inline mapping of figures
+    catalog_overrides:               # figures the catalog leaves null (or that this profile
+      system: {peak_tflops_dense: {fp4: {value: 15000, source: https://..., note: ...}}}
+    deployment: {...}                # precision, roles, batching, caching, speculation, ...
+    sources:                         # every numeric deployment leaf: URL or "assumption: why"
+      deployment.efficiency: "assumption: ..."
+
+Loading refuses a profile whose figures are missing or unsourced, with the path to fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from runner.simulator.catalog import Catalog, CatalogError, Figure, figure_from, load_catalog
+
+PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
+PRECISIONS = ("fp4", "fp8", "bf16")
+MODES = ("aggregated", "disaggregated")
+
+SYSTEM_FIGURES = ("accelerators_per_system", "memory_gb_per_accelerator", "hbm_bandwidth_tb_s")
+MODEL_FIGURES = (
+    "total_params_b",
+    "active_params_prefill_b",
+    "active_params_decode_b",
+    "context_length",
+    "kv_bytes_per_token",
+    "weight_bits",
+)
+
+_ROLE_KEYS = {"replicas", "accelerators", "tp", "ep", "max_batch", "chunk_tokens"}
+_DEPLOYMENT_KEYS = {
+    "precision",
+    "weight_bits",
+    "mode",
+    "aggregated",
+    "prefill",
+    "decode",
+    "prefix_caching",
+    "speculative",
+    "efficiency",
+    "memory",
+    "attention",
+    "moe_weight_touch",
+    "eos",
+}
+_SECTION_KEYS = {
+    "prefix_caching": {"enabled", "block_tokens"},
+    "speculative": {"k", "acceptance", "draft_step_us"},
+    "efficiency": {
+        "compute",
+        "bandwidth",
+        "iteration_overhead_us",
+        "kv_transfer_gb_s",
+        "kv_transfer_latency_us",
+    },
+    "memory": {"reserve_fraction"},
+    "attention": {"flops_per_token_per_context_token", "max_attended_tokens"},
+    "eos": {"mean_tokens"},
+}
+_TOP_KEYS = {
+    "name",
+    "label",
+    "description",
+    "system",
+    "model",
+    "systems",
+    "served_model_names",
+    "catalog_overrides",
+    "deployment",
+    "sources",
+}
+
+
+class ProfileError(ValueError):
+    """A profile that cannot be loaded; the message names the field to fix."""
+
+
+@dataclass(slots=True, frozen=True)
+class RoleConfig:
+    """One kind of engine instance: ``replicas`` copies of ``accelerators`` accelerators each."""
+
+    role: str  # "aggregated" | "prefill" | "decode"
+    replicas: int
+    accelerators: int
+    tp: int
+    ep: int
+    max_batch: int
+    chunk_tokens: int
+
+
+@dataclass(slots=True, frozen=True)
+class Profile:
+    name: str
+    label: str
+    path: Path | None
+    system_slug: str
+    model_slug: str
+    served_model_names: tuple[str, ...]
+    systems: int
+    # hardware (per accelerator)
+    accelerators_per_system: int
+    memory_gb: float
+    hbm_tb_s: float
+    peak_tflops: float  # dense, at the deployment precision
+    # model
+    total_params_b: float
+    active_prefill_b: float
+    active_decode_b: float
+    context_length: int
+    kv_bytes_per_token: float
+    weight_bits: float
+    # deployment
+    precision: str
+    mode: str
+    roles: tuple[RoleConfig, ...]
+    prefix_caching: bool
+    block_tokens: int
+    spec_k: int
+    spec_acceptance: float
+    draft_step_us: float
+    compute_efficiency: float
+    bandwidth_efficiency: float
+    iteration_overhead_us: float
+    kv_transfer_gb_s: float
+    kv_transfer_latency_us: float
+    memory_reserve_fraction: float
+    attn_flops_per_ctx_token: float
+    max_attended_tokens: int | None
+    moe_weight_touch: bool
+    eos_mean_tokens: int
+    provenance: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def accelerators_used(self) -> int:
+        """Accelerators that serve (prefill + decode roles), not the rack size."""
+        return sum(r.replicas * r.accelerators for r in self.roles)
+
+    @property
+    def accelerators_total(self) -> int:
+        return self.systems * self.accelerators_per_system
+
+    @property
+    def weight_bytes(self) -> float:
+        return self.total_params_b * 1e9 * self.weight_bits / 8.0
+
+    @property
+    def spec_tokens_per_step(self) -> float:
+        """Expected tokens per decode step: (1 - a^(k+1)) / (1 - a); 1 without speculation."""
+        k, a = self.spec_k, self.spec_acceptance
+        if k == 0:
+            return 1.0
+        if a >= 1.0:
+            return float(k + 1)
+        return (1.0 - a ** (k + 1)) / (1.0 - a)
+
+    def role(self, name: str) -> RoleConfig:
+        for r in self.roles:
+            if r.role == name:
+                return r
+        raise KeyError(name)
+
+    def kv_capacity_tokens(self, role: RoleConfig) -> int:
+        """KV cache of one replica: HBM left after weights and the reserve, in tokens."""
+        hbm = role.accelerators * self.memory_gb * 1e9 * (1.0 - self.memory_reserve_fraction)
+        return int((hbm - self.weight_bytes) // self.kv_bytes_per_token)
+
+
+def resolve_profile_path(profile: str | Path) -> Path:
+    """A profile name (file in ``runner/simulator/profiles/``) or a path."""
+    p = Path(profile)
+    if p.suffix in (".yaml", ".yml") and p.is_file():
+        return p
+    for candidate in (PROFILES_DIR / f"{profile}.yaml", PROFILES_DIR / f"{profile}.yml"):
+        if candidate.is_file():
+            return candidate
+    if p.is_file():
+        return p
+    known = ", ".join(available_profiles()) or "none"
+    raise ProfileError(f"profile {str(profile)!r} not found (a path, or one of: {known})")
+
+
+def available_profiles() -> list[str]:
+    return sorted(p.stem for p in PROFILES_DIR.glob("*.yaml"))
+
+
+def load_profile(
+    profile: str | Path, *, catalog: Catalog | None = None, catalog_dir: str | Path | None = None
+) -> Profile:
+    """Load and validate a profile; the catalog is read only if the profile names slugs."""
+    path = resolve_profile_path(profile)
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"{path}: not valid YAML: {exc}") from exc
+    return profile_from_dict(doc, path=path, catalog=catalog, catalog_dir=catalog_dir)
+
+
+def _check_keys(obj: Any, allowed: set[str], where: str) -> dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise ProfileError(f"{where}: expected a mapping, got {type(obj).__name__}")
+    unknown = sorted(set(obj) - allowed)
+    if unknown:
+        raise ProfileError(f"{where}: unknown field(s) {', '.join(unknown)}")
+    return obj
+
+
+def _number(value: Any, where: str, *, integer: bool = False, minimum: float = 0.0) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ProfileError(f"{where}: expected a number, got {value!r}")
+    if integer and int(value) != value:
+        raise ProfileError(f"{where}: expected an integer, got {value!r}")
+    if value < minimum:
+        raise ProfileError(f"{where}: must be ≥ {minimum}, got {value!r}")
+    return float(value)
+
+
+def _resolve_entry(
+    kind: str,
+    ref: Any,
+    names: tuple[str, ...],
+    overrides: dict[str, Any],
+    catalog_getter: Any,
+) -> tuple[str, dict[str, Figure]]:
+    """Figures of a system or model: from the catalog (by slug) or inline, then overrides."""
+    if isinstance(ref, str):
+        try:
+            entry = catalog_getter(ref)
+        except CatalogError as exc:
+            raise ProfileError(f"{kind}: {exc}") from exc
+        slug, origin = ref, f"catalog {kind} {ref!r}"
+    elif isinstance(ref, dict) and ref.get("slug"):
+        entry, slug, origin = ref, str(ref["slug"]), f"inline {kind}"
+    else:
+        raise ProfileError(f"{kind}: expected a catalog slug or an inline mapping with a slug")
+    figures: dict[str, Figure] = {}
+    for name in names:
+        override = _dig(overrides, name)
+        if override is not None:
+            try:
+                fig = figure_from(override, path=f"catalog_overrides.{kind}.{name}")
+            except CatalogError as exc:
+                raise ProfileError(str(exc)) from exc
+            if fig.value is None or not fig.source.strip():
+                raise ProfileError(
+                    f"catalog_overrides.{kind}.{name}: an override needs a value and a source"
+                )
+            figures[name] = fig
+            continue
+        raw = _dig(entry, name)
+        if raw is None or (isinstance(raw, dict) and raw.get("value") is None):
+            raise ProfileError(
+                f"{origin} has no value for {name!r}; supply it under "
+                f"catalog_overrides.{kind}.{name} as {{value, source, note}}"
+            )
+        if isinstance(raw, dict):
+            try:
+                figures[name] = figure_from(raw, path=f"{origin}.{name}")
+            except CatalogError as exc:
+                raise ProfileError(str(exc)) from exc
+        else:  # a bare scalar in the catalog (e.g. a count): keep it, note the origin
+            figures[name] = Figure(value=raw, source=origin, note="bare catalog value")
+    return slug, figures
+
+
+def _dig(obj: Any, dotted: str) -> Any:
+    node = obj
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _numeric_leaves(obj: Any, prefix: str) -> list[str]:
+    if isinstance(obj, dict):
+        out: list[str] = []
+        for k, v in obj.items():
+            out.extend(_numeric_leaves(v, f"{prefix}.{k}"))
+        return out
+    if isinstance(obj, int | float) and not isinstance(obj, bool):
+        return [prefix]
+    return []
+
+
+def _source_for(path: str, sources: dict[str, str]) -> str | None:
+    parts = path.split(".")
+    for i in range(len(parts), 0, -1):
+        key = ".".join(parts[:i])
+        if key in sources:
+            return sources[key]
+    return None
+
+
+def _role(raw: Any, role: str, where: str) -> RoleConfig:
+    obj = _check_keys(raw, _ROLE_KEYS, where)
+    for req in ("replicas", "accelerators", "max_batch"):
+        if req not in obj:
+            raise ProfileError(f"{where}.{req}: required")
+    accelerators = int(
+        _number(obj["accelerators"], f"{where}.accelerators", integer=True, minimum=1)
+    )
+    chunk_default = 8192
+    return RoleConfig(
+        role=role,
+        replicas=int(_number(obj["replicas"], f"{where}.replicas", integer=True, minimum=1)),
+        accelerators=accelerators,
+        tp=int(_number(obj.get("tp", accelerators), f"{where}.tp", integer=True, minimum=1)),
+        ep=int(_number(obj.get("ep", 1), f"{where}.ep", integer=True, minimum=1)),
+        max_batch=int(_number(obj["max_batch"], f"{where}.max_batch", integer=True, minimum=1)),
+        chunk_tokens=int(
+            _number(
+                obj.get("chunk_tokens", chunk_default),
+                f"{where}.chunk_tokens",
+                integer=True,
+                minimum=1,
+            )
+        ),
+    )
+
+
+def profile_from_dict(
+    doc: Any,
+    *,
+    path: Path | None = None,
+    catalog: Catalog | None = None,
+    catalog_dir: str | Path | None = None,
+) -> Profile:
+    where = str(path) if path else "profile"
+    doc = _check_keys(doc, _TOP_KEYS, where)
+    for req in ("name", "system", "model", "deployment"):
+        if req not in doc:
+            raise ProfileError(f"{where}: {req}: required")
+    dep = _check_keys(doc["deployment"], _DEPLOYMENT_KEYS, "deployment")
+    overrides = doc.get("catalog_overrides") or {}
+    _check_keys(overrides, {"system", "model"}, "catalog_overrides")
+    sources_raw = doc.get("sources") or {}
+    if not isinstance(sources_raw, dict):
+        raise ProfileError("sources: expected a mapping of parameter path → source")
+    sources = {str(k): str(v) for k, v in sources_raw.items()}
+
+    precision = dep.get("precision")
+    if precision not in PRECISIONS:
+        raise ProfileError(f"deployment.precision: one of {', '.join(PRECISIONS)}")
+    mode = dep.get("mode", "aggregated")
+    if mode not in MODES:
+        raise ProfileError(f"deployment.mode: one of {', '.join(MODES)}")
+
+    lazy: dict[str, Catalog] = {}
+
+    def get_catalog() -> Catalog:
+        if catalog is not None:
+            return catalog
+        if "c" not in lazy:
+            try:
+                lazy["c"] = load_catalog(catalog_dir)
+            except CatalogError as exc:
+                raise ProfileError(str(exc)) from exc
+        return lazy["c"]
+
+    sys_names = (*SYSTEM_FIGURES, f"peak_tflops_dense.{precision}")
+    system_slug, sysf = _resolve_entry(
+        "system",
+        doc["system"],
+        sys_names,
+        overrides.get("system") or {},
+        lambda slug: get_catalog().system(slug),
+    )
+    model_names = MODEL_FIGURES if "weight_bits" not in dep else MODEL_FIGURES[:-1]
+    model_slug, modf = _resolve_entry(
+        "model",
+        doc["model"],
+        model_names,
+        overrides.get("model") or {},
+        lambda slug: get_catalog().model(slug),
+    )
+
+    # Every numeric deployment leaf needs a source (a URL) or a stated assumption.
+    missing = [
+        leaf for leaf in _numeric_leaves(dep, "deployment") if _source_for(leaf, sources) is None
+    ]
+    if missing:
+        raise ProfileError(
+            "deployment parameters without a source or assumption under `sources`: "
+            + ", ".join(missing)
+        )
+
+    if mode == "aggregated":
+        if "aggregated" not in dep:
+            raise ProfileError("deployment.aggregated: required when mode is aggregated")
+        roles: tuple[RoleConfig, ...] = (
+            _role(dep["aggregated"], "aggregated", "deployment.aggregated"),
+        )
+    else:
+        for req in ("prefill", "decode"):
+            if req not in dep:
+                raise ProfileError(f"deployment.{req}: required when mode is disaggregated")
+        roles = (
+            _role(dep["prefill"], "prefill", "deployment.prefill"),
+            _role(dep["decode"], "decode", "deployment.decode"),
+        )
+
+    pc = _check_keys(dep.get("prefix_caching") or {}, _SECTION_KEYS["prefix_caching"], "pc")
+    spec = dep.get("speculative") or {}
+    _check_keys(spec, _SECTION_KEYS["speculative"], "deployment.speculative")
+    eff = _check_keys(dep.get("efficiency") or {}, _SECTION_KEYS["efficiency"], "efficiency")
+    mem = _check_keys(dep.get("memory") or {}, _SECTION_KEYS["memory"], "deployment.memory")
+    attn = _check_keys(dep.get("attention") or {}, _SECTION_KEYS["attention"], "attention")
+    eos = _check_keys(dep.get("eos") or {}, _SECTION_KEYS["eos"], "deployment.eos")
+    for req in ("compute", "bandwidth", "iteration_overhead_us"):
+        if req not in eff:
+            raise ProfileError(f"deployment.efficiency.{req}: required")
+
+    weight_bits = (
+        _number(dep["weight_bits"], "deployment.weight_bits", minimum=1)
+        if "weight_bits" in dep
+        else _number(modf["weight_bits"].value, "model.weight_bits", minimum=1)
+    )
+    acceptance = _number(spec.get("acceptance", 0.0), "deployment.speculative.acceptance")
+    if acceptance > 1.0:
+        raise ProfileError("deployment.speculative.acceptance: must be ≤ 1")
+    max_attended = attn.get("max_attended_tokens")
+
+    prov: dict[str, str] = {}
+    for name, fig in sysf.items():
+        prov[f"system.{name}"] = fig.source + (f" ({fig.note})" if fig.note else "")
+    for name, fig in modf.items():
+        prov[f"model.{name}"] = fig.source + (f" ({fig.note})" if fig.note else "")
+    for leaf in _numeric_leaves(dep, "deployment"):
+        prov[leaf] = _source_for(leaf, sources) or ""
+
+    def sf(name: str, minimum: float = 0.0) -> float:
+        return _number(sysf[name].value, f"system.{name}", minimum=minimum)
+
+    def mf(name: str, minimum: float = 0.0) -> float:
+        return _number(modf[name].value, f"model.{name}", minimum=minimum)
+
+    served = doc.get("served_model_names") or [model_slug]
+    prof = Profile(
+        name=str(doc["name"]),
+        label=str(doc.get("label") or doc["name"]),
+        path=path,
+        system_slug=system_slug,
+        model_slug=model_slug,
+        served_model_names=tuple(str(s) for s in served),
+        systems=int(_number(doc.get("systems", 1), "systems", integer=True, minimum=1)),
+        accelerators_per_system=int(sf("accelerators_per_system", 1)),
+        memory_gb=sf("memory_gb_per_accelerator", 1e-9),
+        hbm_tb_s=sf("hbm_bandwidth_tb_s", 1e-9),
+        peak_tflops=sf(f"peak_tflops_dense.{precision}", 1e-9),
+        total_params_b=mf("total_params_b", 1e-9),
+        active_prefill_b=mf("active_params_prefill_b", 1e-9),
+        active_decode_b=mf("active_params_decode_b", 1e-9),
+        context_length=int(mf("context_length", 1)),
+        kv_bytes_per_token=mf("kv_bytes_per_token", 1e-9),
+        weight_bits=weight_bits,
+        precision=str(precision),
+        mode=str(mode),
+        roles=roles,
+        prefix_caching=bool(pc.get("enabled", True)),
+        block_tokens=int(
+            _number(pc.get("block_tokens", 16), "block_tokens", integer=True, minimum=1)
+        ),
+        spec_k=int(_number(spec.get("k", 0), "deployment.speculative.k", integer=True)),
+        spec_acceptance=acceptance,
+        draft_step_us=_number(
+            spec.get("draft_step_us", 0.0), "deployment.speculative.draft_step_us"
+        ),
+        compute_efficiency=_number(eff["compute"], "deployment.efficiency.compute", minimum=1e-6),
+        bandwidth_efficiency=_number(eff["bandwidth"], "efficiency.bandwidth", minimum=1e-6),
+        iteration_overhead_us=_number(eff["iteration_overhead_us"], "iteration_overhead_us"),
+        kv_transfer_gb_s=_number(
+            eff.get("kv_transfer_gb_s", 100.0), "kv_transfer_gb_s", minimum=1e-6
+        ),
+        kv_transfer_latency_us=_number(eff.get("kv_transfer_latency_us", 0.0), "kv_latency"),
+        memory_reserve_fraction=_number(mem.get("reserve_fraction", 0.1), "reserve_fraction"),
+        attn_flops_per_ctx_token=_number(
+            attn.get("flops_per_token_per_context_token", 0.0), "attention.flops"
+        ),
+        max_attended_tokens=(
+            int(_number(max_attended, "attention.max_attended_tokens", integer=True, minimum=1))
+            if max_attended is not None
+            else None
+        ),
+        moe_weight_touch=bool(dep.get("moe_weight_touch", True)),
+        eos_mean_tokens=int(_number(eos.get("mean_tokens", 256), "eos.mean_tokens", minimum=1)),
+        provenance=prov,
+    )
+    _validate(prof)
+    return prof
+
+
+def _validate(p: Profile) -> None:
+    if p.active_decode_b > p.total_params_b or p.active_prefill_b > p.total_params_b:
+        raise ProfileError("model: active parameters exceed total parameters")
+    if p.accelerators_used > p.accelerators_total:
+        raise ProfileError(
+            f"deployment uses {p.accelerators_used} accelerators but {p.systems} × "
+            f"{p.system_slug} has {p.accelerators_total}"
+        )
+    for r in p.roles:
+        if p.kv_capacity_tokens(r) <= 0:
+            raise ProfileError(
+                f"deployment.{r.role}: weights ({p.weight_bytes / 1e9:.0f} GB) do not fit in "
+                f"{r.accelerators} × {p.memory_gb:g} GB after the memory reserve"
+            )
+    if p.spec_k and not 0.0 <= p.spec_acceptance <= 1.0:
+        raise ProfileError("deployment.speculative.acceptance: between 0 and 1")

