@@ -392,7 +392,7 @@ class Replica:
 
     # ---------------------------------------------------------------- one iteration
     def _purge_cancelled(self) -> None:
-        for s, req in enumerate(self.slots):
+        for req in list(self.slots):
             if req is not None and req.cancelled:
                 self._release(req)
         self.prefilling = [r for r in self.prefilling if not r.cancelled]
