@@ -96,8 +96,8 @@ class _Connection(asyncio.Protocol):
 
     # asyncio callbacks -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports do not subclass asyncio.Transport; they have the same API.
+        self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
         # The read loop: one timestamp, one append, a constant-time end check.

@@ -8,6 +8,7 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import uvloop
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -54,6 +55,8 @@ def spec(target: int = 5, *, api: str = "chat", timeout_s: float = 30.0) -> Requ
 def run(
     responder: Callable[[dict[str, Any]], list[Any]],
     body: Callable[[HttpTransport, ScriptServer], Awaitable[Any]],
+    *,
+    use_uvloop: bool = False,
 ) -> Any:
     async def main() -> Any:
         server = ScriptServer(responder)
@@ -65,6 +68,9 @@ def run(
             await transport.aclose()
             await server.stop()
 
+    if use_uvloop:
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            return runner.run(main())
     return asyncio.run(main())
 
 
@@ -285,3 +291,19 @@ def test_parsing_does_not_depend_on_how_the_bytes_were_split(
         "prompt_tokens_details": {"cached_tokens": 3},
     }
     assert state.done_marker
+
+
+def test_the_client_works_the_same_on_uvloop() -> None:
+    def responder(r: dict[str, Any]) -> list[Any]:
+        n = r["body"]["max_tokens"]
+        if n == 3:
+            return [head(), *[chunk(e) for e in chat_stream(3)[:2]], 0.01, CLOSE]
+        return chunked_response(chat_stream(n, cached=7), gap_s=0.001)
+
+    async def body(t: HttpTransport, server: ScriptServer) -> list[Exchange]:
+        return [await t.send(spec(5)), await t.send(spec(5)), await t.send(spec(3))]
+
+    ok, again, cut = run(responder, body, use_uvloop=True)
+    assert ok.ok and again.ok, (ok.error_detail, again.error_detail)
+    assert ok.cached_tokens == 7 and ok.content == "t0 t1 t2 t3 t4 "
+    assert cut.error_class == ERROR_DISCONNECT

@@ -1,0 +1,311 @@
+"""``python -m runner.engine trial|search|dataset ...`` — see docs/engine.md."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+import orjson
+
+from runner.engine.replay import ReplayConfig
+from runner.engine.search import SearchTrial
+from runner.engine.trial import Tier, TrialConfig, TrialResult, load_tiers
+
+
+class CliError(Exception):
+    """A user-facing failure: printed as one line, exit status 2."""
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _tool_choice(text: str) -> str | dict[str, Any] | None:
+    if text == "omit":
+        return None
+    if text.startswith("{"):
+        parsed = json.loads(text)
+        if not isinstance(parsed, dict):
+            raise argparse.ArgumentTypeError("tool_choice JSON must be an object")
+        return parsed
+    return text
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--base-url", help="OpenAI-compatible base URL, e.g. http://host:8000/v1")
+    where.add_argument("--target", help="sim:PROFILE runs the simulator in virtual time")
+    p.add_argument("--model", required=True, help="model name sent in every request")
+    p.add_argument("--dataset", required=True, help="dataset file (gzip JSONL)")
+    p.add_argument("--accelerators", type=_positive_int, required=True)
+    p.add_argument("--accelerators-total", type=_positive_int, default=None)
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--api", choices=("chat", "completions"), default="chat")
+    p.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY"))
+    p.add_argument(
+        "--tool-choice",
+        type=_tool_choice,
+        default="none",
+        help='"none" (default), "auto", "required", a JSON object, or "omit"',
+    )
+    p.add_argument("--tool-delay-scale", type=_non_negative, default=1.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--ramp", type=_non_negative, default=None, help="seconds (default: warm-up)")
+    p.add_argument("--min-requests", type=int, default=20)
+    p.add_argument("--timeout", type=float, default=600.0, help="per-request timeout, seconds")
+    p.add_argument("--min-tokens", action="store_true", help="also send min_tokens = target")
+    p.add_argument("--no-ignore-eos", action="store_true")
+    p.add_argument("--no-namespace", action="store_true", help="no per-session cache namespace")
+    p.add_argument("--max-loop-lag-ms", type=float, default=25.0)
+    p.add_argument("--max-cpu-percent", type=float, default=90.0)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m runner.engine")
+    sub = parser.add_subparsers(dest="command", required=True)
+    trial = sub.add_parser("trial", help="one trial at a fixed concurrency")
+    _common(trial)
+    trial.add_argument("--concurrency", type=_positive_int, required=True)
+    trial.add_argument("--warmup", type=_non_negative, required=True, help="seconds")
+    trial.add_argument("--duration", type=float, required=True, help="window, seconds")
+    trial.add_argument("--tiers", help="tiers JSON (optional: adds verdicts)")
+    search = sub.add_parser("search", help="find max agents per SLO tier")
+    _common(search)
+    search.add_argument("--tiers", required=True, help="tiers JSON")
+    search.add_argument("--warmup", type=_non_negative, default=30.0)
+    search.add_argument("--duration", type=float, default=120.0)
+    search.add_argument("--cap", type=_positive_int, default=1024, help="highest concurrency")
+    search.add_argument("--max-trials", type=_positive_int, default=60)
+    search.add_argument(
+        "--resume", action="store_true", help="continue from DIR/trials.jsonl of a previous run"
+    )
+    dataset = sub.add_parser("dataset", help="dataset import|generate|stats")
+    dataset_sub = dataset.add_subparsers(dest="dataset_command", required=True)
+    try:
+        from runner.engine.datasets.cli import add_dataset_commands
+    except ImportError:
+        pass
+    else:
+        add_dataset_commands(dataset_sub)
+    return parser
+
+
+def _replay_config(args: argparse.Namespace) -> ReplayConfig:
+    return ReplayConfig(
+        model=args.model,
+        api=args.api,
+        seed=args.seed,
+        tool_choice=args.tool_choice,
+        tool_delay_scale=args.tool_delay_scale,
+        ramp_s=args.warmup if args.ramp is None else args.ramp,
+        ignore_eos=not args.no_ignore_eos,
+        min_tokens=args.min_tokens,
+        cache_namespace=not args.no_namespace,
+        timeout_s=args.timeout,
+    )
+
+
+def _trial_config(args: argparse.Namespace, concurrency: int) -> TrialConfig:
+    if args.duration <= 0:
+        raise CliError("--duration must be > 0")
+    return TrialConfig(
+        concurrency=concurrency,
+        warmup_s=args.warmup,
+        duration_s=args.duration,
+        accelerators=args.accelerators,
+        accelerators_total=args.accelerators_total,
+        min_requests=args.min_requests,
+        max_loop_lag_ms=args.max_loop_lag_ms,
+        max_cpu_percent=args.max_cpu_percent,
+        replay=_replay_config(args),
+    )
+
+
+def _load(args: argparse.Namespace) -> tuple[Any, list[Tier]]:
+    from runner.engine.trajectory import DatasetError, load_dataset
+
+    try:
+        dataset = load_dataset(args.dataset)
+    except FileNotFoundError as exc:
+        raise CliError(f"dataset not found: {args.dataset}") from exc
+    except DatasetError as exc:
+        raise CliError(f"dataset {args.dataset}: {exc}") from exc
+    tiers: list[Tier] = []
+    if getattr(args, "tiers", None):
+        try:
+            tiers = load_tiers(args.tiers)
+        except FileNotFoundError as exc:
+            raise CliError(f"tiers file not found: {args.tiers}") from exc
+        except ValueError as exc:
+            raise CliError(f"tiers {args.tiers}: {exc}") from exc
+    return dataset, tiers
+
+
+def _target(args: argparse.Namespace) -> Any:
+    from runner.engine.runs import Target
+
+    if args.target:
+        if not args.target.startswith("sim:"):
+            raise CliError(f"--target must be sim:PROFILE, got {args.target!r}")
+        return Target.parse(args.target, seed=args.seed)
+    return Target.parse(args.base_url, api_key=args.api_key, seed=args.seed)
+
+
+class Reporter:
+    """A one-line progress bar on a terminal, plain lines otherwise."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.started = time.monotonic()
+
+    def line(self, text: str) -> None:
+        if self.tty:
+            self.stream.write("\r\x1b[2K")
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def bar(self, label: str, done: int, total: int) -> None:
+        if not self.tty:
+            self.line(f"{label}: {done}/{total}")
+            return
+        width = 30
+        filled = int(width * done / max(1, total))
+        elapsed = time.monotonic() - self.started
+        self.stream.write(
+            f"\r\x1b[2K{label} [{'#' * filled}{'.' * (width - filled)}] "
+            f"{done}/{total} {elapsed:.0f}s"
+        )
+        self.stream.flush()
+
+
+def _describe(result: TrialResult) -> str:
+    s = result.summary
+    verdicts = " ".join(f"{k}={'pass' if v.passed else 'fail'}" for k, v in result.verdicts.items())
+    return (
+        f"N={result.concurrency} requests={s.requests} errors={s.error_rate:.1%} "
+        f"p25_speed={s.p25_output_speed:.1f} tok/s ttft_p75={s.ttft_s['p75']:.3f} s "
+        f"tput/acc={s.throughput_per_accelerator:.0f} tok/s {verdicts}".rstrip()
+    )
+
+
+def cmd_trial(args: argparse.Namespace, out: TextIO) -> int:
+    from runner.engine.runs import trial_job
+
+    dataset, tiers = _load(args)
+    config = _trial_config(args, args.concurrency)
+    reporter = Reporter(out)
+    reporter.line(
+        f"trial N={config.concurrency}: warm-up {config.warmup_s:g} s, "
+        f"window {config.duration_s:g} s, {len(dataset.trajectories)} trajectories"
+    )
+    result = trial_job(
+        target=_target(args),
+        trajectories=dataset.trajectories,
+        config=config,
+        tiers=tiers,
+        out_dir=args.out,
+    )
+    reporter.line(_describe(result))
+    reporter.line(f"wrote {Path(args.out) / 'trial.json'} and requests.jsonl")
+    return 0
+
+
+def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
+    from runner.engine.runs import search_job
+
+    dataset, tiers = _load(args)
+    base = _trial_config(args, 1)
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    log_path = out_dir / "trials.jsonl"
+    prior: list[SearchTrial] = []
+    if args.resume and log_path.exists():
+        prior = [
+            SearchTrial.from_dict(orjson.loads(line))
+            for line in log_path.read_bytes().splitlines()
+            if line.strip()
+        ]
+    elif log_path.exists():
+        log_path.unlink()
+    reporter = Reporter(out)
+    if prior:
+        reporter.line(f"resuming after {len(prior)} stored trials")
+
+    def on_trial(trial: SearchTrial) -> None:
+        with open(log_path, "ab") as fh:
+            fh.write(orjson.dumps(trial.to_dict()) + b"\n")
+        summary = trial.data.get("summary", {})
+        verdicts = " ".join(f"{k}={'pass' if v else 'fail'}" for k, v in trial.verdicts.items())
+        reporter.line(
+            f"trial {trial.index} [{trial.phase}] N={trial.concurrency}: "
+            f"p25_speed={summary.get('p25_output_speed', 0):.1f} tok/s "
+            f"errors={summary.get('error_rate', 0):.1%} {verdicts}"
+        )
+
+    def progress(phase: str, index: int, concurrency: int) -> None:
+        reporter.bar(f"trial {index} [{phase}] N={concurrency}", index, args.max_trials)
+
+    result = search_job(
+        target=_target(args),
+        trajectories=dataset.trajectories,
+        tiers=tiers,
+        base=base,
+        cap=args.cap,
+        out_dir=out_dir,
+        prior_trials=prior,
+        on_trial=on_trial,
+        progress=progress,
+        max_trials=args.max_trials,
+    )
+    doc = result.to_dict()
+    doc["simulated"] = args.target is not None
+    doc["tier_definitions"] = [t.to_dict() for t in tiers]
+    doc["dataset"] = {"name": dataset.name, "version": dataset.version, "path": args.dataset}
+    (out_dir / "search.json").write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+    for name, tier in result.tiers.items():
+        flags = f" ({', '.join(tier.flags)})" if tier.flags else ""
+        reporter.line(f"tier {name}: max agents {tier.max_agents}{flags}")
+    reporter.line(f"wrote {out_dir / 'search.json'} ({len(result.trials)} trials)")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    stream = out or sys.stdout
+    try:
+        if args.command == "trial":
+            return cmd_trial(args, stream)
+        if args.command == "search":
+            return cmd_search(args, stream)
+        handler = getattr(args, "func", None)
+        if handler is None:
+            raise CliError("dataset commands are not available in this build")
+        return int(handler(args) or 0)
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # one line, not a traceback, for operators and scripts
+        text = str(exc).splitlines()[0] if str(exc) else ""
+        print(f"error: {type(exc).__name__}: {text}", file=sys.stderr)
+        return 1

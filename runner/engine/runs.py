@@ -1,0 +1,168 @@
+"""Entry points that put the pieces together: one trial, or a whole SLO-tier search.
+
+These are what the CLI and the Celery task call. They are synchronous (they own their event
+loop: uvloop on a real clock, the simulator's virtual-time loop for ``sim:PROFILE``)::
+
+    from runner.engine.runs import Target, search_job
+    result = search_job(
+        target=Target(base_url="http://10.0.0.5:8000/v1"),   # or Target(sim_profile="...")
+        trajectories=dataset.trajectories,
+        tiers=tiers,                                          # list[trial.Tier]
+        base=TrialConfig(concurrency=1, warmup_s=30, duration_s=120, accelerators=8,
+                         replay=ReplayConfig(model="deepseek-v4")),
+        cap=1024,
+        out_dir="/tmp/run-42",            # optional: trials/<k>-n<N>/{trial,requests}.json[l]
+        prior_trials=stored_trials,       # list of SearchTrial.to_dict() already stored
+        on_trial=store_trial,             # called with each finished SearchTrial
+        progress=report,                  # (phase, trial index, concurrency)
+    )
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import importlib
+import os
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from runner.engine.search import (
+    OnTrial,
+    Progress,
+    SearchResult,
+    SearchTrial,
+    TrialOutcome,
+    run_search,
+)
+from runner.engine.trajectory import Trajectory
+from runner.engine.transport import Clock, RealClock, Transport
+from runner.engine.trial import Tier, TrialConfig, TrialResult, run_trial, write_trial
+
+T = TypeVar("T")
+OnTrialResult = Callable[[TrialResult], None]
+
+
+@dataclass(slots=True)
+class Target:
+    """Where the requests go: an OpenAI-compatible base URL, or a simulated system."""
+
+    base_url: str | None = None
+    sim_profile: str | None = None
+    api_key: str | None = None
+    seed: int = 0
+
+    @classmethod
+    def parse(cls, text: str, *, api_key: str | None = None, seed: int = 0) -> Target:
+        if text.startswith("sim:"):
+            return cls(sim_profile=text[4:], seed=seed)
+        return cls(base_url=text, api_key=api_key, seed=seed)
+
+    @property
+    def simulated(self) -> bool:
+        return self.sim_profile is not None
+
+
+def run_on_target(target: Target, main: Callable[[Transport, Clock], Awaitable[T]]) -> T:
+    """Run ``main(transport, clock)`` against ``target`` and return its result."""
+    if target.sim_profile is not None:
+        # Imported lazily (and untyped for mypy): the simulator is an optional component.
+        virtual = importlib.import_module("runner.simulator.virtual")
+        result: T = virtual.run_with_simulator(target.sim_profile, main, seed=target.seed)
+        return result
+    if not target.base_url:
+        raise ValueError("a target needs a base URL or a sim:PROFILE")
+    base_url = target.base_url
+
+    async def real() -> T:
+        from runner.engine.client import HttpTransport
+
+        transport = HttpTransport(base_url, api_key=target.api_key)
+        try:
+            return await main(transport, RealClock())
+        finally:
+            await transport.aclose()
+
+    return _run_real(real())
+
+
+def _run_real(coro: Awaitable[T]) -> T:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a pinned dependency
+        return asyncio.run(coro)  # type: ignore[arg-type]
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(coro)  # type: ignore[arg-type]
+
+
+def trial_job(
+    *,
+    target: Target,
+    trajectories: Sequence[Trajectory],
+    config: TrialConfig,
+    tiers: Sequence[Tier] = (),
+    out_dir: str | os.PathLike[str] | None = None,
+) -> TrialResult:
+    """One trial; writes DIR/trial.json and DIR/requests.jsonl when ``out_dir`` is given."""
+
+    async def main(transport: Transport, clock: Clock) -> TrialResult:
+        return await run_trial(transport, clock, trajectories, config, tiers)
+
+    result = run_on_target(target, main)
+    if out_dir is not None:
+        write_trial(out_dir, result)
+    return result
+
+
+def trial_dir(out_dir: str | os.PathLike[str], index: int, concurrency: int) -> Path:
+    return Path(out_dir) / "trials" / f"{index:03d}-n{concurrency}"
+
+
+def search_job(
+    *,
+    target: Target,
+    trajectories: Sequence[Trajectory],
+    tiers: Sequence[Tier],
+    base: TrialConfig,
+    cap: int = 1024,
+    out_dir: str | os.PathLike[str] | None = None,
+    prior_trials: Iterable[SearchTrial | dict[str, Any]] = (),
+    on_trial: OnTrial | None = None,
+    on_trial_result: OnTrialResult | None = None,
+    progress: Progress | None = None,
+    max_trials: int = 60,
+) -> SearchResult:
+    """The whole SLO-tier search; ``base`` gives every trial's settings but concurrency.
+
+    Each finished trial's summary and verdicts are in ``SearchTrial.data`` (what
+    ``on_trial`` receives and what ``prior_trials`` takes back); ``on_trial_result``
+    additionally gets the full TrialResult with raw records (for uploading them).
+    """
+    names = [t.name for t in tiers]
+
+    async def main(transport: Transport, clock: Clock) -> SearchResult:
+        async def execute(n: int, phase: str, index: int) -> TrialOutcome:
+            config = dataclasses.replace(base, concurrency=n)
+            result = await run_trial(transport, clock, trajectories, config, tiers)
+            data = result.to_dict()
+            if out_dir is not None:
+                folder = trial_dir(out_dir, index, n)
+                write_trial(folder, result)
+                data["dir"] = str(folder)
+            if on_trial_result is not None:
+                on_trial_result(result)
+            return TrialOutcome({k: v.passed for k, v in result.verdicts.items()}, data)
+
+        return await run_search(
+            execute,
+            names,
+            cap=cap,
+            prior_trials=prior_trials,
+            on_trial=on_trial,
+            progress=progress,
+            max_trials=max_trials,
+        )
+
+    return run_on_target(target, main)
