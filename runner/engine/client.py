@@ -21,7 +21,7 @@ import asyncio
 import ssl as ssl_module
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -232,6 +232,22 @@ class _Dechunker:
         out: list[bytes] = []
         pos = 0
         n = len(data)
+        if not (self.remaining or self.skip_crlf or self.line or self.in_trailer or self.done):
+            # Fast path: whole chunks laid end to end (the usual read); stops at anything else.
+            find = data.find
+            while pos < n:
+                idx = find(b"\r\n", pos)
+                if idx < 0:
+                    break
+                try:
+                    size = int(data[pos:idx], 16)
+                except ValueError:
+                    break  # chunk extensions etc.: the general loop below
+                end = idx + 2 + size
+                if size == 0 or end + 2 > n:
+                    break
+                out.append(data[idx + 2 : end])
+                pos = end + 2
         while pos < n and not self.done:
             if self.remaining:
                 take = min(self.remaining, n - pos)
@@ -249,20 +265,23 @@ class _Dechunker:
                 if idx < 0:
                     self.line += data[pos:]
                     break
-                line = (self.line + data[pos:idx]).strip()
+                line = (self.line + data[pos:idx]).strip() if self.line else data[pos:idx].strip()
                 self.line = b""
                 pos = idx + 1
                 if self.in_trailer:
                     if not line:
                         self.done = True
                     continue
-                size_text = line.split(b";", 1)[0]
                 try:
-                    size = int(size_text, 16)
+                    size = int(line.split(b";", 1)[0], 16)
                 except ValueError as exc:
                     raise ClientError(ERROR_PROTOCOL, f"bad chunk size line {line[:40]!r}") from exc
                 if size == 0:
                     self.in_trailer = True
+                elif pos + size + 2 <= n:
+                    # Fast path: the whole chunk and its CRLF are in this read.
+                    out.append(data[pos : pos + size])
+                    pos += size + 2
                 else:
                     self.remaining = size
         return b"".join(out) if len(out) != 1 else out[0]
@@ -284,72 +303,76 @@ class _ParseState:
     error: str | None = None
     timings: dict[str, Any] | None = None
     pending: bytes = b""
+    batch: list[bytes] = field(default_factory=list)  # payloads awaiting one JSON decode
+    batch_times: list[int] = field(default_factory=list)
 
 
-def _handle_event(state: _ParseState, t_ns: int, raw: bytes) -> None:
-    """One SSE event (without its blank-line terminator)."""
+def _event_payload(state: _ParseState, raw: bytes) -> bytes | None:
+    """The data of one SSE event (None for comments/empty events); notes error events."""
+    if raw.startswith(b"data: ") and b"\n" not in raw:
+        return raw[6:]  # the common single-line event
     data_lines: list[bytes] = []
     event_name = b""
     for line in raw.split(b"\n"):
-        line = line.rstrip(b"\r")
         if line.startswith(b"data:"):
-            data_lines.append(line[5:].lstrip(b" ") if line[5:6] == b" " else line[5:])
+            data_lines.append(line[6:] if line[5:6] == b" " else line[5:])
         elif line.startswith(b"event:"):
             event_name = line[6:].strip()
     if not data_lines:
-        return
+        return None
     data = b"\n".join(data_lines)
-    state.n_events += 1
-    if data == b"[DONE]":
-        state.done_marker = True
-        return
-    try:
-        obj = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        state.error = f"unparseable SSE data: {data[:120]!r}"
-        return
+    if event_name == b"error":
+        state.error = f"error event: {data[:BODY_EXCERPT_CHARS].decode('utf-8', 'replace')}"
+        return None
+    return data
+
+
+def _handle_object(state: _ParseState, t_ns: int, obj: Any) -> None:
     if not isinstance(obj, dict):
-        state.error = f"unexpected SSE payload: {data[:120]!r}"
+        state.error = f"unexpected SSE payload: {str(obj)[:120]!r}"
         return
-    if event_name == b"error" or "error" in obj:
-        err = obj.get("error", obj)
-        state.error = f"error event: {orjson.dumps(err)[:BODY_EXCERPT_CHARS].decode()}"
+    if "error" in obj:
+        err = orjson.dumps(obj["error"])[:BODY_EXCERPT_CHARS].decode("utf-8", "replace")
+        state.error = f"error event: {err}"
         return
     usage = obj.get("usage")
     if usage:
         state.usage = usage
-    timings = obj.get("timings")
-    if timings:
-        state.timings = timings
+        timings = obj.get("timings")
+        if timings:
+            state.timings = timings
+    elif "timings" in obj and obj["timings"]:
+        state.timings = obj["timings"]
     choices = obj.get("choices")
     if not choices:
         return
     visible = False
     for choice in choices:
         if state.api == "chat":
-            delta = choice.get("delta") or choice.get("message") or {}
-            text = delta.get("content")
-            if text:
-                if state.content is None:
-                    state.content = []
-                state.content.append(text)
-                visible = True
-            text = delta.get("reasoning_content") or delta.get("reasoning")
-            if text:
-                if state.reasoning is None:
-                    state.reasoning = []
-                state.reasoning.append(text)
-                visible = True
-            calls = delta.get("tool_calls")
-            if calls:
-                if state.tool_text is None:
-                    state.tool_text = []
-                for call in calls:
-                    fn = call.get("function") or {}
-                    piece = (fn.get("name") or "") + (fn.get("arguments") or "")
-                    if piece:
-                        state.tool_text.append(piece)
-                        visible = True
+            delta = choice.get("delta") or choice.get("message")
+            if delta:
+                text = delta.get("content")
+                if text:
+                    if state.content is None:
+                        state.content = []
+                    state.content.append(text)
+                    visible = True
+                text = delta.get("reasoning_content") or delta.get("reasoning")
+                if text:
+                    if state.reasoning is None:
+                        state.reasoning = []
+                    state.reasoning.append(text)
+                    visible = True
+                calls = delta.get("tool_calls")
+                if calls:
+                    if state.tool_text is None:
+                        state.tool_text = []
+                    for call in calls:
+                        fn = call.get("function") or {}
+                        piece = (fn.get("name") or "") + (fn.get("arguments") or "")
+                        if piece:
+                            state.tool_text.append(piece)
+                            visible = True
         else:
             text = choice.get("text")
             if text:
@@ -367,27 +390,68 @@ def _handle_event(state: _ParseState, t_ns: int, raw: bytes) -> None:
         state.t_last = t_ns
 
 
+def _flush(state: _ParseState) -> None:
+    """Decode every batched payload with one orjson call, then apply them in order."""
+    payloads, times = state.batch, state.batch_times
+    if not payloads:
+        return
+    state.batch, state.batch_times = [], []
+    objs: list[Any]
+    try:
+        objs = orjson.loads(b"[" + b",".join(payloads) + b"]")
+    except orjson.JSONDecodeError:
+        objs = []
+        for data in payloads:
+            try:
+                objs.append(orjson.loads(data))
+            except orjson.JSONDecodeError:
+                state.error = f"unparseable SSE data: {data[:120]!r}"
+                objs.append(None)
+    for t_ns, obj in zip(times, objs, strict=True):
+        if obj is not None:
+            _handle_object(state, t_ns, obj)
+
+
+def _handle_event(state: _ParseState, t_ns: int, raw: bytes) -> None:
+    """One SSE event (without its blank-line terminator)."""
+    raw = raw.replace(b"\r\n", b"\n")
+    data = _event_payload(state, raw)
+    if data is None:
+        return
+    state.n_events += 1
+    if data == b"[DONE]":
+        state.done_marker = True
+        return
+    state.batch.append(data)
+    state.batch_times.append(t_ns)
+
+
 def _feed_sse(state: _ParseState, t_ns: int, body: bytes) -> int:
     """Feed one read's body bytes; returns the number of complete events handled."""
     if state.pending:
         body = state.pending + body
-    count = 0
-    pos = 0
-    n = len(body)
-    while pos < n:
-        idx = body.find(b"\n\n", pos)
-        idx_crlf = body.find(b"\r\n\r\n", pos)
-        if idx_crlf >= 0 and (idx < 0 or idx_crlf < idx):
-            end, sep = idx_crlf, 4
-        elif idx >= 0:
-            end, sep = idx, 2
+    if b"\r" in body:
+        body = body.replace(b"\r\n", b"\n")  # CRLF servers; a split CR waits in pending
+    events = body.split(b"\n\n")
+    state.pending = events.pop()
+    if not events:
+        return 0
+    batch, times = state.batch, state.batch_times
+    for raw in events:
+        if raw[:6] == b"data: " and b"\n" not in raw:
+            data = raw[6:]  # the common single-line event, inline
         else:
-            break
-        _handle_event(state, t_ns, body[pos:end])
-        count += 1
-        pos = end + sep
-    state.pending = body[pos:]
-    return count
+            maybe = _event_payload(state, raw)
+            if maybe is None:
+                continue
+            data = maybe
+        state.n_events += 1
+        if data == b"[DONE]":
+            state.done_marker = True
+        else:
+            batch.append(data)
+            times.append(t_ns)
+    return len(events)
 
 
 def _finalize_json_body(state: _ParseState, t_ns: int, body: bytes) -> None:
@@ -637,11 +701,13 @@ class HttpTransport:
                 if body:
                     budget -= _feed_sse(state, t_ns, body)
                 if budget <= 0:
+                    _flush(state)
                     budget = PARSE_SLICE_EVENTS
                     await asyncio.sleep(0)
             if state.pending.strip():
                 # A final event without its blank line (some servers close right after it).
                 _handle_event(state, parts[-1][0], state.pending)
+            _flush(state)
         exchange.t_first_ns = state.t_first
         exchange.t_last_ns = state.t_last
         exchange.n_output_events = state.n_output_events

@@ -12,7 +12,7 @@ import uvloop
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner.engine.client import HttpTransport, _Dechunker, _feed_sse, _ParseState
+from runner.engine.client import HttpTransport, _Dechunker, _feed_sse, _flush, _ParseState
 from runner.engine.transport import (
     ERROR_CONNECT,
     ERROR_DISCONNECT,
@@ -282,6 +282,7 @@ def test_parsing_does_not_depend_on_how_the_bytes_were_split(
     state = _ParseState(api="chat")
     for i, piece in enumerate(pieces):
         _feed_sse(state, i, dechunker.feed(piece))
+    _flush(state)
     assert dechunker.done
     assert state.n_output_events == n
     assert "".join(state.content or []) == "".join(f"t{i} " for i in range(n))

@@ -1,0 +1,402 @@
+"""Load-generator benchmark: our HttpTransport vs a vLLM-bench-style aiohttp client.
+
+    .venv/bin/python -m benchmarks.loadgen            # full run (~2 minutes)
+    .venv/bin/python -m benchmarks.loadgen --quick    # smaller, for a smoke check
+
+A fast streaming server runs in its own process pinned to one core, writing pre-rendered
+SSE chunks and recording, on the same monotonic clock (CLOCK_MONOTONIC via
+perf_counter_ns), when it wrote each stream's first content event. Each client case runs in
+a fresh process pinned to the other core. Reported per case:
+
+- events/core-s: streamed events per second of client CPU time (process time);
+- cpu%: client CPU time / wall time;
+- TTFT error p50/p99: client first-token time minus the server's send time of that event;
+- send time for a ~500 KB (131k-token) prompt: from the call to the server holding the
+  whole body (median of repeated sends).
+
+The baseline is written the way vLLM's ``benchmarks`` client is: aiohttp, iterate the
+response line by line, JSON-parse every chunk, one timestamp per chunk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import multiprocessing as mp
+import os
+import random
+import statistics
+import sys
+import time
+import urllib.request
+from typing import Any
+
+import orjson
+import uvloop
+
+EVENT = (
+    b'data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":0,'
+    b'"model":"bench","choices":[{"index":0,"delta":{"content":"tok"},'
+    b'"logprobs":null,"finish_reason":null}]}\n\n'
+)
+
+
+def _chunk(data: bytes) -> bytes:
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+CHUNK = _chunk(EVENT)
+HEAD = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+    b"Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n"
+)
+
+
+def _tail(n: int) -> bytes:
+    usage = {"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": n}}
+    return (
+        _chunk(b"data: " + orjson.dumps(usage) + b"\n\n")
+        + _chunk(b"data: [DONE]\n\n")
+        + b"0\r\n\r\n"
+    )
+
+
+# --------------------------------------------------------------------------- server
+
+
+class _ServerConn(asyncio.Protocol):
+    def __init__(self, stats: dict[str, Any]) -> None:
+        self.stats = stats
+        self.buf = b""
+        self.transport: Any = None
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        while True:
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            head = self.buf[:end].decode("latin-1")
+            length = 0
+            for line in head.split("\r\n")[1:]:
+                name, _, value = line.partition(":")
+                if name.strip().lower() == "content-length":
+                    length = int(value)
+            if len(self.buf) < end + 4 + length:
+                return
+            t_received = time.perf_counter_ns()
+            body = self.buf[end + 4 : end + 4 + length]
+            self.buf = self.buf[end + 4 + length :]
+            path = head.split(" ", 2)[1]
+            if path == "/stats":
+                payload = orjson.dumps(self.stats)
+                self.stats["first"] = {}
+                self.stats["received"] = {}
+                self.transport.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    + f"Content-Length: {len(payload)}\r\n\r\n".encode()
+                    + payload
+                )
+                continue
+            req = orjson.loads(body)
+            asyncio.ensure_future(self.stream(req, t_received))
+
+    async def stream(self, req: dict[str, Any], t_received: int) -> None:
+        n = int(req["max_tokens"])
+        rid = str(req.get("x_id", ""))
+        pack = int(req.get("x_pack", 1))
+        interval = float(req.get("x_interval_s", 0.0))
+        ttft = float(req.get("x_ttft_s", 0.0))
+        self.stats["received"][rid] = t_received
+        t = self.transport
+        t.write(HEAD)
+        if ttft:
+            await asyncio.sleep(ttft)
+        sent = 0
+        first = True
+        while sent < n:
+            k = min(pack, n - sent)
+            if first:
+                self.stats["first"][rid] = time.perf_counter_ns()
+                first = False
+            t.write(CHUNK * k)
+            sent += k
+            if interval:
+                await asyncio.sleep(interval)
+            else:
+                await asyncio.sleep(0)
+        t.write(_tail(n))
+
+
+def _server_main(port_queue: Any, core: int) -> None:
+    _pin(core)
+    stats: dict[str, Any] = {"first": {}, "received": {}}
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(lambda: _ServerConn(stats), "127.0.0.1", 0, backlog=1024)
+        port_queue.put(server.sockets[0].getsockname()[1])
+        await asyncio.Event().wait()
+
+    uvloop.run(main())
+
+
+def _pin(core: int) -> None:
+    try:
+        os.sched_setaffinity(0, {core % os.cpu_count()})  # type: ignore[operator]
+    except (AttributeError, OSError):
+        pass
+
+
+def _fetch_stats(port: int) -> dict[str, Any]:
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/stats", data=b"{}", method="POST")
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        result: dict[str, Any] = json.loads(resp.read())
+        return result
+
+
+# --------------------------------------------------------------------------- clients
+
+
+async def _ours(port: int, bodies: list[dict[str, Any]], concurrency: int) -> list[dict[str, Any]]:
+    from runner.engine.client import HttpTransport
+    from runner.engine.transport import RequestSpec
+
+    transport = HttpTransport(f"http://127.0.0.1:{port}/v1")
+    results: list[dict[str, Any]] = []
+    queue = list(reversed(bodies))
+
+    async def worker() -> None:
+        while queue:
+            body = queue.pop()
+            spec = RequestSpec(body["x_id"], "chat", body, body["max_tokens"])
+            t_call = time.perf_counter_ns()
+            ex = await transport.send(spec)
+            results.append(
+                {
+                    "id": body["x_id"],
+                    "ok": ex.ok,
+                    "err": ex.error_detail,
+                    "t_call": t_call,
+                    "t_first": ex.t_first_ns,
+                    "events": ex.n_output_events,
+                }
+            )
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    await transport.aclose()
+    return results
+
+
+async def _baseline(
+    port: int, bodies: list[dict[str, Any]], concurrency: int
+) -> list[dict[str, Any]]:
+    """Written the way vLLM's benchmark client is (aiohttp, line iteration, json per chunk)."""
+    import aiohttp
+
+    url = f"http://127.0.0.1:{port}/v1/chat/completions"
+    results: list[dict[str, Any]] = []
+    queue = list(reversed(bodies))
+    connector = aiohttp.TCPConnector(limit=0)
+    timeout = aiohttp.ClientTimeout(total=6 * 60 * 60)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+
+        async def worker() -> None:
+            while queue:
+                body = queue.pop()
+                t_call = time.perf_counter_ns()
+                first: int | None = None
+                events = 0
+                text = ""
+                async with session.post(url, json=body) as response:
+                    async for chunk_bytes in response.content:
+                        chunk_bytes = chunk_bytes.strip()
+                        if not chunk_bytes:
+                            continue
+                        chunk = chunk_bytes.decode("utf-8").removeprefix("data: ")
+                        if chunk == "[DONE]":
+                            continue
+                        timestamp = time.perf_counter_ns()
+                        data = json.loads(chunk)
+                        choices = data.get("choices")
+                        if choices:
+                            content = choices[0]["delta"].get("content")
+                            if content:
+                                if first is None:
+                                    first = timestamp
+                                events += 1
+                                text += content
+                results.append(
+                    {
+                        "id": body["x_id"],
+                        "ok": True,
+                        "err": "",
+                        "t_call": t_call,
+                        "t_first": first,
+                        "events": events,
+                    }
+                )
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return results
+
+
+def _client_main(kind: str, port: int, case: dict[str, Any], core: int, out: Any) -> None:
+    _pin(core)
+    rng = random.Random(1)
+    bodies = []
+    for i in range(case["requests"]):
+        body: dict[str, Any] = {
+            "model": "bench",
+            "messages": [{"role": "user", "content": case.get("prompt", "hi")}],
+            "max_tokens": case["events"],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "x_id": f"{kind}-{i}",
+            "x_pack": case["pack"],
+            "x_interval_s": case["interval_s"],
+            "x_ttft_s": rng.uniform(*case["ttft_s"]) if case["ttft_s"] else 0.0,
+        }
+        bodies.append(body)
+    fn = _ours if kind == "ours" else _baseline
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    results = uvloop.run(fn(port, bodies, case["concurrency"]))
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    stats = _fetch_stats(port)
+    errors_ms = []
+    sends_ms = []
+    for r in results:
+        first_sent = stats["first"].get(r["id"])
+        if r["t_first"] is not None and first_sent is not None:
+            errors_ms.append((r["t_first"] - first_sent) / 1e6)
+        received = stats["received"].get(r["id"])
+        if received is not None:
+            sends_ms.append((received - r["t_call"]) / 1e6)
+    events = sum(r["events"] for r in results)
+    out.put(
+        {
+            "kind": kind,
+            "ok": sum(1 for r in results if r["ok"]),
+            "errors": [r["err"] for r in results if not r["ok"]][:3],
+            "events": events,
+            "cpu_s": cpu,
+            "wall_s": wall,
+            "events_per_core_s": events / cpu if cpu else 0.0,
+            "cpu_percent": 100 * cpu / wall,
+            "ttft_err_p50_ms": _pct(errors_ms, 50),
+            "ttft_err_p99_ms": _pct(errors_ms, 99),
+            "send_ms_median": statistics.median(sends_ms) if sends_ms else None,
+        }
+    )
+
+
+def _pct(values: list[float], p: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(1, math.ceil(p / 100 * len(ordered))) - 1]  # nearest rank
+
+
+def _run_case(kind: str, port: int, case: dict[str, Any], core: int) -> dict[str, Any]:
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    proc = ctx.Process(target=_client_main, args=(kind, port, case, core, out))
+    proc.start()
+    result: dict[str, Any] = out.get(timeout=900)
+    proc.join(timeout=60)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--server-core", type=int, default=1)
+    parser.add_argument("--client-core", type=int, default=0)
+    args = parser.parse_args(argv)
+    q = args.quick
+    ctx = mp.get_context("spawn")
+    port_queue = ctx.Queue()
+    server = ctx.Process(target=_server_main, args=(port_queue, args.server_core), daemon=True)
+    server.start()
+    port = port_queue.get(timeout=60)
+    rows: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+    try:
+        print(f"server pid {server.pid} on core {args.server_core}; clients on {args.client_core}")
+        header = (
+            f"{'case':<34} {'client':<9} {'events/core-s':>13} {'cpu%':>5} "
+            f"{'ttft err p50':>12} {'p99 (ms)':>9} {'send ms':>8}"
+        )
+        print(header)
+        cases: list[tuple[str, dict[str, Any]]] = []
+        for pack in (1, 8):
+            for c in (1, 8, 64, 256):
+                events = 200 if q else 500
+                requests = max(c, (8 if q else 24) * 1000 // events) if c < 64 else c * 2
+                cases.append(
+                    (
+                        f"fast pack={pack} N={c}",
+                        {
+                            "concurrency": c,
+                            "requests": requests,
+                            "events": events,
+                            "pack": pack,
+                            "interval_s": 0.0,
+                            "ttft_s": None,
+                        },
+                    )
+                )
+        cases.append(
+            (
+                "realistic 256 x 100 tok/s",
+                {
+                    "concurrency": 256,
+                    "requests": 256 * 2,
+                    "events": 150 if q else 300,
+                    "pack": 1,
+                    "interval_s": 0.01,
+                    "ttft_s": (0.02, 0.5),
+                },
+            )
+        )
+        cases.append(
+            (
+                "send 500 KB prompt (N=1)",
+                {
+                    "concurrency": 1,
+                    "requests": 10 if q else 30,
+                    "events": 2,
+                    "pack": 1,
+                    "interval_s": 0.0,
+                    "ttft_s": None,
+                    "prompt": "x" * 500_000,
+                },
+            )
+        )
+        for name, case in cases:
+            for kind in ("ours", "aiohttp"):
+                r = _run_case(kind, port, case, args.client_core)
+                rows.append((name, case, r))
+                p50, p99, send = r["ttft_err_p50_ms"], r["ttft_err_p99_ms"], r["send_ms_median"]
+                print(
+                    f"{name:<34} {kind:<9} {r['events_per_core_s']:>13,.0f} "
+                    f"{r['cpu_percent']:>5.0f} {_fmt(p50):>12} {_fmt(p99):>9} {_fmt(send):>8}"
+                    + (f"  errors: {r['errors']}" if r["errors"] else "")
+                )
+                sys.stdout.flush()
+    finally:
+        server.terminate()
+        server.join(timeout=10)
+    return 0
+
+
+def _fmt(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
