@@ -115,3 +115,12 @@ def test_import_reads_an_unpacked_replays_folder_too(wheel, tmp_path, traces) ->
     assert [t.id for t in ds.trajectories] == ["aa-mini-v1/aa-mini-library-01"]
     assert export_rows(ds.trajectories[0]) == traces["aa-mini-v1/aa-mini-library-01"]
     assert json.loads(json.dumps(ds.trajectories[0].to_dict()))["id"] == ds.trajectories[0].id
+
+
+def test_aa_dataset_file_matches_the_schema(dataset, tmp_path) -> None:
+    from runner.engine.trajectory import save_dataset
+    from tests.engine.test_trajectory_schema import validate_file
+
+    path = tmp_path / "aa.jsonl.gz"
+    save_dataset(path, dataset)
+    assert validate_file(path) == 9
