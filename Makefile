@@ -1,0 +1,58 @@
+# AgentPerf Leaderboard. Two commands matter: `make demo` and `make test`.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PYTHON := $(BIN)/python
+STAMP := $(VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: demo test install lint format migrate seed worker web check-migrations typecheck clean
+
+$(PYTHON):
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(STAMP): requirements.txt requirements-dev.txt | $(PYTHON)
+	$(BIN)/pip install -q -r requirements-dev.txt
+	touch $(STAMP)
+
+install: $(STAMP)
+
+migrate: install
+	$(PYTHON) manage.py migrate --noinput
+
+seed: migrate
+	$(PYTHON) manage.py seed_catalog
+
+# Embedded default: SQLite, kombu's SQLite broker and a local artifacts folder under var/.
+demo: seed
+	$(PYTHON) -m config.demo --host $(HOST) --port $(PORT)
+
+worker: install
+	$(BIN)/celery -A config worker -Q "$${QUEUES:-web}" --concurrency "$${CONCURRENCY:-1}" --loglevel INFO
+
+web: install
+	$(BIN)/gunicorn config.wsgi -b $(HOST):$(PORT) -w 2
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+check-migrations: install
+	$(PYTHON) manage.py makemigrations --check --dry-run
+
+typecheck: install
+	$(BIN)/mypy
+
+# Starts PostgreSQL/RabbitMQ/Redis if they are down and a private SeaweedFS for the session.
+test: install lint check-migrations typecheck
+	$(PYTHON) -m tests.services $(PYTEST_ARGS)
+
+clean:
+	rm -rf var test-artifacts .pytest_cache .mypy_cache .ruff_cache

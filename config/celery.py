@@ -1,0 +1,67 @@
+"""The Celery app. JSON only, late acks, one message at a time per worker process."""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+from kombu import Exchange, Queue
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+app = Celery("agentperf")
+
+
+@app.on_configure.connect
+def _configure(sender: Celery, **_: object) -> None:
+    from django.conf import settings
+
+    visibility = settings.CELERY_BROKER_VISIBILITY_TIMEOUT_S
+    sender.conf.update(
+        broker_url=settings.CELERY_BROKER_URL,
+        result_backend=settings.CELERY_RESULT_BACKEND,
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        result_accept_content=["json"],
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_soft_time_limit=settings.RUN_SOFT_TIME_LIMIT_S,
+        task_time_limit=settings.RUN_HARD_TIME_LIMIT_S,
+        # Redis (and SQS) redeliver an unacked message after the visibility timeout, so it
+        # must outlast the longest run. RabbitMQ redelivers on connection loss instead (its
+        # consumer_timeout must also exceed the longest run; see README). The SQLite
+        # transport passes its options to SQLAlchemy, which rejects this one.
+        broker_transport_options=(
+            {} if settings.BROKER_PROFILE.startswith("sqla") else {"visibility_timeout": visibility}
+        ),
+        broker_connection_retry_on_startup=True,
+        broker_connection_timeout=3,
+        task_default_queue=web_queue(),
+        task_queues=(Queue(web_queue(), Exchange(web_queue()), routing_key=web_queue()),),
+        task_create_missing_queues=True,
+        task_always_eager=settings.CELERY_TASK_ALWAYS_EAGER,
+        result_expires=3600,
+        worker_hijack_root_logger=False,
+        timezone="UTC",
+    )
+
+
+app.autodiscover_tasks(["leaderboard", "submissions", "runner"])
+
+
+def _prefix() -> str:
+    from django.conf import settings
+
+    return settings.CELERY_QUEUE_PREFIX
+
+
+def web_queue() -> str:
+    """The queue of web-side tasks (ingest, verification, health round trips)."""
+    return f"{_prefix()}web"
+
+
+def pool_queue(pool: str) -> str:
+    """The queue a hardware pool's runner workers consume: `pool.<pool>`."""
+    return f"{_prefix()}pool.{pool}"

@@ -1,0 +1,104 @@
+"""`make demo`: the embedded default, end to end, on one machine.
+
+Starts a real Celery worker process on the embedded SQLite broker and the web server on
+127.0.0.1:8000, runs the demo steps registered in `DEMO_STEPS` (later stages submit and
+run benchmarks) and stops both cleanly on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _spawn(args: list[str], log: Path) -> subprocess.Popen:
+    handle = open(log, "ab")
+    return subprocess.Popen(args, cwd=REPO, stdout=handle, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def _wait_http(url: str, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=10):
+                return True
+        except urllib.error.HTTPError:
+            return True  # the server answers; /health may report a part as down
+        except Exception:
+            time.sleep(0.5)
+    return False
+
+
+def _stop(proc: subprocess.Popen, name: str) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    print(f"stopped {name}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--no-runs", action="store_true", help="serve only, submit no demo runs")
+    args = parser.parse_args(argv)
+    # SIGTERM (from a supervisor or `timeout`) stops the children just like Ctrl-C.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    import django
+
+    django.setup()
+    from django.conf import settings
+
+    logs = Path(settings.VAR_DIR) / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    python = sys.executable
+    queues = os.environ.get("DEMO_QUEUES", "web,pool.local-cpu,pool.simulated")
+    worker = _spawn([python, "-m", "celery", "-A", "config", "worker", "-Q", queues,
+                     "--concurrency", "1", "--loglevel", "INFO", "-n", "demo@%h"],
+                    logs / "worker.log")
+    web = _spawn([python, "-m", "gunicorn", "config.wsgi", "-b", f"{args.host}:{args.port}",
+                  "-w", "2", "--threads", "4", "--timeout", "120"], logs / "web.log")
+    url = f"http://{args.host}:{args.port}/"
+    try:
+        if not _wait_http(url + "health?format=json", 60):
+            print(f"web server did not come up; see {logs / 'web.log'}")
+            return 1
+        print(f"\nAgentPerf is serving at {url}  (status: {url}health, admin: {url}admin/)")
+        print(f"logs: {logs}   Ctrl-C stops the worker and the web server.\n", flush=True)
+        if not args.no_runs:
+            from config.demo_steps import run_demo_steps
+
+            run_demo_steps(base_url=url)
+        while worker.poll() is None and web.poll() is None:
+            time.sleep(1)
+        print("a child process exited; stopping")
+        return 1
+    except KeyboardInterrupt:
+        print("\nstopping…")
+        return 0
+    finally:
+        # A second Ctrl-C or SIGTERM must not interrupt the clean-up.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        _stop(web, "web server")
+        _stop(worker, "worker")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

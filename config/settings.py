@@ -1,0 +1,257 @@
+"""Django settings, all from the environment.
+
+Two profiles, chosen by what is set:
+- embedded default (nothing set): SQLite, Celery on kombu's SQLAlchemy/SQLite transport and
+  a local artifacts folder, all under `var/`;
+- services: PostgreSQL (`DATABASE_URL`), RabbitMQ or Redis (`CELERY_BROKER_URL`) and S3
+  (`S3_ENDPOINT_URL` + keys + buckets).
+Artifact storage is the `STORAGES["artifacts"]` entry; code never branches on the profile.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from config.env import (
+    check_broker_url,
+    check_http_url,
+    env_bool,
+    env_int,
+    env_list,
+    env_str,
+    parse_database_url,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("AGENTPERF_VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = env_bool("DEBUG", False)
+_DEV_SECRET = "insecure-embedded-profile-key-not-for-production"
+SECRET_KEY = env_str("SECRET_KEY", _DEV_SECRET)
+if len(SECRET_KEY) < 32:
+    from config.env import ImproperlyConfiguredEnv
+
+    raise ImproperlyConfiguredEnv("SECRET_KEY", "<hidden>", "must be at least 32 characters")
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "leaderboard",
+    "submissions",
+    "runner",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+ASGI_APPLICATION = "config.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------------------
+_database_url = env_str("DATABASE_URL")
+if _database_url:
+    _db = parse_database_url("DATABASE_URL", _database_url)
+    DATABASES = {
+        "default": {
+            "ENGINE": _db.engine,
+            "NAME": _db.name,
+            "USER": _db.user,
+            "PASSWORD": _db.password,
+            "HOST": _db.host,
+            "PORT": _db.port,
+            "OPTIONS": _db.options,
+            "CONN_MAX_AGE": env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0),
+        }
+    }
+    if _db.engine.endswith("sqlite3"):
+        DATABASES["default"].pop("CONN_MAX_AGE")
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": VAR_DIR / "db.sqlite3",
+            "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
+        }
+    }
+DATABASE_PROFILE = "postgresql" if "postgresql" in DATABASES["default"]["ENGINE"] else "sqlite"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Object storage -------------------------------------------------------------------
+S3_ENDPOINT_URL = env_str("S3_ENDPOINT_URL")
+if S3_ENDPOINT_URL:
+    check_http_url("S3_ENDPOINT_URL", S3_ENDPOINT_URL)
+    _s3_options = {
+        "endpoint_url": S3_ENDPOINT_URL,
+        "access_key": env_str("S3_ACCESS_KEY_ID"),
+        "secret_key": env_str("S3_SECRET_ACCESS_KEY"),
+        "region_name": env_str("S3_REGION", "us-east-1"),
+        "addressing_style": "path",
+        "signature_version": "s3v4",
+        "file_overwrite": False,
+        "default_acl": None,
+        "querystring_expire": env_int("S3_PRESIGN_SECONDS", 900, minimum=1),
+    }
+    for _var in ("S3_ACCESS_KEY_ID", "S3_SECRET_ACCESS_KEY"):
+        if not env_str(_var):
+            from config.env import ImproperlyConfiguredEnv
+
+            raise ImproperlyConfiguredEnv(_var, "", "required when S3_ENDPOINT_URL is set")
+    _artifacts_storage = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {**_s3_options, "bucket_name": env_str("S3_BUCKET_ARTIFACTS", "artifacts")},
+    }
+    _datasets_storage = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {**_s3_options, "bucket_name": env_str("S3_BUCKET_DATASETS", "datasets")},
+    }
+    STORAGE_PROFILE = "s3"
+else:
+    _artifacts_storage = {
+        "BACKEND": "config.storage.SignedFileSystemStorage",
+        "OPTIONS": {"location": VAR_DIR / "artifacts", "base_url": "/files/artifacts/"},
+    }
+    _datasets_storage = {
+        "BACKEND": "config.storage.SignedFileSystemStorage",
+        "OPTIONS": {"location": VAR_DIR / "datasets", "base_url": "/files/datasets/"},
+    }
+    STORAGE_PROFILE = "filesystem"
+
+STORAGES = {
+    "default": _artifacts_storage,
+    "artifacts": _artifacts_storage,
+    "datasets": _datasets_storage,
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+MAX_ATTACHMENT_BYTES = env_int("MAX_ATTACHMENT_BYTES", 50 * 1024 * 1024, minimum=1)
+MAX_CONFIG_BYTES = env_int("MAX_CONFIG_BYTES", 256 * 1024, minimum=1)
+
+# --- Celery ---------------------------------------------------------------------------
+_broker = env_str("CELERY_BROKER_URL")
+if _broker:
+    CELERY_BROKER_URL = check_broker_url("CELERY_BROKER_URL", _broker)
+else:
+    CELERY_BROKER_URL = f"sqla+sqlite:///{VAR_DIR / 'celery-broker.sqlite'}"
+BROKER_PROFILE = CELERY_BROKER_URL.split("://", 1)[0]
+
+_result_backend = env_str("CELERY_RESULT_BACKEND")
+if _result_backend:
+    CELERY_RESULT_BACKEND = _result_backend
+elif DATABASE_PROFILE == "postgresql":
+    _d = DATABASES["default"]
+    CELERY_RESULT_BACKEND = (
+        f"db+postgresql+psycopg://{_d['USER']}:{_d['PASSWORD']}@{_d['HOST']}:{_d['PORT'] or 5432}"
+        f"/{_d['NAME']}"
+    )
+else:
+    CELERY_RESULT_BACKEND = f"db+sqlite:///{VAR_DIR / 'celery-results.sqlite'}"
+
+# The longest run a pool may take; the broker must not redeliver a task before that.
+RUN_HARD_TIME_LIMIT_S = env_int("RUN_HARD_TIME_LIMIT_S", 6 * 3600, minimum=60)
+RUN_SOFT_TIME_LIMIT_S = env_int("RUN_SOFT_TIME_LIMIT_S", RUN_HARD_TIME_LIMIT_S - 300, minimum=30)
+RUN_HEARTBEAT_STALE_S = env_int("RUN_HEARTBEAT_STALE_S", 300, minimum=10)
+CELERY_BROKER_VISIBILITY_TIMEOUT_S = RUN_HARD_TIME_LIMIT_S + 3600
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+# Prefix for every queue name, so several deployments (or test sessions) can share a broker.
+CELERY_QUEUE_PREFIX = env_str("CELERY_QUEUE_PREFIX", "")
+
+# --- Cache ----------------------------------------------------------------------------
+_redis_cache = env_str("CACHE_REDIS_URL")
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _redis_cache}
+        if _redis_cache
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
+
+# --- Auth, i18n, static ---------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/portal/"
+LOGOUT_REDIRECT_URL = "/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(exist_ok=True)
+STATICFILES_DIRS = [BASE_DIR / "static"]
+WHITENOISE_USE_FINDERS = True
+
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "agentperf@localhost")
+
+# Secrets such as endpoint API keys are encrypted at rest with this key (Fernet, urlsafe b64).
+FIELD_ENCRYPTION_KEY = env_str("FIELD_ENCRYPTION_KEY")
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "submissions.auth.ApiTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "config.api_errors.exception_handler",
+    "DEFAULT_THROTTLE_RATES": {
+        "vendor": env_str("THROTTLE_VENDOR", "600/hour"),
+        "vendor_submit": env_str("THROTTLE_VENDOR_SUBMIT", "60/hour"),
+        "anon": env_str("THROTTLE_ANON", "3000/hour"),
+    },
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "AgentPerf Leaderboard API",
+    "DESCRIPTION": "Public read API, vendor submission API and runner API.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+}

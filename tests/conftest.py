@@ -1,0 +1,45 @@
+"""Shared fixtures: the permission-test cast, a real Celery worker, artifact folders."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+# One queue namespace per test session, so concurrent sessions on a shared broker never
+# consume each other's messages. Set before Django reads its settings.
+os.environ.setdefault("CELERY_QUEUE_PREFIX", f"test-{uuid.uuid4().hex[:8]}.")
+os.environ.setdefault("EMAIL_BACKEND", "django.core.mail.backends.locmem.EmailBackend")
+
+ARTIFACTS_DIR = Path(__file__).resolve().parent.parent / "test-artifacts"
+
+
+@pytest.fixture
+def artifacts_dir(request) -> Path:
+    """A folder kept after the run (screenshots, logs) for this test."""
+    path = ARTIFACTS_DIR / request.node.name.replace("/", "_")[:120]
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture
+def celery_worker(request, tmp_path, transactional_db):
+    """Start a real worker process on the web queue (plus any given by `worker_queues`)."""
+    from config.celery import web_queue
+    from tests.support.workers import start_worker
+
+    marker = request.node.get_closest_marker("worker_queues")
+    extra = list(marker.args) if marker else []
+    worker = start_worker([web_queue(), *extra], tmp_path / "worker.log")
+    yield worker
+    worker.stop()
+
+
+@pytest.fixture
+def cast(db):
+    """Vendor Alice (org A), vendor Bob (org B), reviewer Rita (staff, no org)."""
+    from tests.support.builders import make_cast
+
+    return make_cast()

@@ -1,0 +1,97 @@
+import pytest
+import yaml
+from django.core.management import call_command
+
+from leaderboard.models import AIModel, HardwareSystem, SloTier, SloTierSet
+from leaderboard.services import CATALOG_DIR, CatalogError, catalog_seed
+
+REQUIRED_SYSTEMS = [
+    "h100-sxm-hgx8",
+    "h200-hgx8",
+    "b200-hgx8",
+    "b300-hgx8",
+    "gb200-nvl72",
+    "gb300-nvl72",
+    "mi300x-8gpu",
+    "mi355x-8gpu",
+    "vera-rubin-nvl72",
+]
+
+
+@pytest.mark.django_db
+def test_seed_catalog_loads_the_flagship_model_with_its_sourced_figures():
+    call_command("seed_catalog")
+    m = AIModel.objects.get(slug="deepseek-v4.1-flash-max")
+    assert m.name == "DeepSeek V4.1 Flash (max)"
+    assert (m.total_params_b, m.active_params_prefill_b, m.active_params_decode_b) == (552, 8, 16)
+    assert (m.kv_bytes_per_token, m.context_length) == (890, 1048576)
+    for field in ("total_params_b", "kv_bytes_per_token", "context_length"):
+        assert m.sources[field]["source"]
+
+
+@pytest.mark.django_db
+def test_seed_catalog_loads_every_required_hardware_system():
+    call_command("seed_catalog")
+    slugs = set(HardwareSystem.objects.values_list("slug", flat=True))
+    assert set(REQUIRED_SYSTEMS) <= slugs
+    gb300 = HardwareSystem.objects.get(slug="gb300-nvl72")
+    assert gb300.accelerators_per_system == 72
+    assert gb300.sources["memory_gb_per_accelerator"]["source"]
+
+
+@pytest.mark.django_db
+def test_seed_catalog_is_idempotent():
+    call_command("seed_catalog")
+    counts = (AIModel.objects.count(), HardwareSystem.objects.count(), SloTier.objects.count())
+    call_command("seed_catalog")
+    assert (
+        AIModel.objects.count(),
+        HardwareSystem.objects.count(),
+        SloTier.objects.count(),
+    ) == counts
+
+
+@pytest.mark.django_db
+def test_default_tier_set_has_the_design_figures():
+    call_command("seed_catalog")
+    tiers = SloTierSet.objects.get(model__isnull=True).as_engine_tiers()
+    assert [(t["min_p25_output_speed"], t["max_ttft_s"]) for t in tiers] == [
+        (20, 10),
+        (60, 10),
+        (100, 5),
+        (180, 5),
+        (300, 3),
+    ]
+
+
+def test_every_catalog_figure_with_a_value_names_its_source():
+    for name in ("models.yaml", "hardware.yaml"):
+        data = yaml.safe_load((CATALOG_DIR / name).read_text())
+        for entry in next(iter(data.values())):
+            stack = [(entry["slug"], entry)]
+            while stack:
+                where, node = stack.pop()
+                if isinstance(node, dict) and "value" in node:
+                    assert node["value"] is None or node.get("source"), f"{name}:{where}"
+                elif isinstance(node, dict):
+                    stack.extend((f"{where}.{k}", v) for k, v in node.items())
+
+
+@pytest.mark.django_db
+def test_a_figure_without_a_source_is_refused(tmp_path):
+    for name in ("hardware.yaml", "tiers.yaml"):
+        (tmp_path / name).write_text((CATALOG_DIR / name).read_text())
+    (tmp_path / "models.yaml").write_text(
+        "models:\n  - slug: x\n    name: X\n    total_params_b: {value: 7}\n"
+    )
+    with pytest.raises(CatalogError, match="models.yaml:x.total_params_b: value 7 has no source"):
+        catalog_seed(directory=tmp_path)
+
+
+@pytest.mark.django_db
+def test_unknown_figures_render_as_unknown_on_the_catalog_page(client):
+    call_command("seed_catalog")
+    html = client.get("/hardware/local-cpu/").content.decode()
+    assert "Local CPU" in html and html.count("unknown") >= 5
+    html = client.get("/models/deepseek-v4.1-flash-max/").content.decode()
+    assert "552.0 B" in html and "huggingface.co" in html

@@ -1,0 +1,109 @@
+"""A real Celery worker in its own process, for tests that go through the broker."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def worker_env(**overrides: str) -> dict[str, str]:
+    """The environment a worker needs to see the test database, broker, queues and S3."""
+    env = dict(os.environ)
+    db = connection.settings_dict
+    if "postgresql" in db["ENGINE"]:
+        user = db["USER"] or "postgres"
+        env["DATABASE_URL"] = (
+            f"postgresql://{user}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+        )
+    else:
+        env["DATABASE_URL"] = f"sqlite:///{db['NAME']}"
+    env["CELERY_QUEUE_PREFIX"] = settings.CELERY_QUEUE_PREFIX
+    env.update(overrides)
+    return env
+
+
+@dataclass
+class WorkerProcess:
+    process: subprocess.Popen
+    log_path: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Kill the worker's whole process group (the main process and its pool children)."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, sig)
+            self.process.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def start_worker(
+    queues: list[str],
+    log_path: Path,
+    *,
+    env: dict[str, str] | None = None,
+    ready_timeout: float = 60.0,
+) -> WorkerProcess:
+    """Start `celery worker` consuming `queues` and wait until it is ready."""
+    args = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "config",
+        "worker",
+        "-Q",
+        ",".join(queues),
+        "--concurrency",
+        "1",
+        "--pool",
+        "prefork",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+        "--loglevel",
+        "INFO",
+        "-n",
+        f"test-{os.getpid()}-{time.monotonic_ns()}@%h",
+    ]
+    log = open(log_path, "wb")
+    process = subprocess.Popen(
+        args,
+        cwd=REPO,
+        env=env or worker_env(),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    handle = WorkerProcess(process, log_path)
+    deadline = time.monotonic() + ready_timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"worker exited early:\n{handle.log()[-3000:]}")
+        if "ready." in handle.log():
+            return handle
+        time.sleep(0.2)
+    handle.stop()
+    raise RuntimeError(f"worker not ready in {ready_timeout} s:\n{handle.log()[-3000:]}")
