@@ -22,8 +22,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 def _spawn(args: list[str], log: Path) -> subprocess.Popen:
     handle = open(log, "ab")
-    return subprocess.Popen(args, cwd=REPO, stdout=handle, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    return subprocess.Popen(
+        args, cwd=REPO, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
+    )
 
 
 def _wait_http(url: str, seconds: float) -> bool:
@@ -69,11 +70,42 @@ def main(argv: list[str] | None = None) -> int:
     logs.mkdir(parents=True, exist_ok=True)
     python = sys.executable
     queues = os.environ.get("DEMO_QUEUES", "web,pool.local-cpu,pool.simulated")
-    worker = _spawn([python, "-m", "celery", "-A", "config", "worker", "-Q", queues,
-                     "--concurrency", "1", "--loglevel", "INFO", "-n", "demo@%h"],
-                    logs / "worker.log")
-    web = _spawn([python, "-m", "gunicorn", "config.wsgi", "-b", f"{args.host}:{args.port}",
-                  "-w", "2", "--threads", "4", "--timeout", "120"], logs / "web.log")
+    worker = _spawn(
+        [
+            python,
+            "-m",
+            "celery",
+            "-A",
+            "config",
+            "worker",
+            "-Q",
+            queues,
+            "--concurrency",
+            "1",
+            "--loglevel",
+            "INFO",
+            "-n",
+            "demo@%h",
+        ],
+        logs / "worker.log",
+    )
+    web = _spawn(
+        [
+            python,
+            "-m",
+            "gunicorn",
+            "config.wsgi",
+            "-b",
+            f"{args.host}:{args.port}",
+            "-w",
+            "2",
+            "--threads",
+            "4",
+            "--timeout",
+            "120",
+        ],
+        logs / "web.log",
+    )
     url = f"http://{args.host}:{args.port}/"
     try:
         if not _wait_http(url + "health?format=json", 60):

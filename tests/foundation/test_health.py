@@ -33,19 +33,29 @@ def test_health_page_renders_each_part_as_html(client, celery_worker):
 
 def test_health_reports_a_stopped_broker_as_down_instead_of_hanging(tmp_path):
     """A web process whose broker is stopped (nothing listens on port 1) answers 503."""
-    env = {**os.environ, "CELERY_BROKER_URL": "amqp://guest:guest@127.0.0.1:1//",
-           "AGENTPERF_VAR_DIR": str(tmp_path)}
+    env = {
+        **os.environ,
+        "CELERY_BROKER_URL": "amqp://guest:guest@127.0.0.1:1//",
+        "AGENTPERF_VAR_DIR": str(tmp_path),
+    }
     env.pop("DATABASE_URL", None)  # its own SQLite file: this test is about the broker
     code = (
         "import json; from django.test import Client; "
         "r = Client().get('/health', HTTP_ACCEPT='application/json'); "
         "print(r.status_code, json.dumps(r.json()))"
     )
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=REPO, env=env,
-                   check=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "-v0"], cwd=REPO, env=env, check=True, timeout=300
+    )
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", code],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     elapsed = time.monotonic() - started
     status, _, payload = proc.stdout.strip().splitlines()[-1].partition(" ")
     body = json.loads(payload)
