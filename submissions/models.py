@@ -193,3 +193,24 @@ class Artifact(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.storage_key}"
+
+
+class Notification(models.Model):
+    """A message to a vendor organization's members, shown in the portal (and e-mailed)."""
+
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="notifications")
+    submission = models.ForeignKey(
+        Submission, null=True, blank=True, on_delete=models.CASCADE, related_name="notifications"
+    )
+    action = models.CharField(max_length=50)
+    subject = models.CharField(max_length=300)
+    body = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    read_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["org", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.org}: {self.subject}"
