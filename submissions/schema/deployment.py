@@ -1,0 +1,620 @@
+"""The deployment-config schema (DESIGN.md §3, §7): what a vendor submits, strictly checked.
+
+Every object rejects unknown fields, and every error carries the dotted path of the field
+to fix (``topology.roles.1.tp``). Parse untrusted text with :func:`parse_config`; it
+enforces the size limit, reads YAML with ``yaml.safe_load`` semantics (no aliases, no
+duplicate keys) or JSON, and raises :class:`ConfigError` with ``fields: {path: [msg]}``.
+
+Secrets never live in a config: an environment variable whose name looks secret must be
+given as ``{secret: true}``, a reference the runner host resolves from its own environment.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+SCHEMA_VERSION = 1
+SCHEMA_ID = "https://agentperf.example/schemas/deployment-config/v1.json"
+NON_FIELD = "non_field_errors"
+
+Slug = Annotated[
+    str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9._-]*$", min_length=1, max_length=100)
+]
+ShortText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+LongText = Annotated[str, StringConstraints(max_length=5000)]
+ImageRef = Annotated[
+    str,
+    StringConstraints(pattern=r"^[a-z0-9][a-z0-9._/:-]*@sha256:[0-9a-f]{64}$", max_length=300),
+]
+GitCommit = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{7,40}$")]
+EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=100)]
+
+WEIGHT_PRECISIONS = (
+    "fp32",
+    "bf16",
+    "fp16",
+    "fp8",
+    "fp6",
+    "fp4",
+    "nvfp4",
+    "mxfp4",
+    "int8",
+    "int4",
+    "gguf_f32",
+    "gguf_f16",
+    "gguf_q8_0",
+    "gguf_q4_k_m",
+    "gguf_q4_0",
+)
+KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2", "nvfp4", "int8", "q8_0", "q4_0")
+ENGINES = ("vllm", "sglang", "trtllm", "dynamo", "llamacpp", "other")
+# Engines whose builds are not shipped as container images (a pinned pip/wheel version instead).
+IMAGE_OPTIONAL_ENGINES = ("llamacpp",)
+
+# Name segments (split on "_") that mark an environment variable as a secret.
+_SECRET_SEGMENTS = {
+    "KEY",
+    "APIKEY",
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "PWD",
+    "CREDENTIAL",
+    "CREDENTIALS",
+}
+# Values that are recognisably credentials whatever the variable is called.
+_SECRET_VALUE = re.compile(r"^(sk-|hf_|ghp_|gho_|github_pat_|apf_|xox[bp]-|AKIA[0-9A-Z]{12})")
+
+
+def looks_secret(name: str) -> bool:
+    """True when an environment variable's name says it holds a credential."""
+    parts = {p for p in re.split(r"[_\-.]", name.upper()) if p}
+    return bool(parts & _SECRET_SEGMENTS) or name.upper().endswith(("APIKEY", "PASSWORD"))
+
+
+def _field_error(path: str, message: str) -> PydanticCustomError:
+    """An error whose location is `path` below the object that raises it."""
+    return PydanticCustomError("config_field", "{message}", {"path": path, "message": message})
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class SecretRef(_Strict):
+    """A secret's name only; the runner host supplies the value from its own environment."""
+
+    secret: Literal[True] = Field(description="Always true: the value is not in the config.")
+
+
+EnvValue = Annotated[str, StringConstraints(max_length=4000)] | SecretRef
+
+
+def _check_env(env: dict[str, Any]) -> dict[str, Any]:
+    for name, value in env.items():
+        if isinstance(value, str):
+            if looks_secret(name):
+                raise _field_error(
+                    name,
+                    "looks like a secret: give it as {secret: true} and set the value on the "
+                    "runner host; clear secret values are refused and were not stored",
+                )
+            if _SECRET_VALUE.match(value.strip()):
+                raise _field_error(
+                    name,
+                    "the value looks like a credential: give it as {secret: true}; it was "
+                    "not stored",
+                )
+    return env
+
+
+class ModelSpec(_Strict):
+    id: Slug = Field(description="Catalog slug of the served model, e.g. deepseek-v4.1-flash-max.")
+    revision: ShortText | None = Field(
+        default=None, description="Weights revision (Hugging Face commit, tag or file digest)."
+    )
+    weight_precision: Literal[WEIGHT_PRECISIONS]  # type: ignore[valid-type]
+    kv_cache_dtype: Literal[KV_DTYPES]  # type: ignore[valid-type]
+
+
+class Patch(_Strict):
+    ref: ShortText = Field(description="What was applied: a PR/commit URL or a patch file name.")
+    reason: ShortText = Field(description="Why the stock engine was not enough.")
+
+
+class Engine(_Strict):
+    name: Literal[ENGINES]  # type: ignore[valid-type]
+    version: ShortText
+    commit: GitCommit | None = None
+    image: ImageRef | None = Field(
+        default=None,
+        description="Container image pinned by digest: name@sha256:<64 hex>. Required except "
+        "for llama.cpp and simulated deployments.",
+    )
+    patches: list[Patch] = Field(default_factory=list, max_length=50)
+
+
+class Role(_Strict):
+    name: Literal["prefill", "decode", "both"]
+    workers: int = Field(ge=1, le=100_000, description="Engine instances of this role.")
+    accelerators_per_worker: int = Field(ge=1, le=4096)
+    tp: int = Field(default=1, ge=1, le=4096, description="Tensor parallel size.")
+    pp: int = Field(default=1, ge=1, le=512, description="Pipeline parallel size.")
+    ep: int = Field(default=1, ge=1, le=4096, description="Expert parallel size.")
+    dp: int = Field(
+        default=1,
+        ge=1,
+        le=4096,
+        description="Data-parallel ranks inside one worker (e.g. DP attention): either each "
+        "rank has its own tp x pp accelerators, or the ranks share them (dp divides tp).",
+    )
+    hardware: Slug = Field(description="Catalog slug of the hardware system.")
+
+    @model_validator(mode="after")
+    def _parallelism_fits(self) -> Role:
+        apw = self.accelerators_per_worker
+        shard = self.tp * self.pp
+        # dp ranks either each own tp x pp accelerators, or share them (DP attention: dp | tp)
+        if shard * self.dp != apw and not (shard == apw and self.tp % self.dp == 0):
+            extra = f" (x dp {self.dp} = {shard * self.dp})" if self.dp > 1 else ""
+            raise _field_error(
+                "tp",
+                f"tp {self.tp} x pp {self.pp} = {shard}{extra} does not match "
+                f"accelerators_per_worker {apw}",
+            )
+        if self.ep > apw or apw % self.ep:
+            raise _field_error("ep", f"ep {self.ep} must divide accelerators_per_worker {apw}")
+        return self
+
+    @property
+    def accelerators(self) -> int:
+        return self.workers * self.accelerators_per_worker
+
+
+class Topology(_Strict):
+    mode: Literal["aggregated", "disaggregated"]
+    roles: list[Role] = Field(min_length=1, max_length=16)
+    accelerators_used: int | None = Field(
+        default=None,
+        ge=1,
+        description="Accelerators serving (prefill + decode roles). Derived from the roles; "
+        "a stated figure must match.",
+    )
+    accelerators_in_system: int | None = Field(
+        default=None, ge=1, description="Accelerators in the system(s) booked, used or not."
+    )
+
+    @model_validator(mode="after")
+    def _roles_fit_mode(self) -> Topology:
+        names = [r.name for r in self.roles]
+        if self.mode == "aggregated":
+            if names != ["both"]:
+                raise _field_error("roles", "aggregated mode takes exactly one role named 'both'")
+        else:
+            for i, name in enumerate(names):
+                if name == "both":
+                    raise _field_error(
+                        f"roles.{i}.name", "disaggregated roles are 'prefill' or 'decode'"
+                    )
+            for needed in ("prefill", "decode"):
+                if needed not in names:
+                    raise _field_error("roles", f"disaggregated mode needs a '{needed}' role")
+        first = self.roles[0].hardware
+        for i, role in enumerate(self.roles[1:], start=1):
+            if role.hardware != first:
+                raise _field_error(
+                    f"roles.{i}.hardware",
+                    f"every role must run on the same hardware system (roles.0 uses {first!r})",
+                )
+        derived = sum(r.accelerators for r in self.roles)
+        if self.accelerators_used is not None and self.accelerators_used != derived:
+            raise _field_error(
+                "accelerators_used",
+                f"stated {self.accelerators_used}, but the roles use {derived} "
+                "(sum of workers x accelerators_per_worker)",
+            )
+        self.accelerators_used = derived
+        if self.accelerators_in_system is not None and self.accelerators_in_system < derived:
+            raise _field_error(
+                "accelerators_in_system",
+                f"{self.accelerators_in_system} is fewer than the {derived} accelerators used",
+            )
+        return self
+
+    @property
+    def hardware(self) -> str:
+        return self.roles[0].hardware
+
+
+class Speculative(_Strict):
+    method: Literal["eagle", "eagle3", "mtp", "ngram", "draft_model", "medusa", "other"]
+    draft_model: ShortText | None = Field(
+        default=None, description="Draft model (repo or catalog slug); required for draft_model."
+    )
+    draft_tokens: int = Field(ge=1, le=64, description="Tokens drafted per step.")
+
+    @model_validator(mode="after")
+    def _draft_model_named(self) -> Speculative:
+        if self.method in ("draft_model", "eagle", "eagle3", "medusa") and not self.draft_model:
+            raise _field_error("draft_model", f"required for method {self.method!r}")
+        return self
+
+
+class Kernels(_Strict):
+    attention: ShortText | None = Field(default=None, description="e.g. flashinfer, fa3.")
+    moe: ShortText | None = Field(default=None, description="e.g. deepep, cutlass, triton.")
+
+
+class KvCache(_Strict):
+    transfer: Literal["none", "nixl", "mooncake", "nccl", "ucx", "lmcache", "other"] = "none"
+    offload: Literal["none", "cpu", "disk", "lmcache", "other"] = "none"
+    offload_gb: float | None = Field(default=None, gt=0)
+    prefix_caching: bool = True
+
+    @model_validator(mode="after")
+    def _offload_sized(self) -> KvCache:
+        if self.offload == "none" and self.offload_gb is not None:
+            raise _field_error("offload_gb", "set only when offload is not 'none'")
+        return self
+
+
+class Clocks(_Strict):
+    gpu_clock_mhz: int | None = Field(default=None, ge=1, description="Locked graphics clock.")
+    memory_clock_mhz: int | None = Field(default=None, ge=1, description="Locked memory clock.")
+    power_cap_w: int | None = Field(default=None, ge=1, description="Per-accelerator power cap.")
+
+
+class Launch(_Strict):
+    """How the engine was started (documentation of a deployment the runner may not start)."""
+
+    command: ShortText
+    args: list[Annotated[str, StringConstraints(max_length=2000)]] = Field(
+        default_factory=list, max_length=500
+    )
+
+
+class Availability(_Strict):
+    status: Literal["available", "preview", "rdi"] = Field(
+        description="available: buyable today; preview: announced, limited access; "
+        "rdi: research/development/internal."
+    )
+    date: dt.date | None = Field(
+        default=None, description="Since when (available) or expected date (preview, rdi)."
+    )
+
+    @model_validator(mode="after")
+    def _dated(self) -> Availability:
+        if self.status in ("preview", "rdi") and self.date is None:
+            raise _field_error("date", f"required when status is {self.status!r}")
+        return self
+
+
+class AttachedLauncher(_Strict):
+    """An endpoint already running next to the hardware, named by its id in the pool's
+    allowlist (never a free URL)."""
+
+    endpoint_id: Slug
+    served_model_name: ShortText
+
+
+class ProcessLauncher(_Strict):
+    """A command the runner starts on the pool host, waits for ``/v1/models``, then stops.
+
+    ``${VAR}`` in command items is replaced from ``env`` and the runner host's environment;
+    no shell is involved."""
+
+    command: list[Annotated[str, StringConstraints(min_length=1, max_length=4000)]] = Field(
+        min_length=1, max_length=500
+    )
+    env: dict[EnvName, EnvValue] = Field(default_factory=dict, max_length=200)
+    port: int = Field(ge=1024, le=65535, description="Port the server listens on (127.0.0.1).")
+    ready_timeout_s: int = Field(default=600, ge=1, le=7200)
+    served_model_name: ShortText
+
+    @field_validator("env")
+    @classmethod
+    def _no_clear_secrets(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return _check_env(value)
+
+
+def available_simulator_profiles() -> list[str]:
+    try:
+        from runner.simulator.profile import available_profiles
+    except ImportError:  # the simulator package is optional for the schema itself
+        root = Path(__file__).resolve().parents[2] / "runner" / "simulator" / "profiles"
+        return sorted(p.stem for p in root.glob("*.y*ml"))
+    return list(available_profiles())
+
+
+class SimulatedLauncher(_Strict):
+    """The platform's simulated serving system; results are labelled simulated."""
+
+    profile: Slug = Field(description="A profile in runner/simulator/profiles/ (file stem).")
+    seed: int = Field(default=0, ge=0, le=2**31 - 1)
+
+    @field_validator("profile")
+    @classmethod
+    def _known_profile(cls, value: str) -> str:
+        known = available_simulator_profiles()
+        if value not in known:
+            raise ValueError(f"unknown simulator profile; one of: {', '.join(known) or 'none'}")
+        return value
+
+
+class Launcher(_Strict):
+    attached: AttachedLauncher | None = None
+    process: ProcessLauncher | None = None
+    simulated: SimulatedLauncher | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Launcher:
+        given = [k for k in ("attached", "process", "simulated") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise _field_error(
+                "",
+                "give exactly one of attached, process, simulated"
+                + (f" (got {', '.join(given)})" if given else ""),
+            )
+        return self
+
+    @property
+    def kind(self) -> str:
+        return next(k for k in ("attached", "process", "simulated") if getattr(self, k))
+
+    @property
+    def served_model_name(self) -> str | None:
+        spec = getattr(self, self.kind)
+        return getattr(spec, "served_model_name", None)
+
+
+class BenchmarkOptions(_Strict):
+    """The few knobs a vendor may set; none changes what is measured."""
+
+    max_concurrency: int | None = Field(
+        default=None,
+        ge=1,
+        le=100_000,
+        description="Stop the search here (e.g. the deployment's admission limit).",
+    )
+
+
+class DeploymentConfig(_Strict):
+    """A deployment to benchmark: the model, the engine, how it is laid out, how to reach it."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        validate_default=True,
+        title="AgentPerf deployment config",
+        json_schema_extra={"$id": SCHEMA_ID},
+    )
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    model: ModelSpec
+    engine: Engine
+    topology: Topology
+    speculative: Speculative | None = None
+    kernels: Kernels | None = None
+    kv_cache: KvCache = Field(default_factory=KvCache)
+    cuda_graph: Literal["off", "piecewise", "full", "full_and_piecewise", "engine_default"] = (
+        "engine_default"
+    )
+    clocks: Clocks | None = None
+    launch: Launch | None = None
+    env: dict[EnvName, EnvValue] = Field(
+        default_factory=dict,
+        max_length=200,
+        description="Engine environment. Names that look secret (KEY, TOKEN, SECRET, "
+        "PASSWORD) must be {secret: true}.",
+    )
+    availability: Availability
+    launcher: Launcher
+    benchmark: BenchmarkOptions = Field(default_factory=BenchmarkOptions)
+    notes: LongText = ""
+
+    @field_validator("env")
+    @classmethod
+    def _no_clear_secrets(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return _check_env(value)
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> DeploymentConfig:
+        if (
+            self.engine.image is None
+            and self.engine.name not in IMAGE_OPTIONAL_ENGINES
+            and self.launcher.simulated is None
+        ):
+            raise _field_error(
+                "engine.image",
+                f"required for engine {self.engine.name!r}: an image pinned by digest, "
+                "name@sha256:<64 hex>",
+            )
+        if self.topology.mode == "disaggregated" and self.kv_cache.transfer == "none":
+            raise _field_error("kv_cache.transfer", "disaggregated mode needs a KV transfer")
+        return self
+
+    @property
+    def hardware(self) -> str:
+        """Catalog slug of the hardware system every role runs on."""
+        return self.topology.hardware
+
+    @property
+    def accelerators_used(self) -> int:
+        assert self.topology.accelerators_used is not None  # set by the topology validator
+        return self.topology.accelerators_used
+
+    @property
+    def is_simulated(self) -> bool:
+        return self.launcher.simulated is not None
+
+
+# --- parsing untrusted text ----------------------------------------------------------
+
+
+class ConfigError(ValueError):
+    """A config that cannot be accepted. `fields` maps dotted paths to messages."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str = "invalid_config",
+        fields: dict[str, list[str]] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.fields: dict[str, list[str]] = fields or {}
+
+    def __str__(self) -> str:
+        detail = "; ".join(f"{k}: {' '.join(v)}" for k, v in self.fields.items())
+        return f"{self.message} {detail}".strip()
+
+
+JSON_TYPES = ("application/json",)
+YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
+# Types where the syntax is sniffed: YAML is a superset of JSON, so the YAML reader serves both.
+SNIFF_TYPES = ("", "text/plain", "application/octet-stream")
+ACCEPTED_TYPES = JSON_TYPES + YAML_TYPES + SNIFF_TYPES
+
+
+class _StrictYamlLoader(yaml.SafeLoader):
+    """safe_load semantics, minus aliases (expansion bombs) and duplicate keys."""
+
+    def compose_node(self, parent, index):  # type: ignore[no-untyped-def]
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None, None, "anchors and aliases are not accepted", event.start_mark
+            )
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):  # type: ignore[no-untyped-def]
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _json_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def _media_type(content_type: str) -> str:
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def load_document(text: str | bytes, content_type: str = "") -> Any:
+    """The data in `text` (JSON or YAML), size-checked; ConfigError when unreadable."""
+    from django.conf import settings
+
+    limit = int(settings.MAX_CONFIG_BYTES)
+    raw = text.encode() if isinstance(text, str) else text
+    if len(raw) > limit:
+        raise ConfigError(
+            f"the config is {len(raw)} bytes; the limit is {limit}",
+            code="too_large",
+            fields={NON_FIELD: [f"larger than {limit} bytes"]},
+        )
+    try:
+        body = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            "the config is not UTF-8", code="unparseable", fields={NON_FIELD: [str(exc)]}
+        ) from None
+    media = _media_type(content_type)
+    if media not in ACCEPTED_TYPES:
+        raise ConfigError(
+            f"unsupported content type {media!r}; send JSON or YAML",
+            code="unsupported_media_type",
+            fields={NON_FIELD: [f"accepted: {', '.join(t for t in ACCEPTED_TYPES if t)}"]},
+        )
+    if not body.strip():
+        raise ConfigError("the config is empty", code="unparseable", fields={NON_FIELD: ["empty"]})
+    try:
+        if media in JSON_TYPES:
+            data = json.loads(body, object_pairs_hook=_json_pairs)
+        else:
+            data = yaml.load(body, Loader=_StrictYamlLoader)  # noqa: S506 - a SafeLoader
+    except (ValueError, yaml.YAMLError) as exc:
+        kind = "JSON" if media in JSON_TYPES else "YAML"
+        raise ConfigError(
+            f"the config is not valid {kind}",
+            code="unparseable",
+            fields={NON_FIELD: [" ".join(str(exc).split())]},
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(
+            "the config must be a mapping at the top level",
+            code="invalid_config",
+            fields={NON_FIELD: [f"got {type(data).__name__}"]},
+        )
+    return data
+
+
+def errors_by_path(exc: ValidationError) -> dict[str, list[str]]:
+    """Pydantic errors as {dotted path: [messages]}, custom paths joined on."""
+    fields: dict[str, list[str]] = {}
+    for err in exc.errors(include_url=False, include_input=False):
+        loc = [str(part) for part in err["loc"]]
+        message = err["msg"]
+        ctx = err.get("ctx") or {}
+        if err["type"] == "config_field":
+            loc += [p for p in str(ctx.get("path", "")).split(".") if p]
+            message = str(ctx.get("message", message))
+        elif err["type"] == "extra_forbidden":
+            message = "unknown field"
+        elif message.startswith("Value error, "):
+            message = message.removeprefix("Value error, ")
+        fields.setdefault(".".join(loc) or NON_FIELD, []).append(message)
+    return fields
+
+
+def validate_config(data: dict[str, Any]) -> DeploymentConfig:
+    """Validate already-parsed data; ConfigError with field paths when it does not fit."""
+    try:
+        return DeploymentConfig.model_validate(data)
+    except ValidationError as exc:
+        fields = errors_by_path(exc)
+        raise ConfigError(
+            f"the config has {sum(len(v) for v in fields.values())} error(s)",
+            code="invalid_config",
+            fields=fields,
+        ) from None
+
+
+def parse_config(text: str | bytes, content_type: str = "") -> DeploymentConfig:
+    """Parse and validate an untrusted config document (JSON or YAML)."""
+    return validate_config(load_document(text, content_type))
+
+
+def config_json_schema() -> dict[str, Any]:
+    """The JSON Schema of DeploymentConfig, as served and written to docs/."""
+    schema = DeploymentConfig.model_json_schema(mode="validation")
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
