@@ -178,6 +178,18 @@ class Artifact(models.Model):
         on_delete=models.PROTECT,
         related_name="artifacts",
     )
+    submission = models.ForeignKey(
+        Submission,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="artifacts",
+        help_text="the submission an attachment belongs to",
+    )
+    name = models.CharField(max_length=200, blank=True, help_text="file name given by the uploader")
+    # Presigned uploads are recorded first with the size and sha256 the uploader declared;
+    # this is set once the stored bytes were checked against them.
+    verified_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -214,3 +226,39 @@ class Notification(models.Model):
 
     def __str__(self) -> str:
         return f"{self.org}: {self.subject}"
+
+
+class PoolEndpoint(models.Model):
+    """An allowlisted endpoint of a hardware pool: what an `attached` config may name.
+
+    Operators register these; a vendor config gives only `endpoint_id`, so no free URL from
+    a request ever reaches a runner. The API key, if any, stays on the runner host: only the
+    name of the environment variable that holds it is stored here.
+    """
+
+    pool = models.SlugField(max_length=100, help_text="HardwareSystem.runner_pool")
+    endpoint_id = models.SlugField(max_length=100)
+    url = models.URLField(max_length=500, help_text="OpenAI-compatible base URL, e.g. …/v1")
+    api_key_env = models.CharField(
+        max_length=100, blank=True, help_text="env variable on the runner host holding the key"
+    )
+    org = models.ForeignKey(
+        Organization,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="pool_endpoints",
+        help_text="only this organization may name it; empty = any organization",
+    )
+    enabled = models.BooleanField(default=True)
+    description = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["pool", "endpoint_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["pool", "endpoint_id"], name="pool_endpoint_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.pool}/{self.endpoint_id}"
