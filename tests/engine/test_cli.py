@@ -146,3 +146,24 @@ def test_bad_tiers_file_exits_non_zero_naming_the_field(dataset_path: Path, tmp_
     )  # fmt: skip
     assert proc.returncode == 2
     assert "min_p25_output_speed" in proc.stderr
+
+
+def test_search_against_the_simulator_runs_in_virtual_time(
+    dataset_path: Path, tmp_path: Path
+) -> None:
+    tiers = tmp_path / "tiers.json"
+    tiers.write_text(json.dumps([{"name": "20", "min_p25_output_speed": 20, "max_ttft_s": 10}]))
+    out = tmp_path / "sim"
+    proc = engine(
+        "search", "--target", "sim:tiny", "--model", "tiny-1b", "--dataset", str(dataset_path),
+        "--tiers", str(tiers), "--accelerators", "1", "--out", str(out), "--cap", "4",
+        "--warmup", "5", "--duration", "60", "--min-requests", "5",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((out / "search.json").read_text())
+    assert doc["simulated"] is True
+    assert doc["max_agents"] == {"20": 4}
+    first = json.loads((Path(doc["trials"][0]["data"]["dir"]) / "trial.json").read_text())
+    assert first["simulated"] is True
+    assert first["summary"]["client"]["loop_lag_p99_ms"] is None  # not measured: virtual
+    assert first["summary"]["requests"] >= 5
