@@ -1,5 +1,6 @@
 from django.contrib import admin
 from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from config import health, views
 
@@ -7,5 +8,8 @@ urlpatterns = [
     path("health", health.health, name="health"),
     path("files/<str:alias>/", views.signed_file, name="signed-file"),
     path("admin/", admin.site.urls),
+    path("api/v1/", include("submissions.api.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("", include("leaderboard.urls")),
 ]

@@ -46,7 +46,11 @@ def test_the_process_example_runs_llamacpp_on_the_local_cpu():
     config = parse_config((EXAMPLES / "process.yaml").read_text(), "application/yaml")
     assert config.engine.name == "llamacpp"
     assert config.hardware == "local-cpu"
-    assert config.launcher.process.command[:3] == ["python", "-m", "tests.support.llamacpp"]
+    assert config.launcher.process.command[:3] == [
+        "python",
+        "-m",
+        "runner.launchers.llamacpp_server",
+    ]
 
 
 def test_the_checked_in_json_schema_is_current():

@@ -1,0 +1,223 @@
+"""Creating, withdrawing and resubmitting submissions (the vendor's writes)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import logging
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+
+from leaderboard.models import AIModel, HardwareSystem
+from submissions import constants as c
+from submissions.models import Organization, PoolEndpoint, Submission
+from submissions.schema import SCHEMA_VERSION, ConfigError, DeploymentConfig, parse_config
+from submissions.services.lifecycle import TransitionError, submission_transition
+
+log = logging.getLogger(__name__)
+
+WITHDRAWABLE_STATES = tuple(s for s in c.PRE_PUBLISH_STATES)
+
+
+class IdempotencyConflict(Exception):
+    """The idempotency key was already used with a different body."""
+
+    def __init__(self, submission: Submission) -> None:
+        super().__init__(
+            f"idempotency key already used for submission #{submission.pk} with another body"
+        )
+        self.submission = submission
+
+
+def _sha256(text: str | bytes) -> str:
+    return hashlib.sha256(text.encode() if isinstance(text, str) else text).hexdigest()
+
+
+def _actor_label(actor, actor_label: str) -> str:
+    if actor_label:
+        return actor_label
+    return actor.get_username() if actor is not None else "system"
+
+
+def config_resolve_catalog(
+    *, config: DeploymentConfig, org: Organization
+) -> tuple[AIModel, HardwareSystem]:
+    """The catalog rows a config names, and its allowlisted endpoint; ConfigError otherwise."""
+    fields: dict[str, list[str]] = {}
+    model = AIModel.objects.filter(slug=config.model.id).first()
+    if model is None:
+        fields["model.id"] = [f"{config.model.id!r} is not in the model catalog"]
+    hardware = HardwareSystem.objects.filter(slug=config.hardware).first()
+    if hardware is None:
+        fields["topology.roles.0.hardware"] = [
+            f"{config.hardware!r} is not in the hardware catalog"
+        ]
+    attached = config.launcher.attached
+    if attached is not None and hardware is not None:
+        allowed = PoolEndpoint.objects.filter(
+            Q(org__isnull=True) | Q(org=org),
+            pool=hardware.runner_pool,
+            endpoint_id=attached.endpoint_id,
+            enabled=True,
+        ).exists()
+        if not allowed:
+            fields["launcher.attached.endpoint_id"] = [
+                f"{attached.endpoint_id!r} is not in the allowlist of pool {hardware.runner_pool!r}"
+            ]
+    if fields:
+        raise ConfigError("the config names unknown catalog entries", fields=fields)
+    assert model is not None and hardware is not None
+    return model, hardware
+
+
+def _dispatch_on_commit(submission_id: int) -> None:
+    """Hand a validated submission to the runner's dispatch once the rows are committed.
+
+    Until `runner.dispatch.submission_dispatch` exists the submission stays `validated`.
+    """
+
+    def send() -> None:
+        if importlib.util.find_spec("runner.dispatch") is None:
+            log.info("runner.dispatch not available; submission #%s stays validated", submission_id)
+            return
+        dispatch = getattr(importlib.import_module("runner.dispatch"), "submission_dispatch", None)
+        if dispatch is None:
+            log.info("no submission_dispatch; submission #%s stays validated", submission_id)
+            return
+        dispatch(submission=Submission.objects.get(pk=submission_id))
+
+    transaction.on_commit(send)
+
+
+def submission_create(
+    *,
+    org: Organization,
+    config_text: str | bytes,
+    content_type: str = "application/yaml",
+    idempotency_key: str | None = None,
+    created_by=None,
+    actor_label: str = "",
+    source: str = c.SOURCE_VENDOR,
+    previous: Submission | None = None,
+) -> Submission:
+    """Validate `config_text` and record a submission that goes on to the runner.
+
+    Same `idempotency_key` and same body → the submission already made (`replayed` is set
+    on it); same key with another body → IdempotencyConflict. An invalid config raises
+    ConfigError (fields by path) and writes nothing. A valid one goes draft → submitted →
+    validated and is dispatched after commit.
+    """
+    digest = _sha256(config_text)
+    key = (idempotency_key or "").strip() or None
+    if key is not None:
+        existing = Submission.objects.filter(org=org, idempotency_key=key).first()
+        if existing is not None:
+            return _replay(existing, digest)
+    config = parse_config(config_text, content_type)
+    model, hardware = config_resolve_catalog(config=config, org=org)
+    text = config_text.decode("utf-8") if isinstance(config_text, bytes) else config_text
+    label = _actor_label(created_by, actor_label)
+    user = created_by if getattr(created_by, "pk", None) else None
+    try:
+        with transaction.atomic():
+            submission = Submission.objects.create(
+                org=org,
+                model=model,
+                hardware=hardware,
+                config=config.model_dump(mode="json"),
+                config_text=text,
+                config_sha256=digest,
+                schema_version=SCHEMA_VERSION,
+                source=source,
+                status=c.DRAFT,
+                previous=previous,
+                baseline=previous,
+                idempotency_key=key,
+                is_simulated=config.is_simulated,
+                created_by=user,
+            )
+            for to in (c.SUBMITTED, c.VALIDATED):
+                submission_transition(
+                    submission=submission, to=to, actor=created_by, actor_label=label
+                )
+            _dispatch_on_commit(submission.pk)
+    except IntegrityError:
+        # A concurrent request with the same key won the insert; answer as a replay of it.
+        if key is None:
+            raise
+        existing = Submission.objects.filter(org=org, idempotency_key=key).first()
+        if existing is None:
+            raise
+        return _replay(existing, digest)
+    submission.replayed = False  # type: ignore[attr-defined]
+    return submission
+
+
+def _replay(existing: Submission, digest: str) -> Submission:
+    if existing.config_sha256 != digest:
+        raise IdempotencyConflict(existing)
+    existing.replayed = True  # type: ignore[attr-defined]
+    return existing
+
+
+def submission_withdraw(
+    *, submission: Submission, actor=None, actor_label: str = "", reason: str = ""
+) -> Submission:
+    """Withdraw a submission that is not yet published; TransitionError otherwise."""
+    if submission.status not in WITHDRAWABLE_STATES:
+        raise TransitionError(
+            f"submission #{submission.pk} is {submission.status!r}; only submissions that are "
+            "not yet published or decided can be withdrawn"
+        )
+    return submission_transition(
+        submission=submission,
+        to=c.WITHDRAWN,
+        actor=actor,
+        actor_label=_actor_label(actor, actor_label),
+        reason=reason or "withdrawn by the vendor",
+    )
+
+
+def submission_resubmit(
+    *,
+    previous: Submission,
+    config_text: str | bytes,
+    content_type: str = "application/yaml",
+    idempotency_key: str | None = None,
+    created_by=None,
+    actor_label: str = "",
+) -> Submission:
+    """A new submission linked to `previous` (its baseline for "what changed").
+
+    A previous submission still on its way (not published, not decided) is withdrawn in
+    the same transaction, so one deployment never has two live submissions.
+    """
+    label = _actor_label(created_by, actor_label)
+    with transaction.atomic():
+        new = submission_create(
+            org=previous.org,
+            config_text=config_text,
+            content_type=content_type,
+            idempotency_key=idempotency_key,
+            created_by=created_by,
+            actor_label=label,
+            source=previous.source,
+            previous=previous,
+        )
+        if getattr(new, "replayed", False):
+            if new.previous_id != previous.pk:
+                raise IdempotencyConflict(new)
+            return new
+        fresh = Submission.objects.select_for_update().get(pk=previous.pk)
+        if fresh.status in WITHDRAWABLE_STATES:
+            submission_transition(
+                submission=fresh,
+                to=c.WITHDRAWN,
+                actor=created_by,
+                actor_label=label,
+                reason=f"replaced by resubmission #{new.pk}",
+            )
+            previous.status = fresh.status
+    return new
