@@ -11,5 +11,6 @@ urlpatterns = [
     path("api/v1/", include("submissions.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("review/", include("submissions.review.urls")),
     path("", include("leaderboard.urls")),
 ]

@@ -1,0 +1,12 @@
+from django.urls import path
+
+from submissions.review import views
+
+app_name = "review"
+
+urlpatterns = [
+    path("", views.queue, name="queue"),
+    path("submissions/<int:pk>/", views.submission_detail, name="submission"),
+    path("runs/<int:run_pk>/", views.run_detail, name="run"),
+    path("submissions/<int:pk>/<str:action>/", views.decide, name="decide"),
+]

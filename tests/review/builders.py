@@ -1,0 +1,190 @@
+"""Builders for review-console tests: a submission with a finished run, its trials (metrics in
+the engine's own TrialSummary shape), a verification report and stored artifacts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runner.engine.metrics import ClientHealth, TrialSummary
+from runner.models import BenchmarkRun, Trial, VerificationReport
+from submissions import constants as c
+from submissions.models import Artifact, Submission
+from submissions.services.artifacts import artifact_store
+from submissions.services.lifecycle import submission_transition
+from tests.support.builders import make_hardware, make_model, make_submission, make_tier_set
+
+CONFIG = {
+    "schema_version": 1,
+    "model": {"id": "m", "weight_precision": "fp4", "kv_cache_dtype": "fp8"},
+    "engine": {"name": "vllm", "version": "0.14.0", "args": {"max_num_seqs": 256}},
+    "topology": {"mode": "aggregated", "accelerators_used": 8},
+}
+
+# (phase, concurrency, p25 speed, TTFT p75) — a ramp, a bisection and a confirmation.
+SEARCH = [
+    ("ramp", 1, 210.0, 0.4),
+    ("ramp", 2, 190.0, 0.5),
+    ("ramp", 4, 150.0, 0.9),
+    ("ramp", 8, 95.0, 2.0),
+    ("ramp", 16, 50.0, 6.0),
+    ("ramp", 32, 18.0, 14.0),
+    ("bisect", 24, 31.0, 9.0),
+    ("confirm", 24, 30.0, 9.5),
+]
+
+CHECKS = [
+    {
+        "name": "fidelity",
+        "status": "pass",
+        "summary": "every output had exactly its target length",
+        "rule": "n_out == target for every request in the window",
+        "evidence": {"requests": 1200, "wrong_length": 0, "token_count": {"max_rel_diff": 0.004}},
+    },
+    {
+        "name": "cache_honesty",
+        "status": "warn",
+        "summary": "cached tokens close to the honest maximum",
+        "rule": "reported cached <= honest maximum",
+        "evidence": {"reported": 9100, "honest_max": 9200, "samples": [{"agent": 3, "turn": 7}]},
+    },
+]
+
+
+def summary_dict(*, concurrency: int, p25: float, ttft_p75: float | None, accelerators=8) -> dict:
+    """A TrialSummary.to_dict() as the runner stores it in Trial.metrics."""
+    ttft = {"p50": (ttft_p75 or 0) * 0.7, "p75": ttft_p75, "p90": None, "p95": None, "p99": None}
+    summary = TrialSummary(
+        window_start_ns=0,
+        window_end_ns=60 * 10**9,
+        window_s=60.0,
+        requests=40 * concurrency,
+        ok=40 * concurrency,
+        failed=0,
+        errors_by_class={},
+        error_rate=0.0,
+        p25_output_speed=p25,
+        median_output_speed=p25 * 1.2,
+        ttft_s={k: (float("inf") if v is None else v) for k, v in ttft.items()},
+        cache_hit_ratio=0.8,
+        input_tokens=1e6,
+        output_tokens=1e5,
+        throughput_tok_s=18000.0 * concurrency**0.5,
+        output_throughput_tok_s=1600.0,
+        throughput_per_accelerator=2250.0 * concurrency**0.5,
+        accelerators=accelerators,
+        accelerators_total=8,
+        mean_in_flight=concurrency * 0.9,
+        client=ClientHealth(loop_lag_p99_ms=2.0, cpu_percent=20.0),
+        requests_total=50 * concurrency,
+        speed_undefined=0,
+    )
+    return summary.to_dict()
+
+
+def make_reviewable(
+    *,
+    org,
+    status: str = c.IN_REVIEW,
+    config: dict | None = None,
+    checks: list[dict] | None = None,
+    verification: str = "warn",
+    artifacts: bool = False,
+    **fields: Any,
+) -> Submission:
+    """A submission with a finished run (trials, search summary, verification)."""
+    model = fields.pop("model", None) or make_model()
+    hardware = fields.pop("hardware", None) or make_hardware()
+    sub = make_submission(
+        org=org,
+        status=status,
+        model=model,
+        hardware=hardware,
+        config=config if config is not None else CONFIG,
+        **fields,
+    )
+    tier_set = make_tier_set()
+    tiers = [t.name for t in tier_set.tiers.all()]
+    speeds = {t.name: (t.min_p25_output_speed, t.max_ttft_s) for t in tier_set.tiers.all()}
+    run = BenchmarkRun.objects.create(
+        submission=sub,
+        tier_set=tier_set,
+        status=BenchmarkRun.STATUS_DONE,
+        runner_host="runner-1",
+        queue=f"pool.{hardware.runner_pool}",
+    )
+    trials = []
+    for index, (phase, n, p25, ttft) in enumerate(SEARCH):
+        verdicts = {}
+        for name, (speed, max_ttft) in speeds.items():
+            reasons = []
+            if p25 < speed:
+                reasons.append(f"p25 speed {p25:g} < {speed:g} tok/s")
+            if ttft > max_ttft:
+                reasons.append(f"TTFT p75 {ttft:g} s > {max_ttft:g} s")
+            verdicts[name] = {"pass": not reasons, "reasons": reasons}
+        trial = Trial.objects.create(
+            run=run,
+            index=index,
+            concurrency=n,
+            phase=phase,
+            metrics=summary_dict(concurrency=n, p25=p25, ttft_p75=ttft),
+            verdicts=verdicts,
+        )
+        trials.append(trial)
+    max_agents = {}
+    for name in tiers:
+        passing = [t.concurrency for t in trials if t.verdicts[name]["pass"]]
+        max_agents[name] = max(passing, default=0)
+    run.search_summary = {
+        "cap": 64,
+        "flags": [],
+        "max_agents": max_agents,
+        "tiers": {
+            name: {
+                "name": name,
+                "max_agents": max_agents[name],
+                "lowest_fail": None,
+                "confirmed": name == "20 tok/s",
+                "converged": True,
+                "flags": [] if name == "20 tok/s" else ["unconfirmed"],
+            }
+            for name in tiers
+        },
+        "trials": [],
+    }
+    run.save(update_fields=["search_summary"])
+    VerificationReport.objects.create(
+        run=run, status=verification, checks=checks if checks is not None else CHECKS
+    )
+    if artifacts:
+        key = f"runs/{run.pk}/trial-0/requests.jsonl"
+        artifact_store(
+            kind=Artifact.KIND_RAW_RECORDS,
+            key=key,
+            content=b'{"ok": true}\n',
+            content_type="application/x-ndjson",
+            org=org,
+            run=run,
+        )
+        Trial.objects.filter(run=run, index=0).update(raw_records_key=key)
+        artifact_store(
+            kind=Artifact.KIND_LOG,
+            key=f"runs/{run.pk}/runner.log",
+            content=b"runner started\n",
+            content_type="text/plain",
+            org=org,
+            run=run,
+        )
+    return sub
+
+
+PATH_TO_REVIEW = (c.SUBMITTED, c.VALIDATED, c.QUEUED, c.RUNNING, c.VERIFYING, c.IN_REVIEW)
+
+
+def advance_to_in_review(sub: Submission) -> Submission:
+    """Walk a submission through the lifecycle to in_review from wherever it is."""
+    sub.refresh_from_db()
+    start = PATH_TO_REVIEW.index(sub.status) + 1 if sub.status in PATH_TO_REVIEW else 0
+    for state in PATH_TO_REVIEW[start:]:
+        submission_transition(submission=sub, to=state, actor_label="test-runner")
+    return sub
