@@ -189,6 +189,84 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 # Prefix for every queue name, so several deployments (or test sessions) can share a broker.
 CELERY_QUEUE_PREFIX = env_str("CELERY_QUEUE_PREFIX", "")
 
+# --- Runner pipeline (dispatch, runner API, reaper) ------------------------------------
+# Where pool workers reach the runner API (`<base>/api/v1/runner/...`); the web tier's own
+# public address as the runner hosts see it.
+RUNNER_API_BASE_URL = check_http_url(
+    "RUNNER_API_BASE_URL", env_str("RUNNER_API_BASE_URL", "http://127.0.0.1:8000")
+)
+RUN_HEARTBEAT_INTERVAL_S = env_int("RUN_HEARTBEAT_INTERVAL_S", 15, minimum=1)
+RUN_MAX_ATTEMPTS = env_int("RUN_MAX_ATTEMPTS", 3, minimum=1)
+RUN_DATASET_NAME = env_str("RUN_DATASET_NAME", "agentperf-private-test")
+RUN_DATASET_SMALL_NAME = env_str("RUN_DATASET_SMALL_NAME", "agentperf-private-test-small")
+RUN_DATASET_SEED = env_int("RUN_DATASET_SEED", 20261101, minimum=0)
+RUN_DATASET_TRAJECTORIES = env_int("RUN_DATASET_TRAJECTORIES", 64, minimum=1)
+RUN_DATASET_SMALL_TRAJECTORIES = env_int("RUN_DATASET_SMALL_TRAJECTORIES", 24, minimum=1)
+RUN_PRESIGN_SECONDS = env_int("RUN_PRESIGN_SECONDS", 6 * 3600, minimum=60)
+RUN_UPLOAD_MAX_BYTES = env_int("RUN_UPLOAD_MAX_BYTES", 1024 * 1024 * 1024, minimum=1)
+# Simulated profiles with at most this many accelerators run as the real-time HTTP server;
+# larger (rack-scale) ones run in process on virtual time.
+SIM_REALTIME_MAX_ACCELERATORS = env_int("SIM_REALTIME_MAX_ACCELERATORS", 1, minimum=0)
+
+
+def _env_json_object(name: str, default: dict) -> dict:
+    import json as _json
+
+    from config.env import ImproperlyConfiguredEnv
+
+    raw = env_str(name)
+    if not raw:
+        return default
+    try:
+        value = _json.loads(raw)
+    except ValueError as exc:
+        raise ImproperlyConfiguredEnv(name, raw, f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ImproperlyConfiguredEnv(name, raw, "expected a JSON object")
+    return value
+
+
+# Search settings of every run (DESIGN.md §4); a vendor's benchmark.max_concurrency lowers
+# the cap. Per-pool overrides: "simulated-realtime", "simulated-virtual" or a pool name.
+RUN_SEARCH_OPTIONS = _env_json_object(
+    "RUN_SEARCH_OPTIONS",
+    {
+        "warmup_s": 30.0,
+        "duration_s": 120.0,
+        "cap": 1024,
+        "max_trials": 40,
+        "min_requests": 20,
+        "tool_delay_scale": 1.0,
+        "request_timeout_s": 600.0,
+        "max_loop_lag_ms": 25.0,
+        "max_cpu_percent": 90.0,
+        "api": "chat",
+        "seed": 0,
+    },
+)
+RUN_SEARCH_OPTIONS_BY_POOL = _env_json_object(
+    "RUN_SEARCH_OPTIONS_BY_POOL",
+    {
+        # Dry runs on the small real-time simulator and the CPU pool: short trials, low cap.
+        "simulated-realtime": {
+            "warmup_s": 4.0,
+            "duration_s": 16.0,
+            "cap": 32,
+            "max_trials": 12,
+            "min_requests": 10,
+            "request_timeout_s": 120.0,
+        },
+        "local-cpu": {
+            "warmup_s": 4.0,
+            "duration_s": 16.0,
+            "cap": 8,
+            "max_trials": 10,
+            "min_requests": 6,
+            "request_timeout_s": 120.0,
+        },
+    },
+)
+
 # --- Cache ----------------------------------------------------------------------------
 _redis_cache = env_str("CACHE_REDIS_URL")
 CACHES = {

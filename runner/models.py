@@ -34,11 +34,17 @@ class BenchmarkRun(models.Model):
     queue = models.CharField(max_length=100, blank=True)
     attempt = models.PositiveIntegerField(default=0)
     run_spec = models.JSONField(default=dict, blank=True)
-    token_hash = models.CharField(max_length=64, blank=True)
+    token_hash = models.CharField(max_length=64, blank=True, db_index=True)
     runner_host = models.CharField(max_length=200, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     progress = models.JSONField(default=dict, blank=True)
     search_summary = models.JSONField(default=dict, blank=True)
+    # Qualification probes run before load: [{"name", "status", "summary", "evidence"}]
+    qualification = models.JSONField(default=list, blank=True)
+    # Accelerator inventory and whether power was measured ({"measured": false, "reason"})
+    telemetry = models.JSONField(default=dict, blank=True)
+    # What the worker reported about itself: hostname, launcher, engine and package versions
+    runner_info = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
     soft_time_limit_s = models.PositiveIntegerField(null=True, blank=True)
     time_limit_s = models.PositiveIntegerField(null=True, blank=True)
@@ -72,6 +78,11 @@ class Trial(models.Model):
     metrics = models.JSONField(default=dict)
     verdicts = models.JSONField(default=dict)  # {tier name: {"pass": bool, "reasons": [...]}}
     raw_records_key = models.CharField(max_length=500, blank=True)
+    raw_records_sha256 = models.CharField(max_length=64, blank=True)
+    raw_records_count = models.PositiveIntegerField(default=0)
+    # Mean power over the window etc.; {"measured": false, "reason": ...} when not measured
+    telemetry = models.JSONField(default=dict, blank=True)
+    attempt = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

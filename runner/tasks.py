@@ -1,4 +1,9 @@
-"""Celery tasks. A task takes ids, loads, calls one service (STYLE.md)."""
+"""Celery tasks. A task takes ids (or the run spec), loads, calls one service (STYLE.md).
+
+`runner.execute_run` runs on a pool queue (`pool.<pool>`) and has no database access: the
+run spec in its message is all it gets, and it reports through the runner API.
+`runner.reap_stale_runs` runs on the web side (beat schedule or the management command).
+"""
 
 from __future__ import annotations
 
@@ -25,3 +30,27 @@ def audit_probe(label: str) -> int:
         action="probe",
     )
     return event.pk
+
+
+@shared_task(
+    name="runner.execute_run",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    ignore_result=True,
+    # A run is retried by redelivery (worker lost) or by the reaper, never by Celery's own
+    # retry: the runner API decides whether the attempt may go on.
+    max_retries=0,
+)
+def execute_run(spec: dict) -> dict:
+    """Execute one benchmark run on this pool host (no database access)."""
+    from runner.worker.execute import execute_run as run
+
+    return run(spec)
+
+
+@shared_task(name="runner.reap_stale_runs", acks_late=True, ignore_result=True)
+def reap_stale_runs() -> list:
+    """Retry or fail runs whose heartbeat went stale (web side: needs the database)."""
+    from runner.services import reap_stale_runs as reap
+
+    return reap()

@@ -1,0 +1,104 @@
+"""What every launcher provides: start → an endpoint, stop, and its captured log."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+class LauncherError(Exception):
+    """The deployment could not be started or reached; the message says why."""
+
+
+@dataclass(slots=True)
+class Endpoint:
+    """Where the engine sends requests: an HTTP base URL, or a simulated profile in process."""
+
+    served_model_name: str
+    base_url: str | None = None
+    sim_profile: str | None = None
+    seed: int = 0
+    api_key: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def virtual(self) -> bool:
+        return self.sim_profile is not None
+
+
+class Launcher(Protocol):
+    kind: str
+
+    def start(self) -> Endpoint: ...
+
+    def stop(self) -> None: ...
+
+    def log_bytes(self) -> bytes: ...
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def list_models(base_url: str, *, timeout_s: float = 5.0, api_key: str | None = None) -> list[str]:
+    """Model ids served at `base_url` (`GET <base>/v1/models`)."""
+    url = base_url.rstrip("/")
+    url = url + "/models" if url.endswith("/v1") else url + "/v1/models"
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    request = urllib.request.Request(url, headers=headers)
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        body = json.loads(response.read())
+    return [str(item.get("id")) for item in body.get("data") or [] if isinstance(item, dict)]
+
+
+def wait_for_models(
+    base_url: str,
+    *,
+    timeout_s: float,
+    process: subprocess.Popen[bytes] | None = None,
+    log_tail: Any = None,
+) -> list[str]:
+    """Poll `/v1/models` until it answers; fail early when the process died."""
+    deadline = time.monotonic() + timeout_s
+    last = ""
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            tail = log_tail() if log_tail else ""
+            raise LauncherError(
+                f"the server exited with status {process.returncode} before answering "
+                f"/v1/models; last log lines:\n{tail}"
+            )
+        try:
+            return list_models(base_url, timeout_s=5.0)
+        except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError) as exc:
+            last = str(exc)
+        time.sleep(0.2)
+    raise LauncherError(f"{base_url} did not answer /v1/models within {timeout_s:g} s ({last})")
+
+
+def stop_process_group(process: subprocess.Popen[bytes], *, grace_s: float = 15.0) -> None:
+    """SIGTERM the process group, then SIGKILL after `grace_s`."""
+    if process.poll() is not None:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        process.wait(timeout=30)

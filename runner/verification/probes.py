@@ -1,0 +1,154 @@
+"""Qualification probes, run by the pool worker before any load (no database access).
+
+Each probe sends a few requests through the engine's Transport (so the same code checks a
+real endpoint and the simulator on virtual time) and returns a check:
+``{"name", "status": "pass"|"warn"|"fail", "summary", "fatal", "evidence"}``. A failed
+fatal probe stops the run before load: measuring a deployment that does not serve the
+claimed model, does not stream or ignores the requested output length would publish
+numbers that mean nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from runner.engine.transport import Clock, Exchange, RequestSpec, Transport
+
+PASS, WARN, FAIL = "pass", "warn", "fail"
+EXACT_LENGTHS = (1, 17, 64)
+# About 600 cl100k tokens of stable text: long enough to fill several KV blocks.
+CACHE_PROBE_TEXT = (
+    "You are a careful coding agent working in a large repository. Read the task, plan, "
+    "then change the smallest amount of code that solves it and run the tests. "
+) * 18
+
+
+def check(
+    name: str, status: str, summary: str, *, fatal: bool, evidence: dict[str, Any]
+) -> dict[str, Any]:
+    return {"name": name, "status": status, "summary": summary, "fatal": fatal,
+            "evidence": evidence}  # fmt: skip
+
+
+def _spec(model: str, rid: str, content: str, target: int) -> RequestSpec:
+    return RequestSpec(
+        request_id=rid,
+        api="chat",
+        body={
+            "model": model,
+            "messages": [{"role": "user", "content": content}],
+            "max_tokens": target,
+            "ignore_eos": True,
+            "temperature": 0,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        },
+        target_output_tokens=target,
+        timeout_s=120.0,
+    )
+
+
+def _brief(ex: Exchange) -> dict[str, Any]:
+    return {
+        "ok": ex.ok,
+        "error": ex.error_class,
+        "detail": ex.error_detail[:200],
+        "http_status": ex.http_status,
+        "prompt_tokens": ex.prompt_tokens,
+        "completion_tokens": ex.completion_tokens,
+        "cached_tokens": ex.cached_tokens,
+        "output_events": ex.n_output_events,
+        "reads": ex.n_reads,
+    }
+
+
+def model_listed_check(served_model_name: str, models: Sequence[str] | None) -> dict[str, Any]:
+    """The claimed model is in `/v1/models` (None: served in process by the simulator)."""
+    if models is None:
+        return check(
+            "model_listed", PASS, f"{served_model_name} is served by the in-process simulator",
+            fatal=True, evidence={"models": [served_model_name], "in_process": True},
+        )  # fmt: skip
+    if served_model_name in models:
+        return check(
+            "model_listed", PASS, f"{served_model_name} is listed by /v1/models",
+            fatal=True, evidence={"models": list(models)[:20]},
+        )  # fmt: skip
+    return check(
+        "model_listed", FAIL,
+        f"{served_model_name} is not among the served models {list(models)[:10]}",
+        fatal=True, evidence={"models": list(models)[:20]},
+    )  # fmt: skip
+
+
+async def run_probes(transport: Transport, clock: Clock, *, model: str) -> list[dict[str, Any]]:
+    """Streaming, exact output length with ignore_eos, usage and cached-token reporting."""
+    checks: list[dict[str, Any]] = []
+    # streaming + exact lengths
+    exchanges = []
+    for n in EXACT_LENGTHS:
+        exchanges.append(await transport.send(_spec(model, f"probe-len-{n}", "Write a parser.", n)))
+    long = exchanges[-1]
+    streamed = long.ok and long.n_output_events > 1
+    checks.append(
+        check(
+            "streaming",
+            PASS if streamed else FAIL,
+            f"a {EXACT_LENGTHS[-1]}-token answer arrived in {long.n_output_events} output events"
+            if long.ok
+            else f"the probe request failed: {long.error_class} {long.error_detail[:120]}",
+            fatal=True,
+            evidence=_brief(long),
+        )
+    )
+    got = [ex.completion_tokens for ex in exchanges]
+    exact = all(ex.ok for ex in exchanges) and got == list(EXACT_LENGTHS)
+    checks.append(
+        check(
+            "exact_output_length",
+            PASS if exact else FAIL,
+            f"asked for {list(EXACT_LENGTHS)} tokens with ignore_eos, got {got}",
+            fatal=True,
+            evidence={"targets": list(EXACT_LENGTHS), "requests": [_brief(e) for e in exchanges]},
+        )
+    )
+    usage = all(ex.prompt_tokens and ex.completion_tokens is not None for ex in exchanges)
+    checks.append(
+        check(
+            "usage_reported",
+            PASS if usage else FAIL,
+            "usage.prompt_tokens and usage.completion_tokens are reported"
+            if usage
+            else "the stream did not report usage (stream_options.include_usage)",
+            fatal=True,
+            evidence={"requests": [_brief(e) for e in exchanges]},
+        )
+    )
+    # cached tokens: the same prefix twice, the second should hit the prefix cache
+    first = await transport.send(_spec(model, "probe-cache-1", CACHE_PROBE_TEXT + "Go.", 4))
+    second = await transport.send(_spec(model, "probe-cache-2", CACHE_PROBE_TEXT + "Next.", 4))
+    cached = second.cached_tokens
+    if not second.ok:
+        status, summary = FAIL, f"the cache probe failed: {second.error_class}"
+    elif cached is None:
+        status, summary = FAIL, "usage.prompt_tokens_details.cached_tokens is not reported"
+    elif cached <= 0:
+        status, summary = WARN, "cached_tokens is reported but 0 for a repeated prefix"
+    else:
+        status = PASS
+        summary = f"{cached} of {second.prompt_tokens} prompt tokens reported cached on repeat"
+    checks.append(
+        check(
+            "cached_tokens_reported",
+            status,
+            summary,
+            fatal=False,
+            evidence={"first": _brief(first), "second": _brief(second)},
+        )
+    )
+    return checks
+
+
+def fatal_failures(checks: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [c for c in checks if c["fatal"] and c["status"] == FAIL]

@@ -1,0 +1,127 @@
+"""The runner API as the pool worker sees it: JSON over HTTP with the run's token.
+
+Every call carries the run token (`Authorization: Bearer`) and, once the run started, the
+attempt number (`X-Run-Attempt`): the web side refuses writes from an attempt that a newer
+one replaced (409), so a stale worker stops instead of writing twice.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+TRANSIENT_STATUSES = (502, 503, 504)
+
+
+class RunnerApiError(Exception):
+    """A call the web side refused; `status` is the HTTP status (0: never reached it)."""
+
+    def __init__(self, status: int, message: str, body: dict[str, Any] | None = None) -> None:
+        super().__init__(f"runner API {status}: {message}")
+        self.status = status
+        self.body = body or {}
+
+
+class RunSuperseded(RunnerApiError):
+    """Another attempt owns the run now, or the run is finished or cancelled: stop quietly."""
+
+
+class RunnerApi:
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        timeout_s: float = 30.0,
+        retries: int = 5,
+        backoff_s: float = 1.0,
+    ) -> None:
+        self.base_url = base_url.rstrip("/") + "/"
+        self.token = token
+        self.timeout_s = timeout_s
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.attempt: int | None = None
+
+    def _headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
+        if self.attempt is not None:
+            headers["X-Run-Attempt"] = str(self.attempt)
+        headers.update(extra or {})
+        return headers
+
+    def call(self, method: str, path: str, payload: Any = None) -> dict[str, Any]:
+        """One JSON call; connection errors and 502/503/504 are retried with backoff."""
+        url = self.base_url + path.lstrip("/")
+        data = None if payload is None else json.dumps(payload).encode()
+        headers = self._headers({"Content-Type": "application/json"} if data else None)
+        last: Exception | None = None
+        for attempt in range(self.retries + 1):
+            request = urllib.request.Request(url, data=data, method=method, headers=headers)
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                    body = response.read()
+                    return json.loads(body) if body else {}
+            except urllib.error.HTTPError as exc:
+                status = exc.code
+                try:
+                    body = json.loads(exc.read() or b"{}")
+                except ValueError:
+                    body = {}
+                message = (body.get("error") or {}).get("message") or exc.reason
+                if status in TRANSIENT_STATUSES and attempt < self.retries:
+                    last = exc
+                elif status == 409:
+                    raise RunSuperseded(status, str(message), body) from None
+                else:
+                    raise RunnerApiError(status, str(message), body) from None
+            except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+                last = exc
+                if attempt >= self.retries:
+                    break
+            time.sleep(self.backoff_s * (2**attempt))
+        raise RunnerApiError(0, f"{method} {url} failed: {last}")
+
+    def upload(self, target: dict[str, Any], content: bytes) -> None:
+        """PUT `content` to a presigned target ({"url", "method", "headers"}) from the API."""
+        headers = dict(target.get("headers") or {})
+        last: Exception | None = None
+        for attempt in range(self.retries + 1):
+            request = urllib.request.Request(
+                target["url"], data=content, method=target.get("method", "PUT"), headers=headers
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=max(self.timeout_s, 120)) as response:
+                    response.read()
+                    return
+            except urllib.error.HTTPError as exc:
+                if exc.code not in TRANSIENT_STATUSES or attempt >= self.retries:
+                    detail = exc.read()[:300].decode(errors="replace")
+                    raise RunnerApiError(exc.code, f"upload refused: {detail}") from None
+                last = exc
+            except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+                last = exc
+                if attempt >= self.retries:
+                    break
+            time.sleep(self.backoff_s * (2**attempt))
+        raise RunnerApiError(0, f"upload failed: {last}")
+
+    def download(self, url: str) -> bytes:
+        last: Exception | None = None
+        for attempt in range(self.retries + 1):
+            try:
+                with urllib.request.urlopen(url, timeout=max(self.timeout_s, 120)) as response:
+                    return bytes(response.read())
+            except urllib.error.HTTPError as exc:
+                if exc.code not in TRANSIENT_STATUSES or attempt >= self.retries:
+                    raise RunnerApiError(exc.code, f"download refused: {exc.reason}") from None
+                last = exc
+            except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+                last = exc
+                if attempt >= self.retries:
+                    break
+            time.sleep(self.backoff_s * (2**attempt))
+        raise RunnerApiError(0, f"download failed: {last}")

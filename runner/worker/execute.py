@@ -1,0 +1,375 @@
+"""One benchmark run on a pool worker: launcher → probes → search → completion.
+
+`execute_run(spec)` is what the Celery task calls. It never touches the database: it reads
+the run spec, reports through the runner API with the run's token, and uploads raw request
+records through presigned URLs the API hands out. A redelivered or retried task calls the
+same function; the API's `start` returns the trials already stored, and the search resumes
+after them (`run_search(prior_trials=...)`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import hashlib
+import logging
+import os
+import platform
+import socket
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from runner.engine.replay import ReplayConfig
+from runner.engine.runs import Target, run_on_target, search_job
+from runner.engine.search import SearchTrial
+from runner.engine.trajectory import Dataset, dataset_from_bytes
+from runner.engine.transport import Clock, Transport
+from runner.engine.trial import Tier, TrialConfig, TrialResult, parse_tiers
+from runner.launchers import Endpoint, LauncherError, launcher_for
+from runner.telemetry import TelemetrySampler
+from runner.verification.probes import fatal_failures, model_listed_check, run_probes
+from runner.worker.api_client import RunnerApi, RunnerApiError, RunSuperseded
+
+log = logging.getLogger(__name__)
+
+SPEC_VERSION = 1
+
+
+class RunCancelled(Exception):
+    """The web side said stop (the submission was withdrawn or the run cancelled)."""
+
+
+class RunFailure(Exception):
+    """A failure that retrying will not fix (bad config, failed qualification, bad data)."""
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("AGENTPERF_RUNNER_CACHE") or os.path.join(
+        os.environ.get("AGENTPERF_CACHE") or os.path.expanduser("~/.cache/agentperf"), "runner"
+    )
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def fetch_dataset(api: RunnerApi, dataset: dict[str, Any]) -> Dataset:
+    """Download the dataset once per host (cached by file sha256) and check it."""
+    expected = str(dataset["file_sha256"])
+    cached = _cache_dir() / "datasets" / f"{expected}.jsonl.gz"
+    data = cached.read_bytes() if cached.exists() else b""
+    if hashlib.sha256(data).hexdigest() != expected:
+        data = api.download(str(dataset["url"]))
+        if hashlib.sha256(data).hexdigest() != expected:
+            raise RunFailure("the downloaded dataset does not match the run spec's sha256")
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(".tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, cached)
+    loaded = dataset_from_bytes(data, verify=True)
+    if loaded.digest() != dataset["sha256"]:
+        raise RunFailure("the dataset's canonical digest does not match the run spec")
+    return loaded
+
+
+def records_blob(result: TrialResult) -> tuple[bytes, int]:
+    """Raw request records as gzip JSONL (deterministic bytes) and their count."""
+    lines = b"".join(orjson.dumps(r.to_dict()) + b"\n" for r in result.records)
+    return gzip.compress(lines, compresslevel=6, mtime=0), len(result.records)
+
+
+class Heartbeat:
+    """Posts the shared progress every `interval_s` from a thread, so a long trial still
+    beats; remembers a cancel request from the web side."""
+
+    def __init__(self, api: RunnerApi, interval_s: float) -> None:
+        self.api = api
+        self.interval_s = interval_s
+        self.progress: dict[str, Any] = {}
+        self.cancelled = False
+        self.superseded = False
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._loop, name="heartbeat", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def update(self, **fields: Any) -> None:
+        with self._lock:
+            self.progress.update(fields)
+        self.beat()
+
+    def beat(self) -> None:
+        with self._lock:
+            payload = {"progress": dict(self.progress)}
+        try:
+            answer = self.api.call("POST", "heartbeat", payload)
+        except RunSuperseded:
+            self.superseded = True
+            return
+        except RunnerApiError as exc:  # a missed beat is not fatal; the next one may land
+            log.warning("heartbeat failed: %s", exc)
+            return
+        if answer.get("cancel"):
+            self.cancelled = True
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.beat()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def check(self) -> None:
+        if self.superseded:
+            raise RunSuperseded(409, "another attempt owns this run")
+        if self.cancelled:
+            raise RunCancelled("the run was cancelled on the web side")
+
+
+def trial_config(spec: dict[str, Any], model: str) -> TrialConfig:
+    search = spec["search"]
+    accelerators = spec["accelerators"]
+    return TrialConfig(
+        concurrency=1,
+        warmup_s=float(search["warmup_s"]),
+        duration_s=float(search["duration_s"]),
+        accelerators=int(accelerators["used"]),
+        accelerators_total=accelerators.get("total"),
+        min_requests=int(search["min_requests"]),
+        max_loop_lag_ms=float(search["max_loop_lag_ms"]),
+        max_cpu_percent=float(search["max_cpu_percent"]),
+        replay=ReplayConfig(
+            model=model,
+            api=search.get("api", "chat"),
+            seed=int(search.get("seed", 0)),
+            tool_delay_scale=float(search["tool_delay_scale"]),
+            ramp_s=float(search.get("ramp_s", search["warmup_s"])),
+            timeout_s=float(search["request_timeout_s"]),
+        ),
+    )
+
+
+def _target(endpoint: Endpoint) -> Target:
+    if endpoint.virtual:
+        return Target(sim_profile=endpoint.sim_profile, seed=endpoint.seed)
+    return Target(base_url=endpoint.base_url, api_key=endpoint.api_key, seed=endpoint.seed)
+
+
+def qualify(endpoint: Endpoint) -> list[dict[str, Any]]:
+    models = None if endpoint.virtual else endpoint.info.get("models")
+    checks = [model_listed_check(endpoint.served_model_name, models)]
+
+    async def main(transport: Transport, clock: Clock) -> list[dict[str, Any]]:
+        return await run_probes(transport, clock, model=endpoint.served_model_name)
+
+    if checks[0]["status"] != "fail":
+        checks += run_on_target(_target(endpoint), main)
+    return checks
+
+
+def runner_info(endpoint: Endpoint | None = None) -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "hostname": socket.gethostname(),
+        "pid": os.getpid(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+    }
+    if endpoint is not None:
+        info["endpoint"] = {k: v for k, v in endpoint.info.items() if k != "models"}
+    return info
+
+
+class RunExecution:
+    """The state of one attempt; `run()` does the work."""
+
+    def __init__(self, spec: dict[str, Any], *, work_dir: str | None = None) -> None:
+        if int(spec.get("version", 0)) != SPEC_VERSION:
+            raise RunFailure(f"run spec version {spec.get('version')!r} is not {SPEC_VERSION}")
+        self.spec = spec
+        self.api = RunnerApi(spec["api"]["base_url"], spec["api"]["token"])
+        self.work_dir = work_dir or tempfile.mkdtemp(prefix=f"agentperf-run-{spec['run_id']}-")
+        self.heartbeat = Heartbeat(self.api, float(spec.get("heartbeat_interval_s", 15)))
+        self.uploaded: dict[int, dict[str, Any]] = {}
+        self.current_index = 0
+        self.sampler = TelemetrySampler(interval_s=float(spec.get("telemetry_interval_s", 1.0)))
+        self.endpoint: Endpoint | None = None
+
+    def _upload(self, kind: str, content: bytes, **extra: Any) -> dict[str, Any]:
+        digest = hashlib.sha256(content).hexdigest()
+        meta = {"kind": kind, "sha256": digest, "size": len(content), **extra}
+        grant = self.api.call("POST", "uploads", meta)
+        self.api.upload(grant["upload"], content)
+        return {"key": grant["key"], "sha256": digest, "size": len(content), **extra}
+
+    def run(self) -> dict[str, Any]:
+        try:
+            started = self.api.call("POST", "start", {"runner_info": runner_info()})
+        except RunSuperseded as exc:
+            log.info("run %s not started: %s", self.spec["run_id"], exc)
+            return {"status": "skipped", "reason": str(exc)}
+        self.api.attempt = int(started["attempt"])
+        prior = list(started.get("trials") or [])
+        self.heartbeat.update(phase="starting", attempt=self.api.attempt, trials_done=len(prior))
+        self.heartbeat.start()
+        launcher = launcher_for(self.spec["launcher"], log_dir=self.work_dir)
+        outcome: dict[str, Any]
+        try:
+            outcome = self._run(launcher, prior)
+        except RunSuperseded as exc:
+            outcome = {"status": "superseded", "reason": str(exc)}
+        except RunCancelled as exc:
+            outcome = {"status": "cancelled", "reason": str(exc)}
+        except (RunFailure, LauncherError) as exc:
+            outcome = self._fail(str(exc), launcher)
+        except Exception as exc:
+            log.exception("run %s crashed", self.spec["run_id"])
+            outcome = self._fail(f"runner error: {type(exc).__name__}: {exc}"[:2000], launcher)
+        finally:
+            self.heartbeat.stop()
+            self.sampler.stop()
+            launcher.stop()
+        return outcome
+
+    def _fail(self, reason: str, launcher: Any) -> dict[str, Any]:
+        logs = self._upload_log(launcher)
+        try:
+            self.api.call("POST", "fail", {"reason": reason, "logs": logs})
+        except RunnerApiError as exc:
+            log.warning("could not report the failure of run %s: %s", self.spec["run_id"], exc)
+        return {"status": "failed", "reason": reason}
+
+    def _upload_log(self, launcher: Any) -> list[dict[str, Any]]:
+        content = launcher.log_bytes()
+        if not content:
+            return []
+        try:
+            return [self._upload("log", gzip.compress(content[-50_000_000:], mtime=0))]
+        except RunnerApiError as exc:
+            log.warning("launcher log upload failed: %s", exc)
+            return []
+
+    def _run(self, launcher: Any, prior: list[dict[str, Any]]) -> dict[str, Any]:
+        spec = self.spec
+        self.heartbeat.update(phase="dataset")
+        dataset = fetch_dataset(self.api, spec["dataset"])
+        self.heartbeat.update(phase="launching")
+        self.endpoint = endpoint = launcher.start()
+        self.heartbeat.check()
+        self.heartbeat.update(phase="qualification")
+        checks = qualify(endpoint)
+        self.api.call(
+            "POST", "qualification", {"checks": checks, "runner_info": runner_info(endpoint)}
+        )
+        failed = fatal_failures(checks)
+        if failed:
+            raise RunFailure(
+                "qualification failed: " + "; ".join(f"{c['name']}: {c['summary']}" for c in failed)
+            )
+        self.heartbeat.check()
+        self.sampler.start()
+        tiers: list[Tier] = parse_tiers(spec["tiers"])
+        search = spec["search"]
+        base = trial_config(spec, endpoint.served_model_name)
+
+        def progress(phase: str, index: int, concurrency: int) -> None:
+            self.heartbeat.check()
+            self.current_index = index
+            self.heartbeat.update(
+                phase="search",
+                search_phase=phase,
+                trial=index + 1,
+                max_trials=int(search["max_trials"]),
+                concurrency=concurrency,
+            )
+
+        def on_trial_result(result: TrialResult) -> None:
+            blob, count = records_blob(result)
+            self.uploaded[self.current_index] = self._upload(
+                "raw_records", blob, trial_index=self.current_index, count=count
+            )
+            s = result.summary
+            self.uploaded[self.current_index]["telemetry"] = self.sampler.window(
+                s.window_start_ns, s.window_end_ns, virtual=result.simulated
+            )
+
+        def on_trial(trial: SearchTrial) -> None:
+            stored = self.uploaded.pop(trial.index)
+            telemetry = stored.pop("telemetry")
+            data = trial.data
+            metrics = dict(data.get("summary") or {})
+            if telemetry.get("measured"):
+                metrics["power_w"] = telemetry["power_w"]
+            payload = {
+                "index": trial.index,
+                "concurrency": trial.concurrency,
+                "phase": trial.phase,
+                "metrics": metrics,
+                "verdicts": data.get("verdicts") or {},
+                "config": data.get("config") or {},
+                "simulated": bool(data.get("simulated")),
+                "telemetry": telemetry,
+                "raw_records": stored,
+            }
+            self.api.call("POST", "trials", payload)
+            self.heartbeat.update(
+                trials_done=trial.index + 1,
+                last_verdicts={k: bool(v) for k, v in trial.verdicts.items()},
+                last_trial={
+                    "index": trial.index,
+                    "concurrency": trial.concurrency,
+                    "p25_output_speed": metrics.get("p25_output_speed"),
+                    "error_rate": metrics.get("error_rate"),
+                },
+            )
+
+        result = search_job(
+            target=_target(endpoint),
+            trajectories=dataset.trajectories,
+            tiers=tiers,
+            base=base,
+            cap=int(search["cap"]),
+            prior_trials=prior,
+            on_trial=on_trial,
+            on_trial_result=on_trial_result,
+            progress=progress,
+            max_trials=int(search["max_trials"]),
+        )
+        self.sampler.stop()
+        self.heartbeat.update(phase="completing")
+        summary = result.to_dict()
+        summary["trials"] = [{k: v for k, v in t.items() if k != "data"} for t in summary["trials"]]
+        logs = self._upload_log(launcher)
+        inventory = self.sampler.inventory()
+        if endpoint.virtual:
+            inventory = {"measured": False, "reason": "not measured: simulated on virtual time",
+                         "accelerators": []}  # fmt: skip
+        self.api.call(
+            "POST",
+            "complete",
+            {
+                "search_summary": summary,
+                "telemetry": inventory,
+                "logs": logs,
+                "runner_info": runner_info(endpoint),
+                "tiers": [dataclasses.asdict(t) for t in tiers],
+            },
+        )
+        return {"status": "completed", "trials": len(result.trials),
+                "max_agents": summary["max_agents"]}  # fmt: skip
+
+
+def execute_run(spec: dict[str, Any], *, work_dir: str | None = None) -> dict[str, Any]:
+    """Run the benchmark described by `spec`; returns a short outcome (never raises for a
+    run failure: failures are reported to the runner API)."""
+    started = time.monotonic()
+    outcome = RunExecution(spec, work_dir=work_dir).run()
+    outcome["elapsed_s"] = round(time.monotonic() - started, 1)
+    return outcome
