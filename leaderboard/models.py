@@ -158,6 +158,19 @@ class Dataset(models.Model):
         return f"{self.name}@{self.version}"
 
 
+class ResultQuerySet(models.QuerySet):
+    def public(self, *, include_simulated: bool = False) -> ResultQuerySet:
+        """Published results; simulated ones only when asked (they are never ranked)."""
+        qs = self.filter(status=Result.STATUS_PUBLISHED)
+        return qs if include_simulated else qs.filter(is_simulated=False)
+
+    def for_listing(self) -> ResultQuerySet:
+        """What tables and charts need: catalog names, no config or provenance."""
+        return self.select_related("model", "hardware").defer(
+            "model__sources", "hardware__sources", "hardware__peak_tflops_dense"
+        )
+
+
 class Result(models.Model):
     """A published run: what the public pages show."""
 
@@ -194,6 +207,8 @@ class Result(models.Model):
     dataset_sha256 = models.CharField(max_length=64, blank=True)
     published_at = models.DateTimeField()
 
+    objects = ResultQuerySet.as_manager()
+
     class Meta:
         ordering = ["-published_at"]
         indexes = [models.Index(fields=["model", "status", "-published_at"])]
@@ -209,3 +224,17 @@ class Result(models.Model):
 
     def __str__(self) -> str:
         return self.label
+
+    @property
+    def display_label(self) -> str:
+        return f"{self.label} [simulated]" if self.is_simulated else self.label
+
+    def frontier_points(self) -> list:
+        from leaderboard.frontier import Point
+
+        return [
+            Point(
+                int(p["concurrency"]), float(p["p25_speed"]), float(p["throughput_per_accelerator"])
+            )
+            for p in self.points
+        ]

@@ -124,3 +124,181 @@ def make_cast() -> Cast:
         bob=make_user("bob", org=org_b, role=Membership.ROLE_ADMIN),
         rita=make_user("rita", staff=True),
     )
+
+
+# --- runs and published results (leaderboard) ------------------------------------------
+
+RAMP = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+def synthetic_points(
+    *,
+    single_agent_speed: float = 180.0,
+    knee: float = 24.0,
+    accelerators: int = 8,
+    concurrencies=RAMP,
+    tokens_in_per_out: float = 40.0,
+    duty_cycle: float = 0.5,
+) -> list[tuple[int, float, float, float]]:
+    """(N, p25 speed, throughput per accelerator, TTFT p75) of a plausible system.
+
+    Per-agent speed falls as agents share the batch (s1 / (1 + (N-1)/knee)); each agent
+    generates for `duty_cycle` of the time and its prompts carry `tokens_in_per_out` input
+    tokens per output token, so throughput per accelerator = N·s·duty·(1+ratio)/accel.
+    TTFT grows with the queue.
+    """
+    out = []
+    for n in concurrencies:
+        speed = single_agent_speed / (1 + (n - 1) / knee)
+        throughput = n * speed * duty_cycle * (1 + tokens_in_per_out) / accelerators
+        out.append((n, speed, throughput, 0.4 + 0.03 * n))
+    return out
+
+
+def trial_metrics(
+    *, speed: float, throughput: float, ttft_p75: float, accelerators: int, **extra: Any
+) -> dict:
+    """A TrialSummary.to_dict()-shaped metrics document."""
+    return {
+        "window_s": 120.0,
+        "requests": 400,
+        "ok": 400,
+        "failed": 0,
+        "errors_by_class": {},
+        "error_rate": 0.0,
+        "p25_output_speed": speed,
+        "median_output_speed": speed * 1.2,
+        "ttft_s": {
+            "p50": ttft_p75 * 0.7,
+            "p75": ttft_p75,
+            "p90": ttft_p75 * 1.3,
+            "p95": ttft_p75 * 1.5,
+            "p99": ttft_p75 * 2.0,
+        },
+        "cache_hit_ratio": 0.8,
+        "throughput_per_accelerator": throughput,
+        "throughput_tok_s": throughput * accelerators,
+        "accelerators": accelerators,
+        "accelerators_total": None,
+        "mean_in_flight": 1.0,
+        "client": {"loop_lag_p99_ms": 1.0, "cpu_percent": 20.0, "healthy": True, "reason": ""},
+        **extra,
+    }
+
+
+def make_run(
+    *,
+    submission: Submission,
+    points,
+    tier_set: SloTierSet,
+    accelerators: int = 8,
+    status: str = "done",
+    power_w: float | None = None,
+    dataset=None,
+    verification: list[dict] | None = None,
+    summary: bool = True,
+):
+    """A finished run whose trials are `points` [(N, speed, throughput, ttft_p75)], with
+    verdicts against `tier_set` and the engine's own search summary."""
+    from runner.engine.search import SearchTrial, tier_results
+    from runner.models import BenchmarkRun, Trial, VerificationReport
+
+    tiers = list(tier_set.tiers.all())
+    run = BenchmarkRun.objects.create(
+        submission=submission,
+        tier_set=tier_set,
+        dataset=dataset,
+        status=status,
+        run_spec={"trial": {"warmup_s": 30, "duration_s": 120}, "cap": max(p[0] for p in points)},
+    )
+    trials, search_trials = [], []
+    for index, (n, speed, throughput, ttft) in enumerate(points):
+        verdicts = {
+            t.name: {"pass": speed >= t.min_p25_output_speed and ttft <= t.max_ttft_s}
+            for t in tiers
+        }
+        extra = {"power_w": power_w * (0.5 + 0.5 * n / points[-1][0])} if power_w else {}
+        trials.append(
+            Trial(
+                run=run,
+                index=index,
+                concurrency=n,
+                phase="ramp",
+                metrics=trial_metrics(
+                    speed=speed,
+                    throughput=throughput,
+                    ttft_p75=ttft,
+                    accelerators=accelerators,
+                    **extra,
+                ),
+                verdicts=verdicts,
+            )
+        )
+        search_trials.append(
+            SearchTrial(index, n, "ramp", {k: v["pass"] for k, v in verdicts.items()})
+        )
+    Trial.objects.bulk_create(trials)
+    if summary:
+        cap = max(p[0] for p in points)
+        results = tier_results(search_trials, [t.name for t in tiers], cap=cap, confirm=False)
+        run.search_summary = {
+            "cap": cap,
+            "flags": [],
+            "max_agents": {k: r.max_agents for k, r in results.items()},
+            "tiers": {k: r.to_dict() for k, r in results.items()},
+            "trials": [t.to_dict() for t in search_trials],
+        }
+        run.save(update_fields=["search_summary"])
+    if verification is not None:
+        VerificationReport.objects.create(
+            run=run,
+            status="fail" if any(c.get("status") == "fail" for c in verification) else "pass",
+            checks=verification,
+        )
+    return run
+
+
+def make_published_result(
+    *,
+    model: AIModel | None = None,
+    hardware: HardwareSystem | None = None,
+    org: Organization | None = None,
+    tier_set: SloTierSet | None = None,
+    points=None,
+    accelerators: int = 8,
+    simulated: bool = False,
+    label: str | None = None,
+    config: dict | None = None,
+    power_w: float | None = None,
+    verification: list[dict] | None = None,
+    published_at=None,
+    source: str = "vendor_submitted",
+):
+    """A Result published through `result_publish`, from a run with synthetic trials."""
+    from leaderboard.publishing import result_publish
+
+    model = model or make_model()
+    hardware = hardware or make_hardware()
+    tier_set = tier_set or make_tier_set()
+    submission = make_submission(
+        org=org or make_org(),
+        status="in_review",
+        model=model,
+        hardware=hardware,
+        is_simulated=simulated,
+        source=source,
+        config=config or {},
+    )
+    run = make_run(
+        submission=submission,
+        points=points or synthetic_points(accelerators=accelerators),
+        tier_set=tier_set,
+        accelerators=accelerators,
+        power_w=power_w,
+        verification=verification,
+    )
+    result = result_publish(submission=submission, run=run, label=label)
+    if published_at is not None:
+        type(result).objects.filter(pk=result.pk).update(published_at=published_at)
+        result.published_at = published_at
+    return result

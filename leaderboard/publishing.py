@@ -1,0 +1,300 @@
+"""Publishing a verified run as a public Result, and retiring it later.
+
+`result_publish` is the only way a Result is created: it reads the run's trials and search
+summary, computes what the public pages show, and moves the submission in_review →
+published through the lifecycle service in the same transaction.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from leaderboard import frontier
+from leaderboard.cache import chart_cache_invalidate
+from leaderboard.models import Result, SloTierSet
+from leaderboard.services import default_tier_set_for
+from runner.engine.search import SearchTrial, tier_results
+from runner.models import BenchmarkRun, Trial
+from submissions import constants as c
+from submissions.models import Submission
+from submissions.services.lifecycle import TransitionError, submission_transition
+
+
+class PublishError(Exception):
+    """The run cannot be published (wrong state, no usable trial, mismatched rows)."""
+
+
+def verdict_passed(value: Any) -> bool | None:
+    """A tier verdict in any stored shape: bool, {"pass": bool} or {"passed": bool}."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, dict):
+        for key in ("pass", "passed"):
+            if isinstance(value.get(key), bool):
+                return value[key]
+    return None
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+POWER_KEYS = ("power_w", "mean_power_w", "power_w_mean")
+
+
+def _power(data: Any) -> float | None:
+    """Measured mean power in W from a telemetry mapping; None when not measured."""
+    if not isinstance(data, dict) or data.get("measured") is False:
+        return None
+    for key in POWER_KEYS:
+        value = _num(data.get(key))
+        if value is not None and value > 0:
+            return value
+    return None
+
+
+def _run_telemetry(run: BenchmarkRun) -> dict:
+    # `run.telemetry` where the pipeline stores it, else `progress["telemetry"]`
+    for data in (getattr(run, "telemetry", None), (run.progress or {}).get("telemetry")):
+        if isinstance(data, dict) and data:
+            return data
+    return {}
+
+
+def _trial_power_w(run: BenchmarkRun, trial: Trial) -> float | None:
+    """Mean power measured over this trial's window: trial metrics or telemetry."""
+    for data in (trial.metrics, getattr(trial, "telemetry", None)):
+        if (value := _power(data)) is not None:
+            return value
+    per_trial = _run_telemetry(run).get("trials")
+    if isinstance(per_trial, dict):
+        entry = per_trial.get(str(trial.index))
+        return _power(entry) if isinstance(entry, dict) else _power({"power_w": entry})
+    return None
+
+
+def trial_point(trial: Trial, *, accelerators: int, power_w: float | None) -> dict | None:
+    """The public frontier point of one trial; None when it has no speed or throughput."""
+    m = trial.metrics or {}
+    speed = _num(m.get("p25_output_speed"))
+    throughput = _num(m.get("throughput_per_accelerator"))
+    if speed is None or throughput is None:
+        return None
+    ttft = {k: _num(v) for k, v in (m.get("ttft_s") or {}).items()}
+    verdicts = {name: verdict_passed(v) for name, v in (trial.verdicts or {}).items()}
+    return {
+        "index": trial.index,
+        "concurrency": trial.concurrency,
+        "phase": trial.phase,
+        "p25_speed": speed,
+        "median_speed": _num(m.get("median_output_speed")),
+        "ttft_s": ttft,
+        "ttft_p75_s": ttft.get("p75"),
+        "throughput_per_accelerator": throughput,
+        "agents_per_accelerator": trial.concurrency / accelerators,
+        "error_rate": _num(m.get("error_rate")),
+        "cache_hit_ratio": _num(m.get("cache_hit_ratio")),
+        "mean_in_flight": _num(m.get("mean_in_flight")),
+        "requests": m.get("requests"),
+        "power_w": power_w,
+        "verdicts": {k: v for k, v in verdicts.items() if v is not None},
+    }
+
+
+def max_agents_of(run: BenchmarkRun, trials: Iterable[Trial], tier_names: list[str]) -> dict:
+    """Max agents per tier: the search summary's, else recomputed from the trials."""
+    summary = run.search_summary or {}
+    stored = summary.get("max_agents")
+    if isinstance(stored, dict) and stored:
+        return {k: int(v) for k, v in stored.items() if isinstance(v, int) and v > 0}
+    search_trials = [
+        SearchTrial(
+            index=t.index,
+            concurrency=t.concurrency,
+            phase=t.phase,
+            verdicts={
+                k: p for k, v in (t.verdicts or {}).items() if (p := verdict_passed(v)) is not None
+            },
+        )
+        for t in trials
+    ]
+    cap = int(summary.get("cap") or max((t.concurrency for t in search_trials), default=1))
+    results = tier_results(search_trials, tier_names, cap=cap)
+    return {name: r.max_agents for name, r in results.items() if r.max_agents > 0}
+
+
+def default_label(*, hardware_name: str, when: dt.datetime) -> str:
+    return f"{hardware_name} now ({when.day} {when:%b})"
+
+
+def engine_of(config: dict, run_spec: dict) -> tuple[str, str]:
+    """(engine name, version) from the deployment config, else the run spec."""
+    for source in (config or {}, run_spec or {}):
+        engine = source.get("engine")
+        if isinstance(engine, dict):
+            name = engine.get("name") or engine.get("kind") or ""
+            return str(name), str(engine.get("version") or "")
+        if isinstance(engine, str) and engine:
+            return engine, str(source.get("engine_version") or "")
+    return "", ""
+
+
+def _tier_set_of(run: BenchmarkRun, submission: Submission) -> SloTierSet:
+    tier_set = run.tier_set or default_tier_set_for(submission.model)
+    if tier_set is None:
+        raise PublishError("no SLO tier set: the run has none and no default set exists")
+    return tier_set
+
+
+def result_publish(
+    *,
+    submission: Submission,
+    run: BenchmarkRun,
+    actor=None,
+    label: str | None = None,
+    reason: str = "",
+) -> Result:
+    """Publish `run` of `submission` (in review) as a Result; the submission becomes published.
+
+    One transaction: the Result row, the conditional lifecycle UPDATE and its AuditEvent
+    either all happen or none does. Chart caches are dropped once it commits.
+    """
+    if run.submission_id != submission.pk:
+        raise PublishError(f"run #{run.pk} belongs to submission #{run.submission_id}")
+    if run.status != BenchmarkRun.STATUS_DONE:
+        raise PublishError(f"run #{run.pk} is {run.status!r}, not done")
+    tier_set = _tier_set_of(run, submission)
+    tier_names = [t.name for t in tier_set.tiers.all()]
+    trials = list(run.trials.order_by("index"))
+    accelerators = max(
+        (int(a) for t in trials if isinstance(a := (t.metrics or {}).get("accelerators"), int)),
+        default=0,
+    )
+    if accelerators < 1:
+        raise PublishError(f"run #{run.pk}: no trial says how many accelerators it used")
+    totals = [
+        int(a) for t in trials if isinstance(a := (t.metrics or {}).get("accelerators_total"), int)
+    ]
+    topology = (submission.config or {}).get("topology") or {}
+    in_system = (
+        max(totals)
+        if totals
+        else topology.get("accelerators_in_system") or submission.hardware.accelerators_per_system
+    )
+    points = []
+    for trial in trials:
+        point = trial_point(trial, accelerators=accelerators, power_w=_trial_power_w(run, trial))
+        if point is not None:
+            points.append(point)
+    if not points:
+        raise PublishError(f"run #{run.pk} has no trial with a speed and a throughput")
+    on_frontier = {
+        (p.concurrency, p.speed, p.throughput)
+        for p in frontier.pareto_frontier(
+            frontier.Point(p["concurrency"], p["p25_speed"], p["throughput_per_accelerator"])
+            for p in points
+        )
+    }
+    for p in points:
+        p["frontier"] = (
+            p["concurrency"],
+            p["p25_speed"],
+            p["throughput_per_accelerator"],
+        ) in on_frontier
+    max_agents = max_agents_of(run, trials, tier_names)
+    per_accel = {name: n / accelerators for name, n in max_agents.items()}
+    agents_per_mw = _agents_per_mw(max_agents, points)
+    engine_name, engine_version = engine_of(submission.config, run.run_spec)
+    now = timezone.now()
+    with transaction.atomic():
+        locked = Submission.objects.select_for_update().get(pk=submission.pk)
+        if locked.status != c.IN_REVIEW:
+            raise PublishError(
+                f"submission #{submission.pk} is {locked.status!r}; only in_review publishes"
+            )
+        result = Result.objects.create(
+            submission=submission,
+            run=run,
+            model_id=submission.model_id,
+            hardware_id=submission.hardware_id,
+            tier_set=tier_set,
+            label=label or default_label(hardware_name=submission.hardware.name, when=now),
+            is_simulated=submission.is_simulated,
+            accelerators_used=accelerators,
+            accelerators_in_system=in_system,
+            max_agents=max_agents,
+            agents_per_accelerator=per_accel,
+            agents_per_mw=agents_per_mw,
+            points=points,
+            engine_name=engine_name,
+            engine_version=engine_version,
+            dataset_sha256=run.dataset.sha256 if run.dataset_id else "",
+            published_at=now,
+        )
+        try:
+            submission_transition(
+                submission=submission,
+                to=c.PUBLISHED,
+                actor=actor,
+                reason=reason,
+                expected_from=c.IN_REVIEW,
+                data={"result_id": result.pk, "run_id": run.pk},
+            )
+        except TransitionError as exc:
+            raise PublishError(str(exc)) from exc
+        transaction.on_commit(chart_cache_invalidate)
+    return result
+
+
+def _agents_per_mw(max_agents: dict[str, int], points: list[dict]) -> dict | None:
+    """Agents per MW per tier from the power measured at that tier's max agents.
+
+    None ("not measured") when no trial has measured power; never estimated.
+    """
+    if not any(p.get("power_w") for p in points):
+        return None
+    out: dict[str, float | None] = {}
+    for name, n in max_agents.items():
+        watts = [p["power_w"] for p in points if p["concurrency"] == n and p.get("power_w")]
+        out[name] = n / (sum(watts) / len(watts) / 1e6) if watts else None
+    return out
+
+
+RETIRE_STATES = {Result.STATUS_SUPERSEDED: c.SUPERSEDED, Result.STATUS_INVALIDATED: c.INVALIDATED}
+
+
+def result_set_status(*, result: Result, to: str, actor=None, reason: str) -> Result:
+    """Supersede or invalidate a published result (reason kept; nothing is deleted)."""
+    if to not in RETIRE_STATES:
+        raise PublishError(f"a result can only become {' or '.join(RETIRE_STATES)}, not {to!r}")
+    if not reason.strip():
+        raise PublishError(f"marking a result {to} needs a reason")
+    with transaction.atomic():
+        updated = Result.objects.filter(pk=result.pk, status=Result.STATUS_PUBLISHED).update(
+            status=to, status_reason=reason
+        )
+        if updated != 1:
+            raise PublishError(f"result #{result.pk} is no longer published; nothing changed")
+        try:
+            submission_transition(
+                submission=result.submission,
+                to=RETIRE_STATES[to],
+                actor=actor,
+                reason=reason,
+                expected_from=c.PUBLISHED,
+                data={"result_id": result.pk},
+            )
+        except TransitionError as exc:
+            raise PublishError(str(exc)) from exc
+        transaction.on_commit(chart_cache_invalidate)
+    result.status = to
+    result.status_reason = reason
+    return result

@@ -1,0 +1,179 @@
+import pytest
+from django.core.cache import cache
+
+from leaderboard.cache import GENERATION_KEY, generation
+from leaderboard.models import Result
+from leaderboard.publishing import PublishError, result_publish, result_set_status
+from submissions import constants as c
+from submissions.models import AuditEvent, Submission
+from tests.support.builders import (
+    make_hardware,
+    make_org,
+    make_published_result,
+    make_run,
+    make_submission,
+    make_tier_set,
+    make_user,
+)
+
+POINTS = [
+    (1, 180.0, 50.0, 0.5),
+    (2, 150.0, 90.0, 0.6),
+    (4, 110.0, 160.0, 1.0),
+    (8, 70.0, 250.0, 2.0),
+    (16, 40.0, 330.0, 6.0),
+    (32, 15.0, 380.0, 12.0),
+]
+
+
+def _in_review(**fields):
+    return make_submission(org=make_org(), status=c.IN_REVIEW, **fields)
+
+
+@pytest.mark.django_db
+def test_publishing_computes_max_agents_per_tier_from_the_trials():
+    tier_set = make_tier_set()
+    sub = _in_review()
+    run = make_run(submission=sub, points=POINTS, tier_set=tier_set, accelerators=8)
+    result = result_publish(submission=sub, run=run)
+    # 20 tok/s: passes up to N=16 (40 tok/s, TTFT 6 s ≤ 10); 60: N=8; 100: N=4 (TTFT 1 ≤ 5);
+    # 180: N=1; 300: never
+    assert result.max_agents == {"20 tok/s": 16, "60 tok/s": 8, "100 tok/s": 4, "180 tok/s": 1}
+    assert result.agents_per_accelerator["20 tok/s"] == pytest.approx(16 / 8)
+    assert result.accelerators_used == 8
+
+
+@pytest.mark.django_db
+def test_publishing_recomputes_max_agents_when_the_run_has_no_search_summary():
+    tier_set = make_tier_set()
+    sub = _in_review()
+    run = make_run(submission=sub, points=POINTS, tier_set=tier_set, summary=False)
+    result = result_publish(submission=sub, run=run)
+    assert result.max_agents["20 tok/s"] == 16
+    assert "300 tok/s" not in result.max_agents
+
+
+@pytest.mark.django_db
+def test_every_trial_becomes_a_frontier_point_with_its_hover_figures():
+    sub = _in_review()
+    run = make_run(submission=sub, points=POINTS, tier_set=make_tier_set(), accelerators=4)
+    result = result_publish(submission=sub, run=run)
+    assert [p["concurrency"] for p in result.points] == [1, 2, 4, 8, 16, 32]
+    eight = result.points[3]
+    assert eight["p25_speed"] == 70.0
+    assert eight["throughput_per_accelerator"] == 250.0
+    assert eight["ttft_p75_s"] == 2.0
+    assert eight["agents_per_accelerator"] == 2.0
+    assert eight["verdicts"]["60 tok/s"] is True
+    assert all(p["frontier"] for p in result.points)
+
+
+@pytest.mark.django_db
+def test_publishing_moves_the_submission_to_published_with_one_audit_event():
+    rita = make_user("rita-pub", staff=True)
+    sub = _in_review()
+    run = make_run(submission=sub, points=POINTS, tier_set=make_tier_set())
+    result = result_publish(submission=sub, run=run, actor=rita, reason="looks right")
+    assert Submission.objects.get(pk=sub.pk).status == c.PUBLISHED
+    event = AuditEvent.objects.get(object_type="submissions.submission", object_id=str(sub.pk))
+    assert (event.from_state, event.to_state, event.actor, event.reason) == (
+        c.IN_REVIEW,
+        c.PUBLISHED,
+        rita,
+        "looks right",
+    )
+    assert event.data["result_id"] == result.pk
+
+
+@pytest.mark.django_db
+def test_a_submission_not_in_review_cannot_be_published_and_nothing_is_written():
+    sub = make_submission(org=make_org(), status=c.VERIFYING)
+    run = make_run(submission=sub, points=POINTS, tier_set=make_tier_set())
+    with pytest.raises(PublishError, match="only in_review publishes"):
+        result_publish(submission=sub, run=run)
+    assert not Result.objects.exists()
+    assert not AuditEvent.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_run_of_another_submission_or_unfinished_run_is_refused():
+    sub, other = _in_review(), _in_review()
+    tier_set = make_tier_set()
+    run = make_run(submission=other, points=POINTS, tier_set=tier_set)
+    with pytest.raises(PublishError, match="belongs to submission"):
+        result_publish(submission=sub, run=run)
+    running = make_run(submission=sub, points=POINTS, tier_set=tier_set, status="running")
+    with pytest.raises(PublishError, match="not done"):
+        result_publish(submission=sub, run=running)
+    assert Submission.objects.get(pk=sub.pk).status == c.IN_REVIEW
+
+
+@pytest.mark.django_db
+def test_the_default_label_names_the_hardware_and_the_day():
+    hw = make_hardware(name="GB300 NVL72")
+    result = make_published_result(hardware=hw)
+    today = result.published_at
+    assert result.label == f"GB300 NVL72 now ({today.day} {today:%b})"
+
+
+@pytest.mark.django_db
+def test_engine_and_in_system_accelerators_come_from_the_config():
+    config = {
+        "engine": {"name": "vllm", "version": "0.14.0"},
+        "topology": {"accelerators_in_system": 72},
+    }
+    result = make_published_result(config=config)
+    assert (result.engine_name, result.engine_version) == ("vllm", "0.14.0")
+    assert result.accelerators_in_system == 72
+
+
+@pytest.mark.django_db
+def test_agents_per_mw_is_null_when_power_was_not_measured():
+    assert make_published_result().agents_per_mw is None
+
+
+@pytest.mark.django_db
+def test_agents_per_mw_uses_the_power_measured_at_the_tiers_max_agents():
+    result = make_published_result(points=POINTS, power_w=10_000.0)
+    n = result.max_agents["20 tok/s"]
+    watts = next(p["power_w"] for p in result.points if p["concurrency"] == n)
+    assert result.agents_per_mw["20 tok/s"] == pytest.approx(n / (watts / 1e6))
+
+
+@pytest.mark.django_db
+def test_a_simulated_submission_gives_a_simulated_result():
+    assert make_published_result(simulated=True).is_simulated is True
+    assert make_published_result().is_simulated is False
+
+
+@pytest.mark.django_db(transaction=True)
+def test_publishing_drops_every_cached_chart():
+    cache.set(GENERATION_KEY, "before")
+    make_published_result()
+    assert generation() != "before"
+
+
+@pytest.mark.django_db
+def test_invalidating_keeps_the_result_with_its_reason_and_moves_the_submission():
+    result = make_published_result()
+    result_set_status(result=result, to="invalidated", actor=None, reason="wrong model served")
+    result.refresh_from_db()
+    assert (result.status, result.status_reason) == ("invalidated", "wrong model served")
+    assert Submission.objects.get(pk=result.submission_id).status == c.INVALIDATED
+
+
+@pytest.mark.django_db
+def test_superseding_needs_a_reason():
+    result = make_published_result()
+    with pytest.raises(PublishError, match="needs a reason"):
+        result_set_status(result=result, to="superseded", actor=None, reason=" ")
+    assert Result.objects.get(pk=result.pk).status == "published"
+
+
+@pytest.mark.django_db
+def test_a_retired_result_cannot_be_retired_again():
+    result = make_published_result()
+    result_set_status(result=result, to="superseded", actor=None, reason="newer run")
+    with pytest.raises(PublishError, match="no longer published"):
+        result_set_status(result=result, to="invalidated", actor=None, reason="x")
+    assert Result.objects.get(pk=result.pk).status == "superseded"
