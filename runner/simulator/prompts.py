@@ -71,10 +71,24 @@ def message_text(msg: Any) -> str:
 class PromptAccountant:
     """Token counts and prefix keys of request bodies; caches counts by content."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, identity_cache: bool = False) -> None:
+        self.identity_cache = identity_cache
         self._enc: Any = None
         self._counts: dict[int, int] = {}
         self._ids: dict[int, list[int]] = {}
+        # Message objects repeat across turns (a dataset's messages are reused), so their text
+        # is cached by identity; the object is kept so its id cannot be reused meanwhile.
+        self._texts: dict[int, tuple[Any, str]] = {}
+
+    def text_of(self, msg: Any) -> str:
+        hit = self._texts.get(id(msg))
+        if hit is not None and hit[0] is msg:
+            return hit[1]
+        text = message_text(msg)
+        if len(self._texts) >= _CACHE_LIMIT:
+            self._texts.clear()
+        self._texts[id(msg)] = (msg, text)
+        return text
 
     def count_text(self, text: str) -> int:
         h = hash(text)
@@ -120,8 +134,9 @@ class PromptAccountant:
             keys.append(prev)
             cum.append(total)
         session_key = 0
+        text_of = self.text_of if self.identity_cache else message_text
         for i, msg in enumerate(messages):
-            text = message_text(msg)
+            text = text_of(msg)
             role = msg.get("role", "")
             if message_tokens is not None:
                 n = int(message_tokens[i])

@@ -156,7 +156,7 @@ class SimTransport:
         self.profile = profile
         self.timeline = timeline or LoopTimeline(asyncio.get_running_loop())
         self.deployment = Deployment(profile, self.timeline, seed=seed)
-        self.accountant = PromptAccountant()
+        self.accountant = PromptAccountant(identity_cache=True)
         self.check_output_length = check_output_length
         self.served = set(profile.served_model_names)
         self.in_flight = 0
