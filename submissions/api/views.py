@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from django.core.files.storage import storages
 from django.db.models import Prefetch
-from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import status
+from rest_framework import exceptions, status
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -61,6 +60,14 @@ def config_api_error(exc: ConfigError) -> ApiError:
     return ApiError(
         exc.code, exc.message, status_code=CONFIG_STATUS.get(exc.code, 400), fields=exc.fields
     )
+
+
+def get_object_or_404(queryset, **lookup):
+    """The object, or a NotFound in the API error shape (never a hint that it exists)."""
+    obj = queryset.filter(**lookup).first()
+    if obj is None:
+        raise exceptions.NotFound("No such object in your organization.")
+    return obj
 
 
 def attachment_api_error(exc: AttachmentError) -> ApiError:
