@@ -1,0 +1,34 @@
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from submissions.models import ApiToken, Organization
+from submissions.services.tokens import api_token_verify
+
+pytestmark = pytest.mark.django_db
+
+
+def run(*args) -> str:
+    out, err = StringIO(), StringIO()
+    call_command(*args, stdout=out, stderr=err)
+    return out.getvalue().strip()
+
+
+def test_create_org_creates_it_once():
+    run("create_org", "Acme GPUs")
+    run("create_org", "Acme GPUs")
+    assert list(Organization.objects.values_list("name", "slug")) == [("Acme GPUs", "acme-gpus")]
+
+
+def test_create_token_prints_a_working_token_that_is_stored_only_hashed():
+    run("create_org", "Acme GPUs")
+    plaintext = run("create_token", "--org", "Acme GPUs")
+    token = api_token_verify(plaintext)
+    assert token.org.slug == "acme-gpus"
+    assert plaintext not in str(list(ApiToken.objects.values()))
+
+
+def test_create_token_for_an_unknown_org_fails_loudly():
+    with pytest.raises(CommandError, match="no organization"):
+        run("create_token", "--org", "Nobody")
