@@ -1,0 +1,152 @@
+"""The real-time server over HTTP: OpenAI compatibility, metrics, and ground truth.
+
+The ground-truth test drives the server (its own process) with the engine's HttpTransport and
+compares the engine's timestamps with the server's record of when it wrote each token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+from runner.engine.client import HttpTransport
+from runner.engine.transport import Exchange, RequestSpec
+from runner.simulator.prompts import PromptAccountant
+from runner.simulator.server import ServerProcess, start_server
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ServerProcess]:
+    srv = start_server("tiny", ground_truth=True)
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def _chat(rid: str, text: str, n: int, **extra: object) -> RequestSpec:
+    body = {
+        "model": "tiny-1b",
+        "messages": [{"role": "user", "content": text}],
+        "max_tokens": n,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "user": rid,
+    }
+    body.update(extra)
+    return RequestSpec(request_id=rid, api="chat", body=body, target_output_tokens=n, timeout_s=60)
+
+
+def _send_all(url: str, specs: list[RequestSpec]) -> list[Exchange]:
+    async def main() -> list[Exchange]:
+        tr = HttpTransport(url)
+        try:
+            return list(await asyncio.gather(*(tr.send(s) for s in specs)))
+        finally:
+            await tr.aclose()
+
+    return asyncio.run(main())
+
+
+def _metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + "{"):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} not exported")
+
+
+def test_health_and_models_endpoints_answer(server: ServerProcess):
+    with urllib.request.urlopen(server.url + "/health", timeout=10) as r:
+        assert r.status == 200
+    models = server.get_json("/v1/models")
+    assert [m["id"] for m in models["data"]] == ["tiny-1b"]
+
+
+def test_sixty_four_concurrent_streams_match_the_ground_truth(server: ServerProcess):
+    specs = [_chat(f"gt{i}", f"agent {i} " + "word " * 1500, 150) for i in range(64)]
+    exchanges = _send_all(server.url, specs)
+    first_errors_ms, speed_errors = [], []
+    for ex in exchanges:
+        assert ex.ok, ex.error_detail
+        assert ex.completion_tokens == 150 and ex.n_output_events == 150
+        truth = server.ground_truth(client_id=ex.request_id)
+        assert truth is not None and truth.completion_tokens == 150
+        assert sum(n for _, n, _ in truth.emissions) == 150
+        assert ex.prompt_tokens == truth.prompt_tokens
+        first_errors_ms.append((ex.t_first_ns - truth.t_first_ns) / 1e6)
+        speed = (ex.completion_tokens - 1) / ((ex.t_last_ns - ex.t_first_ns) / 1e9)
+        speed_errors.append(abs(speed - truth.output_speed) / truth.output_speed)
+        # the server wrote each token close to its model time (loaded 2-core machine: loose)
+        lags_ms = sorted((t - m) / 1e6 for t, _, m in truth.emissions)
+        assert lags_ms[len(lags_ms) // 2] < 20.0
+    first_errors_ms.sort()
+    assert first_errors_ms[0] >= 0.0  # a client never sees a token before it is written
+    assert first_errors_ms[len(first_errors_ms) // 2] < 20.0
+    assert max(speed_errors) < 0.10
+
+
+def test_usage_reports_cached_tokens_on_a_repeated_prefix(server: ServerProcess):
+    text = "the same long prefix " * 300
+    a, b = _send_all(server.url, [_chat("cache-a", text, 5)])[0], None
+    b = _send_all(server.url, [_chat("cache-b", text, 5)])[0]
+    assert a.cached_tokens == 0
+    assert b.cached_tokens is not None and b.cached_tokens > 0.9 * b.prompt_tokens
+    metrics = server.metrics()
+    assert _metric(metrics, "vllm:prefix_cache_hits_total") >= b.cached_tokens
+    assert _metric(metrics, "vllm:prefix_cache_queries_total") >= a.prompt_tokens + b.prompt_tokens
+    for name in (
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+        "vllm:spec_decode_num_drafts_total",
+        "vllm:spec_decode_num_draft_tokens_total",
+        "vllm:spec_decode_num_accepted_tokens_total",
+    ):
+        _metric(metrics, name)
+
+
+def test_streamed_filler_text_counts_as_completion_tokens_locally(server: ServerProcess):
+    ex = _send_all(server.url, [_chat("fill", "count me", 77)])[0]
+    assert PromptAccountant().count_text(ex.content) == ex.completion_tokens == 77
+
+
+def test_non_streaming_chat_and_completions_return_exact_usage(server: ServerProcess):
+    body = {"model": "tiny-1b", "messages": [{"role": "user", "content": "hi"}]}
+    body.update({"max_tokens": 12, "ignore_eos": True})
+    req = urllib.request.Request(
+        server.url + "/v1/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=30) as r:
+        out = json.loads(r.read())
+    assert out["usage"]["completion_tokens"] == 12
+    assert out["choices"][0]["finish_reason"] == "length"
+    spec = RequestSpec(
+        request_id="cmpl",
+        api="completions",
+        body={
+            "model": "tiny-1b",
+            "prompt": "def f():",
+            "max_tokens": 9,
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        },
+        target_output_tokens=9,
+    )
+    ex = _send_all(server.url, [spec])[0]
+    assert ex.ok and ex.completion_tokens == 9
+    assert ex.prompt_tokens == PromptAccountant().count_text("def f():")
+
+
+def test_an_unknown_model_and_an_overlong_prompt_get_openai_errors(server: ServerProcess):
+    bad_model = _chat("bad", "hi", 5, model="nope")
+    too_long = _chat("long", "hi", 200_000)
+    a, b = _send_all(server.url, [bad_model, too_long])
+    assert a.http_status == 404 and b.http_status == 400
