@@ -1,51 +1,174 @@
-"""Public catalog pages. Result and chart pages build on these."""
+"""Public pages. Each parses its query string, fetches its cached page data from
+`leaderboard.pages` and renders it, or exports one of its tables as CSV (`?format=csv`)."""
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
+import math
+from urllib.parse import urlencode
+
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_GET
 
-from leaderboard.catalog_fields import HARDWARE_FIELDS, MODEL_FIELDS, sourced_rows
+from leaderboard import pages
+from leaderboard.cache import cached
 from leaderboard.models import AIModel, HardwareSystem, Result
+from leaderboard.tables import csv_requested
+from submissions.models import Artifact
+from submissions.services.artifacts import artifact_url
+
+MAX_SELECTED = 200
 
 
+def want_simulated(request: HttpRequest) -> bool:
+    return request.GET.get("simulated") in ("1", "true", "yes")
+
+
+def selected_ids(request: HttpRequest, limit: int = MAX_SELECTED) -> list[int]:
+    out: list[int] = []
+    for raw in request.GET.getlist("r"):
+        for part in raw.split(","):
+            if part.strip().isdigit() and int(part) not in out:
+                out.append(int(part))
+    return out[:limit]
+
+
+def positive_float(request: HttpRequest, name: str) -> float | None:
+    try:
+        value = float(request.GET.get(name, ""))
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value > 0 else None
+
+
+def positive_int(request: HttpRequest, name: str) -> int | None:
+    value = positive_float(request, name)
+    return int(value) if value is not None and value == int(value) else None
+
+
+def log_scale(request: HttpRequest) -> bool:
+    return request.GET.get("scale") == "log"
+
+
+def query_with(request: HttpRequest, **changes) -> str:
+    """The current query string with `changes` applied (None removes a key)."""
+    params = {k: request.GET.getlist(k) for k in request.GET}
+    for key, value in changes.items():
+        if value is None:
+            params.pop(key, None)
+        else:
+            params[key] = [str(value)]
+    return "?" + urlencode(params, doseq=True) if params else "?"
+
+
+def _render(request: HttpRequest, template: str, data: dict, stem: str) -> HttpResponse:
+    export = csv_requested(request, data.get("tables") or {}, stem)
+    if export is not None:
+        return export
+    context = dict(data)
+    context["simulated"] = want_simulated(request)
+    context["query"] = request.GET.urlencode()
+    context["q_sim_on"] = query_with(request, simulated=1)
+    context["q_sim_off"] = query_with(request, simulated=None)
+    context["q_log"] = query_with(request, scale="log")
+    context["q_linear"] = query_with(request, scale=None)
+    return render(request, template, context)
+
+
+@require_GET
 def home(request: HttpRequest) -> HttpResponse:
-    return render(
-        request,
-        "leaderboard/home.html",
-        {
-            "models": AIModel.objects.all(),
-            "hardware": HardwareSystem.objects.all(),
-            "latest": Result.objects.filter(status=Result.STATUS_PUBLISHED).select_related(
-                "model", "hardware"
-            )[:10],
-        },
-    )
+    sim = want_simulated(request)
+    tier = request.GET.get("tier") or None
+    data = cached(f"home:{tier}:{sim}", lambda: pages.home(tier=tier, include_simulated=sim))
+    return _render(request, "leaderboard/home.html", data, "leaderboard")
 
 
+@require_GET
 def model_list(request: HttpRequest) -> HttpResponse:
     return render(request, "leaderboard/model_list.html", {"models": AIModel.objects.all()})
 
 
+@require_GET
 def model_detail(request: HttpRequest, slug: str) -> HttpResponse:
-    model = get_object_or_404(AIModel, slug=slug)
-    return render(
-        request,
-        "leaderboard/model_detail.html",
-        {"model": model, "rows": sourced_rows(model, MODEL_FIELDS)},
+    sim, ids, log = want_simulated(request), selected_ids(request), log_scale(request)
+    data = cached(
+        f"model:{slug}:{sim}:{ids}:{log}",
+        lambda: pages.model_page(slug=slug, include_simulated=sim, selected=ids, log=log),
     )
+    if data is None:
+        raise Http404("no such model")
+    return _render(request, "leaderboard/model_detail.html", data, f"model-{slug}")
 
 
+@require_GET
 def hardware_list(request: HttpRequest) -> HttpResponse:
     return render(
         request, "leaderboard/hardware_list.html", {"systems": HardwareSystem.objects.all()}
     )
 
 
+@require_GET
 def hardware_detail(request: HttpRequest, slug: str) -> HttpResponse:
-    system = get_object_or_404(HardwareSystem, slug=slug)
-    return render(
-        request,
-        "leaderboard/hardware_detail.html",
-        {"system": system, "rows": sourced_rows(system, HARDWARE_FIELDS)},
+    sim, log = want_simulated(request), log_scale(request)
+    data = cached(
+        f"hardware:{slug}:{sim}:{log}",
+        lambda: pages.hardware_page(slug=slug, include_simulated=sim, log=log),
     )
+    if data is None:
+        raise Http404("no such hardware system")
+    return _render(request, "leaderboard/hardware_detail.html", data, f"hardware-{slug}")
+
+
+@require_GET
+def result_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    data = cached(f"result:{pk}", lambda: pages.result_page(pk=pk))
+    if data is None:
+        raise Http404("no such result")
+    return _render(request, "leaderboard/result_detail.html", data, f"result-{pk}")
+
+
+@require_GET
+def result_raw_data(request: HttpRequest, pk: int, artifact_pk: int) -> HttpResponse:
+    """A fresh signed link to one raw-records artifact of a public result's run."""
+    result = get_object_or_404(Result.objects.only("run_id"), pk=pk)
+    artifact = get_object_or_404(
+        Artifact, pk=artifact_pk, run_id=result.run_id, kind=Artifact.KIND_RAW_RECORDS
+    )
+    return HttpResponseRedirect(artifact_url(artifact=artifact, expire=300))
+
+
+@require_GET
+def compare(request: HttpRequest) -> HttpResponse:
+    ids = selected_ids(request, limit=pages.MAX_COMPARE)
+    speed = positive_float(request, "speed")
+    n = positive_int(request, "n")
+    log = log_scale(request)
+    data = cached(
+        f"compare:{ids}:{speed}:{n}:{log}",
+        lambda: pages.compare_page(ids=ids, speed=speed, concurrency=n, log=log),
+    )
+    slots = ids + [None] * (pages.MAX_COMPARE - len(ids))
+    data = dict(data, ids=ids, slots=slots, too_few=len(data["results"]) < 2)
+    return _render(request, "leaderboard/compare.html", data, "compare")
+
+
+@require_GET
+def history(request: HttpRequest, model_slug: str, hardware_slug: str) -> HttpResponse:
+    sim, log = want_simulated(request), log_scale(request)
+    data = cached(
+        f"history:{model_slug}:{hardware_slug}:{sim}:{log}",
+        lambda: pages.history_page(
+            model_slug=model_slug, hardware_slug=hardware_slug, include_simulated=sim, log=log
+        ),
+    )
+    if data is None:
+        raise Http404("no such model or hardware system")
+    return _render(
+        request, "leaderboard/history.html", data, f"history-{model_slug}-{hardware_slug}"
+    )
+
+
+@require_GET
+def methodology(request: HttpRequest) -> HttpResponse:
+    data = cached("methodology", pages.methodology_page)
+    return _render(request, "leaderboard/methodology.html", data, "methodology")

@@ -1,0 +1,354 @@
+"""Public read API (/api/v1/public/): catalog, results with points, tiers and provenance,
+compare. Anonymous, read-only, cached per publish generation like the pages."""
+
+from __future__ import annotations
+
+from django.db.models import Count, Prefetch, Q
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.throttling import AnonRateThrottle
+from rest_framework.views import APIView
+
+from leaderboard import configview, frontier, pages
+from leaderboard.cache import cached
+from leaderboard.models import AIModel, HardwareSystem, Result, SloTier, SloTierSet
+
+# --- output serializers --------------------------------------------------------------
+
+
+class TierOut(serializers.Serializer):
+    name = serializers.CharField()
+    order = serializers.IntegerField()
+    min_p25_output_speed = serializers.FloatField()
+    max_ttft_s = serializers.FloatField()
+    ttft_percentile = serializers.IntegerField()
+    max_error_rate = serializers.FloatField()
+
+
+class TierSetOut(serializers.Serializer):
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    version = serializers.IntegerField()
+    effective_date = serializers.DateField()
+    source = serializers.CharField()
+    tiers = TierOut(many=True, source="tiers.all")
+
+
+class ModelOut(serializers.Serializer):
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    provider = serializers.CharField()
+    reasoning_mode = serializers.CharField()
+    release_date = serializers.DateField(allow_null=True)
+    total_params_b = serializers.FloatField(allow_null=True)
+    active_params_prefill_b = serializers.FloatField(allow_null=True)
+    active_params_decode_b = serializers.FloatField(allow_null=True)
+    context_length = serializers.IntegerField(allow_null=True)
+    kv_bytes_per_token = serializers.IntegerField(allow_null=True)
+    weight_bits = serializers.FloatField(allow_null=True)
+    hf_repo = serializers.CharField()
+    sources = serializers.JSONField()
+    published_results = serializers.IntegerField(source="n_results", default=None)
+
+
+class HardwareOut(serializers.Serializer):
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    vendor = serializers.CharField()
+    accelerator = serializers.CharField()
+    accelerators_per_system = serializers.IntegerField(allow_null=True)
+    memory_gb_per_accelerator = serializers.FloatField(allow_null=True)
+    hbm_bandwidth_tb_s = serializers.FloatField(allow_null=True)
+    peak_tflops_dense = serializers.JSONField()
+    accelerator_power_w = serializers.FloatField(allow_null=True)
+    system_power_kw = serializers.FloatField(allow_null=True)
+    interconnect = serializers.CharField()
+    scale_up_domain = serializers.IntegerField(allow_null=True)
+    sources = serializers.JSONField()
+    published_results = serializers.IntegerField(source="n_results", default=None)
+
+
+class ResultSummaryOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    label = serializers.CharField()
+    model = serializers.CharField(source="model.slug")
+    hardware = serializers.CharField(source="hardware.slug")
+    status = serializers.CharField()
+    status_reason = serializers.CharField()
+    is_simulated = serializers.BooleanField()
+    accelerators_used = serializers.IntegerField()
+    accelerators_in_system = serializers.IntegerField(allow_null=True)
+    max_agents = serializers.JSONField()
+    agents_per_accelerator = serializers.JSONField()
+    agents_per_mw = serializers.JSONField(help_text="null = power not measured")
+    published_at = serializers.DateTimeField()
+    url = serializers.SerializerMethodField()
+
+    def get_url(self, obj: Result) -> str:
+        return pages.result_url(obj.pk)
+
+
+class ResultDetailOut(ResultSummaryOut):
+    points = serializers.JSONField()
+    tier_set = TierSetOut()
+    engine = serializers.SerializerMethodField()
+    provenance = serializers.SerializerMethodField()
+    config = serializers.SerializerMethodField()
+    verification = serializers.SerializerMethodField()
+
+    def get_engine(self, obj: Result) -> dict:
+        return {"name": obj.engine_name, "version": obj.engine_version}
+
+    def get_provenance(self, obj: Result) -> dict:
+        sub = obj.submission
+        run = obj.run
+        return {
+            "submitter": sub.org.name,
+            "source": sub.source,
+            "submission_id": sub.pk,
+            "submitted_at": sub.created_at,
+            "run_id": run.pk,
+            "run_started_at": run.started_at,
+            "run_finished_at": run.finished_at,
+            "dataset_sha256": obj.dataset_sha256 or None,
+            "dataset": str(run.dataset) if run.dataset_id else None,
+            "search_flags": (run.search_summary or {}).get("flags") or [],
+        }
+
+    def get_config(self, obj: Result) -> dict:
+        return configview.redact(obj.submission.config or {})
+
+    def get_verification(self, obj: Result) -> dict | None:
+        report = getattr(obj.run, "verification", None)
+        if report is None:
+            return None
+        return {"status": report.status, "checks": report.checks}
+
+
+# --- views ---------------------------------------------------------------------------
+
+
+class PublicApi(APIView):
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+    throttle_classes = [AnonRateThrottle]
+
+
+def _simulated(request: Request) -> bool:
+    return request.query_params.get("simulated") in ("1", "true", "yes")
+
+
+_published = Q(results__status=Result.STATUS_PUBLISHED)
+
+
+class ModelListApi(PublicApi):
+    @extend_schema(responses=ModelOut(many=True), operation_id="public_models_list")
+    def get(self, request: Request) -> Response:
+        def build() -> list:
+            qs = AIModel.objects.annotate(n_results=Count("results", filter=_published))
+            return ModelOut(qs, many=True).data
+
+        return Response(cached("api:models", build))
+
+
+class ModelDetailApi(PublicApi):
+    @extend_schema(responses=ModelOut, operation_id="public_models_retrieve")
+    def get(self, request: Request, slug: str) -> Response:
+        def build() -> dict | None:
+            model = (
+                AIModel.objects.annotate(n_results=Count("results", filter=_published))
+                .filter(slug=slug)
+                .first()
+            )
+            if model is None:
+                return None
+            tier_set = pages.default_tier_set(model)
+            return {
+                **ModelOut(model).data,
+                "tier_set": TierSetOut(tier_set).data if tier_set else None,
+            }
+
+        data = cached(f"api:model:{slug}", build)
+        if data is None:
+            raise NotFound(f"no model {slug!r}")
+        return Response(data)
+
+
+class HardwareListApi(PublicApi):
+    @extend_schema(responses=HardwareOut(many=True), operation_id="public_hardware_list")
+    def get(self, request: Request) -> Response:
+        def build() -> list:
+            qs = HardwareSystem.objects.annotate(n_results=Count("results", filter=_published))
+            return HardwareOut(qs, many=True).data
+
+        return Response(cached("api:hardware", build))
+
+
+class HardwareDetailApi(PublicApi):
+    @extend_schema(responses=HardwareOut, operation_id="public_hardware_retrieve")
+    def get(self, request: Request, slug: str) -> Response:
+        def build() -> dict | None:
+            system = (
+                HardwareSystem.objects.annotate(n_results=Count("results", filter=_published))
+                .filter(slug=slug)
+                .first()
+            )
+            return HardwareOut(system).data if system else None
+
+        data = cached(f"api:hardware:{slug}", build)
+        if data is None:
+            raise NotFound(f"no hardware system {slug!r}")
+        return Response(data)
+
+
+class ResultListApi(PublicApi):
+    @extend_schema(
+        responses=ResultSummaryOut(many=True),
+        operation_id="public_results_list",
+        parameters=[
+            OpenApiParameter("model", str, description="model slug"),
+            OpenApiParameter("hardware", str, description="hardware slug"),
+            OpenApiParameter("simulated", bool, description="include simulated results"),
+            OpenApiParameter(
+                "status", str, description="published (default), superseded, invalidated, all"
+            ),
+        ],
+    )
+    def get(self, request: Request) -> Response:
+        model = request.query_params.get("model") or ""
+        hardware = request.query_params.get("hardware") or ""
+        status = request.query_params.get("status") or Result.STATUS_PUBLISHED
+        valid = {c for c, _ in Result.STATUS_CHOICES} | {"all"}
+        if status not in valid:
+            raise ValidationError({"status": [f"one of {', '.join(sorted(valid))}"]})
+        sim = _simulated(request)
+
+        def build() -> list:
+            qs = Result.objects.for_listing()
+            if status != "all":
+                qs = qs.filter(status=status)
+            if not sim:
+                qs = qs.filter(is_simulated=False)
+            if model:
+                qs = qs.filter(model__slug=model)
+            if hardware:
+                qs = qs.filter(hardware__slug=hardware)
+            return ResultSummaryOut(qs, many=True).data
+
+        return Response(cached(f"api:results:{model}:{hardware}:{status}:{sim}", build))
+
+
+class ResultDetailApi(PublicApi):
+    @extend_schema(responses=ResultDetailOut, operation_id="public_results_retrieve")
+    def get(self, request: Request, pk: int) -> Response:
+        def build() -> dict | None:
+            result = (
+                Result.objects.select_related(
+                    "model", "hardware", "submission__org", "run__dataset", "run__verification"
+                )
+                .prefetch_related(
+                    Prefetch("tier_set__tiers", queryset=SloTier.objects.order_by("order"))
+                )
+                .filter(pk=pk)
+                .first()
+            )
+            return ResultDetailOut(result).data if result else None
+
+        data = cached(f"api:result:{pk}", build)
+        if data is None:
+            raise NotFound(f"no result {pk}")
+        return Response(data)
+
+
+class CompareApi(PublicApi):
+    @extend_schema(
+        operation_id="public_compare",
+        parameters=[
+            OpenApiParameter("r", int, many=True, description="2 to 4 result ids; first = base"),
+            OpenApiParameter("speed", float, description="extra iso-speed point, tok/s"),
+            OpenApiParameter("n", int, description="extra iso-concurrency point, agents"),
+        ],
+        responses={200: dict},
+    )
+    def get(self, request: Request) -> Response:
+        ids: list[int] = []
+        for raw in request.query_params.getlist("r"):
+            for part in raw.split(","):
+                if not part.strip().isdigit():
+                    raise ValidationError({"r": [f"{part!r} is not a result id"]})
+                if int(part) not in ids:
+                    ids.append(int(part))
+        if not 2 <= len(ids) <= pages.MAX_COMPARE:
+            raise ValidationError({"r": [f"give 2 to {pages.MAX_COMPARE} result ids"]})
+        speed = _positive(request, "speed")
+        n = _positive(request, "n")
+        return Response(cached(f"api:compare:{ids}:{speed}:{n}", lambda: _compare(ids, speed, n)))
+
+
+def _positive(request: Request, name: str) -> float | None:
+    raw = request.query_params.get(name)
+    if raw in (None, ""):
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValidationError({name: ["a positive number"]}) from None
+    if not value > 0 or value == float("inf"):
+        raise ValidationError({name: ["a positive number"]})
+    return value
+
+
+def _compare(ids: list[int], speed: float | None, n: float | None) -> dict:
+    results = {r.pk: r for r in Result.objects.for_listing().filter(pk__in=ids)}
+    missing = [i for i in ids if i not in results]
+    if missing:
+        raise NotFound(f"no result {missing[0]}")
+    ordered = [results[i] for i in ids]
+    points = [r.frontier_points() for r in ordered]
+    speeds = sorted(
+        {
+            t.min_p25_output_speed
+            for t in SloTier.objects.filter(
+                tier_set__in=SloTierSet.objects.filter(result__in=ordered)
+            )
+        }
+        | ({speed} if speed else set())
+    )
+    base = points[0]
+    out_speed = []
+    for s in speeds:
+        values = [frontier.throughput_at_speed(p, s) for p in points]
+        out_speed.append(
+            {
+                "speed": s,
+                "throughput_per_accelerator": values,
+                "ratio_to_first": [frontier.ratio(v, values[0]) for v in values],
+            }
+        )
+    ns = frontier.common_concurrencies(*points) + ([int(n)] if n else [])
+    out_n = []
+    for c in ns:
+        values = [frontier.throughput_at_concurrency(p, c) for p in points]
+        out_n.append(
+            {
+                "concurrency": c,
+                "throughput_per_accelerator": values,
+                "ratio_to_first": [frontier.ratio(v, values[0]) for v in values],
+            }
+        )
+    single = [frontier.single_agent(p) for p in points]
+    single_speed = [s[1] if s and s[0] == 1 else None for s in single]
+    return {
+        "results": ResultSummaryOut(ordered, many=True).data,
+        "iso_speed": out_speed,
+        "iso_concurrency": out_n,
+        "single_agent_speed": {
+            "values": single_speed,
+            "ratio_to_first": [frontier.ratio(v, single_speed[0]) for v in single_speed],
+        },
+        "base_speed_range": frontier.speed_range(base),
+    }

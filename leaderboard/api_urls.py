@@ -1,0 +1,13 @@
+from django.urls import path
+
+from leaderboard import api
+
+urlpatterns = [
+    path("models/", api.ModelListApi.as_view(), name="public-api-models"),
+    path("models/<str:slug>/", api.ModelDetailApi.as_view(), name="public-api-model"),
+    path("hardware/", api.HardwareListApi.as_view(), name="public-api-hardware-list"),
+    path("hardware/<str:slug>/", api.HardwareDetailApi.as_view(), name="public-api-hardware"),
+    path("results/", api.ResultListApi.as_view(), name="public-api-results"),
+    path("results/<int:pk>/", api.ResultDetailApi.as_view(), name="public-api-result"),
+    path("compare/", api.CompareApi.as_view(), name="public-api-compare"),
+]

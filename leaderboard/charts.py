@@ -1,0 +1,186 @@
+"""Plotly figures, built server-side from cached series data.
+
+A series is plain data (so it caches): one published result and its trial points. The
+figure is the frontier chart of DESIGN.md §4: x = p25 output speed per agent, y = total
+throughput per accelerator, one trace per result through its points in concurrency order,
+tier speeds as vertical guides. Colours are the Okabe–Ito palette (safe for the common
+colour-vision deficiencies), and marker shapes vary too so colour is never the only cue.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import orjson
+import plotly.graph_objects as go
+
+# Okabe & Ito (2008), most distinct first; yellow last (low contrast on white).
+OKABE_ITO = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"]
+SYMBOLS = ["circle", "square", "diamond", "triangle-up", "triangle-down", "x", "cross", "star"]
+X_TITLE = "p25 output speed per agent (tok/s)"
+Y_TITLE = "Throughput per accelerator (input incl. cached + output, tok/s)"
+HOVER = (
+    "<b>%{fullData.name}</b><br>"
+    "N=%{customdata[0]} agents<br>"
+    "p25 speed %{x:.1f} tok/s<br>"
+    "TTFT p75 %{customdata[1]}<br>"
+    "throughput %{y:,.0f} tok/s/accel.<br>"
+    "%{customdata[2]:.3f} agents/accel."
+    "<extra></extra>"
+)
+
+
+def result_series(result: Any, *, name: str | None = None) -> dict:
+    """Chart data of one Result (plain data, cacheable)."""
+    points = sorted(result.points, key=lambda p: (p["concurrency"], p.get("index", 0)))
+    return {
+        "id": result.pk,
+        "name": name or result.label,
+        "model": result.model.name,
+        "hardware": result.hardware.name,
+        "is_simulated": result.is_simulated,
+        "status": result.status,
+        "points": [
+            [
+                p["concurrency"],
+                p["p25_speed"],
+                p["throughput_per_accelerator"],
+                p.get("ttft_p75_s"),
+                p.get("agents_per_accelerator"),
+            ]
+            for p in points
+        ],
+    }
+
+
+def _ttft_text(value: float | None) -> str:
+    return "failed requests (∞)" if value is None else f"{value:.2f} s"
+
+
+@functools.lru_cache(maxsize=256)
+def _trace_style(index: int, simulated: bool) -> dict:
+    """A validated scatter trace without data: the look of the index-th series."""
+    colour = OKABE_ITO[index % len(OKABE_ITO)]
+    symbol = SYMBOLS[(index // len(OKABE_ITO) + index) % len(SYMBOLS)]
+    trace = go.Scatter(
+        mode="lines+markers",
+        line={"color": colour, "width": 2, "dash": "dot" if simulated else "solid"},
+        marker={
+            "color": colour,
+            "size": 8,
+            "symbol": f"{symbol}-open" if simulated and "-open" not in symbol else symbol,
+        },
+        hovertemplate=HOVER,
+    )
+    return trace.to_plotly_json()
+
+
+def _trace(index: int, s: dict) -> dict:
+    # Per-series data goes into a copy of a validated style: validating 200 traces of 30
+    # points through graph objects costs ~300 ms, the copy a few µs (benchmarks/site.py).
+    sim = bool(s["is_simulated"])
+    pts = s["points"]
+    return {
+        **_trace_style(index, sim),
+        "x": [p[1] for p in pts],
+        "y": [p[2] for p in pts],
+        "customdata": [[p[0], _ttft_text(p[3]), p[4] or 0.0] for p in pts],
+        "name": f"{s['name']} [simulated]" if sim else s["name"],
+        "legendgroup": str(s["id"]),
+        "meta": {"result_id": s["id"], "simulated": sim},
+    }
+
+
+def _vline(speed: float, *, colour: str, width: int, dash: str) -> dict:
+    return {
+        "type": "line",
+        "xref": "x",
+        "yref": "paper",
+        "x0": speed,
+        "x1": speed,
+        "y0": 0,
+        "y1": 1,
+        "line": {"color": colour, "width": width, "dash": dash},
+    }
+
+
+def frontier_layout(
+    *,
+    tiers: Iterable[tuple[str, float]] = (),
+    log: bool = False,
+    marker_speed: float | None = None,
+    any_simulated: bool = False,
+    title: str = "",
+) -> dict:
+    shapes, annotations = [], []
+    for name, speed in tiers:
+        shapes.append(_vline(speed, colour="#777", width=1, dash="dash"))
+        annotations.append(
+            {
+                "x": speed,
+                "y": 1,
+                "xref": "x",
+                "yref": "paper",
+                "text": name,
+                "showarrow": False,
+                "yanchor": "bottom",
+                "font": {"size": 11, "color": "#444"},
+            }
+        )
+    if marker_speed is not None:
+        shapes.append(_vline(marker_speed, colour="#000", width=2, dash="solid"))
+    if any_simulated:
+        annotations.append(
+            {
+                "text": "Dotted lines, open markers: SIMULATED results (not measured hardware)",
+                "xref": "paper",
+                "yref": "paper",
+                "x": 0,
+                "y": 1.08,
+                "showarrow": False,
+                "xanchor": "left",
+                "font": {"size": 12, "color": "#A0507A"},
+            }
+        )
+    axis_type = "log" if log else "linear"
+    layout = go.Layout(
+        title={"text": title} if title else None,
+        xaxis={"title": {"text": X_TITLE}, "type": axis_type, "zeroline": False},
+        yaxis={"title": {"text": Y_TITLE}, "type": axis_type, "zeroline": False},
+        hovermode="closest",
+        legend={"orientation": "h", "y": -0.18},
+        margin={"l": 70, "r": 20, "t": 50, "b": 60},
+        template="plotly_white",
+        shapes=shapes,
+        annotations=annotations,
+        height=560,
+    )
+    return layout.to_plotly_json()
+
+
+def frontier_figure(
+    series: Sequence[dict],
+    *,
+    tiers: Iterable[tuple[str, float]] = (),
+    log: bool = False,
+    marker_speed: float | None = None,
+    title: str = "",
+) -> dict:
+    """The frontier chart as a Plotly figure dict ({"data": [...], "layout": {...}})."""
+    return {
+        "data": [_trace(i, s) for i, s in enumerate(series)],
+        "layout": frontier_layout(
+            tiers=tiers,
+            log=log,
+            marker_speed=marker_speed,
+            any_simulated=any(s["is_simulated"] for s in series),
+            title=title,
+        ),
+    }
+
+
+def figure_json(figure: dict) -> str:
+    """JSON for a <script type="application/json"> block ("<" escaped: safe in HTML)."""
+    return orjson.dumps(figure, option=orjson.OPT_SERIALIZE_NUMPY).decode().replace("<", "\\u003c")

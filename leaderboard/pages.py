@@ -1,0 +1,702 @@
+"""What each public page shows, as plain (cacheable) data: tables, figures, provenance.
+
+Views stay thin: they parse the query string, fetch one of these through the cache and
+render it (or export one of its tables as CSV). Every builder runs a fixed number of
+queries whatever the number of results (tests/leaderboard/test_queries.py).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+
+from django.db.models import Prefetch
+from django.urls import NoReverseMatch, reverse
+
+from leaderboard import charts, configview, frontier
+from leaderboard.catalog_fields import HARDWARE_FIELDS, MODEL_FIELDS, sourced_rows
+from leaderboard.methodology import engine_constants
+from leaderboard.models import AIModel, HardwareSystem, Result, SloTier, SloTierSet
+from leaderboard.publishing import verdict_passed
+from leaderboard.tables import Column, Table
+from submissions.models import Artifact
+
+LATEST_COUNT = 10
+MAX_COMPARE = 4
+
+
+# --- shared pieces -------------------------------------------------------------------
+
+
+def default_tier_set(model: AIModel | None = None) -> SloTierSet | None:
+    """The model's newest own tier set, else the project default; tiers prefetched."""
+    sets = SloTierSet.objects.prefetch_related("tiers").order_by("-effective_date", "-version")
+    if model is not None:
+        own = next(iter(sets.filter(model=model)[:1]), None)
+        if own is not None:
+            return own
+    return next(iter(sets.filter(model__isnull=True)[:1]), None)
+
+
+def tier_guides(tier_set: SloTierSet | None) -> list[tuple[str, float]]:
+    if tier_set is None:
+        return []
+    return [(t.name, t.min_p25_output_speed) for t in tier_set.tiers.all()]
+
+
+def result_url(pk: int) -> str:
+    return reverse("result-detail", args=[pk])
+
+
+def hidden_simulated_count(include_simulated: bool, **filters) -> int:
+    if include_simulated:
+        return 0
+    return Result.objects.filter(
+        status=Result.STATUS_PUBLISHED, is_simulated=True, **filters
+    ).count()
+
+
+def single_agent_speed(result: Result) -> float | None:
+    first = frontier.single_agent(result.frontier_points())
+    return first[1] if first and first[0] == 1 else None
+
+
+def results_table(
+    results: Sequence[Result],
+    tier_names: Sequence[str],
+    *,
+    name: str = "results",
+    title: str = "Results",
+    show_model: bool = False,
+    show_hardware: bool = True,
+    show_status: bool = False,
+) -> Table:
+    """One row per result: what a ranking needs, simulated ones labelled."""
+    columns = [Column("label", "Result")]
+    if show_model:
+        columns.append(Column("model", "Model"))
+    if show_hardware:
+        columns.append(Column("hardware", "Hardware"))
+    columns += [
+        Column("published", "Published"),
+        Column("accelerators_used", "Accelerators used", "int"),
+    ]
+    columns += [Column(f"max_agents:{t}", f"Max agents @ {t}", "int", "none") for t in tier_names]
+    if tier_names:
+        columns.append(
+            Column(f"per_accel:{tier_names[0]}", f"Agents / accel. @ {tier_names[0]}", "float3")
+        )
+    columns += [
+        Column("single_agent_speed", "Single-agent speed (tok/s)", "float1"),
+        Column("simulated", "Simulated", "bool"),
+    ]
+    if show_status:
+        columns.append(Column("status", "Status"))
+    rows = []
+    for r in results:
+        row = {
+            "label": r.display_label,
+            "model": r.model.name,
+            "hardware": r.hardware.name,
+            "published": r.published_at.date().isoformat(),
+            "accelerators_used": r.accelerators_used,
+            "single_agent_speed": single_agent_speed(r),
+            "simulated": r.is_simulated,
+            "status": r.status + (f": {r.status_reason}" if r.status_reason else ""),
+            "result_id": r.pk,
+            "_links": {
+                "label": result_url(r.pk),
+                "model": reverse("model-detail", args=[r.model.slug]),
+                "hardware": reverse("hardware-detail", args=[r.hardware.slug]),
+            },
+            "_class": "sim" if r.is_simulated else "",
+        }
+        for t in tier_names:
+            row[f"max_agents:{t}"] = r.max_agents.get(t)
+        if tier_names:
+            row[f"per_accel:{tier_names[0]}"] = r.agents_per_accelerator.get(tier_names[0])
+        rows.append(row)
+    columns.append(Column("result_id", "Result ID", "int"))
+    return Table(name, title, columns, rows)
+
+
+def _figure(
+    series: list[dict],
+    tiers: Iterable[tuple[str, float]],
+    *,
+    log: bool,
+    marker_speed: float | None = None,
+) -> dict:
+    figure = charts.frontier_figure(series, tiers=tiers, log=log, marker_speed=marker_speed)
+    return {
+        "json": charts.figure_json(figure),
+        "traces": len(series),
+        "log": log,
+        "simulated": any(s["is_simulated"] for s in series),
+    }
+
+
+def _points_table(series: list[dict], name: str = "points") -> Table:
+    """Every frontier point of every charted result (the chart's data, readable without JS)."""
+    columns = [
+        Column("result", "Result"),
+        Column("concurrency", "Concurrency (agents)", "int"),
+        Column("p25_speed", "p25 speed (tok/s)", "float1"),
+        Column("ttft_p75_s", "TTFT p75 (s)", "float2", "∞ (failed requests)"),
+        Column("throughput_per_accelerator", "Throughput / accel. (tok/s)", "float0"),
+        Column("agents_per_accelerator", "Agents / accel.", "float3"),
+        Column("simulated", "Simulated", "bool"),
+        Column("result_id", "Result ID", "int"),
+    ]
+    rows = []
+    for s in series:
+        name_ = f"{s['name']} [simulated]" if s["is_simulated"] else s["name"]
+        for n, x, y, ttft, apa in s["points"]:
+            rows.append(
+                {
+                    "result": name_,
+                    "concurrency": n,
+                    "p25_speed": x,
+                    "ttft_p75_s": ttft,
+                    "throughput_per_accelerator": y,
+                    "agents_per_accelerator": apa,
+                    "simulated": s["is_simulated"],
+                    "result_id": s["id"],
+                    "_links": {"result": result_url(s["id"])},
+                }
+            )
+    return Table(name, "Frontier points", columns, rows)
+
+
+# --- home ----------------------------------------------------------------------------
+
+
+def home(*, tier: str | None, include_simulated: bool) -> dict:
+    results = list(Result.objects.public(include_simulated=include_simulated).for_listing())
+    tier_set = default_tier_set()
+    names = [t for t, _ in tier_guides(tier_set)]
+    for r in results:
+        names += [n for n in r.max_agents if n not in names]
+    chosen = tier if tier in names else (names[0] if names else None)
+    models = sorted({r.model for r in results}, key=lambda m: m.name)
+    systems = sorted({r.hardware for r in results}, key=lambda h: h.name)
+    best: dict[tuple[int, int], Result] = {}
+    for r in results:
+        key = (r.model_id, r.hardware_id)
+        value = r.max_agents.get(chosen, 0) if chosen else 0
+        if key not in best or value > best[key].max_agents.get(chosen, 0):
+            best[key] = r
+    columns = [Column("model", "Model")] + [
+        Column(f"hw:{h.slug}", h.name, "int", "—") for h in systems
+    ]
+    rows = []
+    for m in models:
+        row: dict = {"model": m.name, "_links": {"model": reverse("model-detail", args=[m.slug])}}
+        for h in systems:
+            r = best.get((m.pk, h.pk))
+            if r is None:
+                continue
+            row[f"hw:{h.slug}"] = r.max_agents.get(chosen) if chosen else None
+            if row[f"hw:{h.slug}"] is None:
+                row[f"hw:{h.slug}"] = 0
+            row["_links"][f"hw:{h.slug}"] = result_url(r.pk)
+        rows.append(row)
+    matrix = Table(
+        "matrix",
+        f"Max agents at {chosen}" if chosen else "Max agents",
+        columns,
+        rows,
+        caption="Best published result per model and hardware system; 0 = the tier never "
+        "passed; — = not measured.",
+    )
+    latest = results_table(
+        results[:LATEST_COUNT],
+        [chosen] if chosen else [],
+        name="latest",
+        title="Latest results",
+        show_model=True,
+    )
+    return {
+        "tier": chosen,
+        "tier_names": names,
+        "tables": {"matrix": matrix, "latest": latest},
+        "hidden_simulated": hidden_simulated_count(include_simulated),
+        "catalog": {
+            "models": AIModel.objects.count(),
+            "hardware": HardwareSystem.objects.count(),
+        },
+    }
+
+
+# --- model and hardware pages --------------------------------------------------------
+
+
+def model_page(
+    *, slug: str, include_simulated: bool, selected: Sequence[int], log: bool
+) -> dict | None:
+    model = AIModel.objects.filter(slug=slug).first()
+    if model is None:
+        return None
+    tier_set = default_tier_set(model)
+    tiers = tier_guides(tier_set)
+    results = list(
+        Result.objects.public(include_simulated=include_simulated).for_listing().filter(model=model)
+    )
+    shown = [r for r in results if r.pk in selected] if selected else results
+    series = [charts.result_series(r) for r in shown]
+    names = [t for t, _ in tiers]
+    return {
+        "model": model,
+        "rows": sourced_rows(model, MODEL_FIELDS),
+        "tier_set": tier_set,
+        "tiers": tiers,
+        "results": [
+            {"id": r.pk, "label": r.display_label, "hardware": r.hardware.name} for r in results
+        ],
+        "selected": [r.pk for r in shown],
+        "figure": _figure(series, tiers, log=log) if series else None,
+        "tables": {
+            "results": results_table(results, names),
+            "points": _points_table(series),
+        },
+        "history": sorted(
+            {(r.hardware.slug, r.hardware.name) for r in results}, key=lambda h: h[1]
+        ),
+        "hidden_simulated": hidden_simulated_count(include_simulated, model=model),
+    }
+
+
+def hardware_page(*, slug: str, include_simulated: bool, log: bool) -> dict | None:
+    system = HardwareSystem.objects.filter(slug=slug).first()
+    if system is None:
+        return None
+    results = list(
+        Result.objects.public(include_simulated=include_simulated)
+        .for_listing()
+        .filter(hardware=system)
+        .order_by("model__name", "-published_at")
+    )
+    tier_set = default_tier_set()
+    tiers = tier_guides(tier_set)
+    series = [charts.result_series(r, name=f"{r.model.name} — {r.label}") for r in results]
+    by_model: dict[str, list[Result]] = defaultdict(list)
+    for r in results:
+        by_model[r.model.name].append(r)
+    return {
+        "system": system,
+        "rows": sourced_rows(system, HARDWARE_FIELDS),
+        "tiers": tiers,
+        "figure": _figure(series, tiers, log=log) if series else None,
+        "models": [
+            {"name": name, "slug": rs[0].model.slug, "count": len(rs)}
+            for name, rs in by_model.items()
+        ],
+        "tables": {
+            "results": results_table(
+                results, [t for t, _ in tiers], show_model=True, show_hardware=False
+            ),
+            "points": _points_table(series),
+        },
+        "hidden_simulated": hidden_simulated_count(include_simulated, hardware=system),
+    }
+
+
+# --- result page ---------------------------------------------------------------------
+
+
+def _raw_data_links(result: Result, artifacts: list[Artifact]) -> list[dict]:
+    links = []
+    for a in artifacts:
+        try:
+            url = reverse("result-raw-data", args=[result.pk, a.pk])
+        except NoReverseMatch:  # pragma: no cover - the URL is part of this app
+            continue
+        links.append({"url": url, "key": a.storage_key, "size": a.size, "sha256": a.sha256})
+    return links
+
+
+def trials_table(result: Result, trials, tier_names: Sequence[str]) -> Table:
+    columns = [
+        Column("index", "Trial", "int"),
+        Column("phase", "Phase"),
+        Column("concurrency", "Concurrency", "int"),
+        Column("p25_speed", "p25 speed (tok/s)", "float1"),
+        Column("median_speed", "Median speed (tok/s)", "float1"),
+        Column("ttft_p50_s", "TTFT p50 (s)", "float2", "∞"),
+        Column("ttft_p75_s", "TTFT p75 (s)", "float2", "∞"),
+        Column("ttft_p95_s", "TTFT p95 (s)", "float2", "∞"),
+        Column("ttft_p99_s", "TTFT p99 (s)", "float2", "∞"),
+        Column("throughput_per_accelerator", "Throughput / accel. (tok/s)", "float0"),
+        Column("agents_per_accelerator", "Agents / accel.", "float3"),
+        Column("error_rate", "Error rate", "pct"),
+        Column("cache_hit_ratio", "Cache hit", "pct"),
+        Column("mean_in_flight", "Mean in flight", "float1"),
+        Column("requests", "Requests", "int"),
+        Column("power_w", "Power (W)", "float0", "not measured"),
+    ]
+    columns += [Column(f"tier:{t}", t, "text", "—") for t in tier_names]
+    columns.append(Column("simulated", "Simulated", "bool"))
+    rows = []
+    for t in trials:
+        m = t.metrics or {}
+        ttft = m.get("ttft_s") or {}
+        row = {
+            "index": t.index,
+            "phase": t.phase,
+            "concurrency": t.concurrency,
+            "p25_speed": m.get("p25_output_speed"),
+            "median_speed": m.get("median_output_speed"),
+            "ttft_p50_s": ttft.get("p50"),
+            "ttft_p75_s": ttft.get("p75"),
+            "ttft_p95_s": ttft.get("p95"),
+            "ttft_p99_s": ttft.get("p99"),
+            "throughput_per_accelerator": m.get("throughput_per_accelerator"),
+            "agents_per_accelerator": t.concurrency / result.accelerators_used,
+            "error_rate": m.get("error_rate"),
+            "cache_hit_ratio": m.get("cache_hit_ratio"),
+            "mean_in_flight": m.get("mean_in_flight"),
+            "requests": m.get("requests"),
+            "power_w": next(
+                (p.get("power_w") for p in result.points if p.get("index") == t.index), None
+            ),
+            "simulated": result.is_simulated,
+        }
+        for name in tier_names:
+            passed = verdict_passed((t.verdicts or {}).get(name))
+            row[f"tier:{name}"] = None if passed is None else ("pass" if passed else "fail")
+        rows.append(row)
+    return Table("trials", "Trials", columns, rows)
+
+
+def tiers_table(result: Result, tiers: Sequence[SloTier]) -> Table:
+    columns = [
+        Column("tier", "Tier"),
+        Column("min_p25_speed", "Min p25 speed (tok/s)", "float0"),
+        Column("max_ttft", "Max TTFT (s)", "float1"),
+        Column("ttft_percentile", "TTFT percentile", "int"),
+        Column("max_error_rate", "Max error rate", "pct"),
+        Column("max_agents", "Max agents", "int", "never passed"),
+        Column("agents_per_accelerator", "Agents / accel.", "float3"),
+        Column("agents_per_mw", "Agents / MW", "float0", "not measured"),
+        Column("flags", "Flags"),
+        Column("simulated", "Simulated", "bool"),
+    ]
+    summary = (result.run.search_summary or {}).get("tiers") or {}
+    rows = []
+    for t in tiers:
+        flags = (summary.get(t.name) or {}).get("flags") or []
+        rows.append(
+            {
+                "tier": t.name,
+                "min_p25_speed": t.min_p25_output_speed,
+                "max_ttft": t.max_ttft_s,
+                "ttft_percentile": t.ttft_percentile,
+                "max_error_rate": t.max_error_rate,
+                "max_agents": result.max_agents.get(t.name),
+                "agents_per_accelerator": result.agents_per_accelerator.get(t.name),
+                "agents_per_mw": (result.agents_per_mw or {}).get(t.name),
+                "flags": ", ".join(flags) or None,
+                "simulated": result.is_simulated,
+            }
+        )
+    return Table("tiers", "Max agents per tier", columns, rows)
+
+
+def reproduce_command(result: Result) -> str:
+    spec = result.run.run_spec or {}
+    trial = spec.get("trial") if isinstance(spec.get("trial"), dict) else spec
+    warmup = trial.get("warmup_s", "<warm-up s>")
+    duration = trial.get("duration_s", "<window s>")
+    cap = spec.get("cap") or (result.run.search_summary or {}).get("cap") or "<cap>"
+    return (
+        "python -m runner.engine search \\\n"
+        "  --base-url http://<your-endpoint>/v1 --model <served model name> \\\n"
+        "  --dataset <tuning subset .jsonl.gz> --tiers tiers.json \\\n"
+        f"  --accelerators {result.accelerators_used}"
+        + (
+            f" --accelerators-total {result.accelerators_in_system}"
+            if result.accelerators_in_system
+            else ""
+        )
+        + f" \\\n  --warmup {warmup} --duration {duration} --cap {cap} --out results/"
+    )
+
+
+def result_page(*, pk: int) -> dict | None:
+    result = (
+        Result.objects.select_related(
+            "model",
+            "hardware",
+            "submission__org",
+            "run__dataset",
+            "run__verification",
+        )
+        .prefetch_related(
+            Prefetch("tier_set__tiers", queryset=SloTier.objects.order_by("order")),
+            "run__trials",
+            Prefetch(
+                "run__artifacts",
+                queryset=Artifact.objects.filter(kind=Artifact.KIND_RAW_RECORDS).order_by(
+                    "storage_key"
+                ),
+                to_attr="raw_artifacts",
+            ),
+        )
+        .filter(pk=pk)
+        .first()
+    )
+    if result is None:
+        return None
+    run = result.run
+    submission = result.submission
+    tiers = list(result.tier_set.tiers.all())
+    tier_names = [t.name for t in tiers]
+    guides = [(t.name, t.min_p25_output_speed) for t in tiers]
+    series = [charts.result_series(result)]
+    # a missing reverse one-to-one raises RelatedObjectDoesNotExist, an AttributeError
+    verification = getattr(run, "verification", None)
+    config = submission.config or {}
+    roles = configview.roles(config)
+    total_role_acc = sum(r.accelerators or 0 for r in roles)
+    return {
+        "result": result,
+        "submission": submission,
+        "run": run,
+        "figure": _figure(series, guides, log=False),
+        "tables": {
+            "tiers": tiers_table(result, tiers),
+            "trials": trials_table(result, run.trials.all(), tier_names),
+            "points": _points_table(series),
+        },
+        "verification": verification,
+        "checks": list((verification.checks if verification else None) or []),
+        "config_groups": configview.grouped(config),
+        "roles": roles,
+        "roles_total": total_role_acc,
+        "raw_data": _raw_data_links(result, run.raw_artifacts),
+        "search_flags": (run.search_summary or {}).get("flags") or [],
+        "reproduce": reproduce_command(result),
+        "power_measured": result.agents_per_mw is not None,
+    }
+
+
+# --- compare -------------------------------------------------------------------------
+
+
+def _ratio_rows(values: list[float | None], row: dict) -> dict:
+    """Each result's value in column v<i> and its ratio to the first in ratio<i>."""
+    base = values[0]
+    for i, v in enumerate(values):
+        row[f"v{i}"] = v
+        if i:
+            row[f"ratio{i}"] = frontier.ratio(v, base)
+    return row
+
+
+def _compare_columns(results: list[Result], first: Column, kind: str) -> list[Column]:
+    cols = [first]
+    for i, r in enumerate(results):
+        cols.append(Column(f"v{i}", r.display_label, kind, "outside measured range"))
+        if i:
+            cols.append(
+                Column(f"ratio{i}", f"{r.display_label} ÷ {results[0].display_label}", "ratio")
+            )
+    return cols
+
+
+def compare_page(
+    *, ids: Sequence[int], speed: float | None, concurrency: int | None, log: bool
+) -> dict:
+    """Ratios of results 2..n to result 1 (the baseline, first in the URL)."""
+    by_pk = {
+        r.pk: r
+        for r in Result.objects.for_listing()
+        .select_related("submission", "tier_set")
+        .prefetch_related(Prefetch("tier_set__tiers", queryset=SloTier.objects.order_by("order")))
+        .filter(pk__in=list(ids)[:MAX_COMPARE])
+    }
+    results = [by_pk[i] for i in ids if i in by_pk]
+    missing = [i for i in ids if i not in by_pk]
+    if len(results) < 2:
+        return {
+            "results": results,
+            "missing": missing,
+            "speed": speed,
+            "concurrency": concurrency,
+            "figure": None,
+            "tables": {},
+        }
+    points = [r.frontier_points() for r in results]
+    guides: list[tuple[str, float]] = []
+    for r in results:
+        for t in r.tier_set.tiers.all():
+            if all(abs(t.min_p25_output_speed - s) > 1e-9 for _, s in guides):
+                guides.append((t.name, t.min_p25_output_speed))
+    guides.sort(key=lambda g: g[1])
+    speed_rows = []
+    for name, s in guides:
+        row = {"speed": s, "label": f"{name} ({s:g} tok/s)"}
+        speed_rows.append(_ratio_rows([frontier.throughput_at_speed(p, s) for p in points], row))
+    if speed is not None:
+        row = {"speed": speed, "label": f"your speed ({speed:g} tok/s)", "_class": "picked"}
+        speed_rows.append(
+            _ratio_rows([frontier.throughput_at_speed(p, speed) for p in points], row)
+        )
+    iso_speed = Table(
+        "iso_speed",
+        "Throughput per accelerator at the same per-agent speed",
+        _compare_columns(results, Column("label", "p25 speed per agent"), "float0"),
+        speed_rows,
+        caption="Read off each result's frontier, interpolated linearly between its measured "
+        "points; no value outside a result's measured speed range.",
+    )
+    common = frontier.common_concurrencies(*points) if points else []
+    n_rows = []
+    for n in common:
+        row = {"label": f"N = {n}", "concurrency": n}
+        n_rows.append(_ratio_rows([frontier.throughput_at_concurrency(p, n) for p in points], row))
+    if concurrency is not None:
+        row = {"label": f"your N = {concurrency}", "concurrency": concurrency, "_class": "picked"}
+        n_rows.append(
+            _ratio_rows([frontier.throughput_at_concurrency(p, concurrency) for p in points], row)
+        )
+    iso_n = Table(
+        "iso_concurrency",
+        "Throughput per accelerator at the same concurrency",
+        _compare_columns(results, Column("label", "Concurrency (agents)"), "float0"),
+        n_rows,
+        caption="Concurrencies every result measured, plus yours (interpolated in N).",
+    )
+    single = [frontier.single_agent(p) for p in points]
+    single_table = Table(
+        "single_agent",
+        "Single-agent speed (p25 output speed at N = 1)",
+        _compare_columns(results, Column("label", ""), "float1"),
+        [
+            _ratio_rows(
+                [s[1] if s and s[0] == 1 else None for s in single],
+                {"label": "p25 speed at N = 1 (tok/s)"},
+            )
+        ],
+    )
+    max_table = Table(
+        "max_agents",
+        "Max agents per tier",
+        _compare_columns(results, Column("label", "Tier"), "int"),
+        [
+            _ratio_rows(
+                [r.max_agents.get(name) for r in results],
+                {"label": name},
+            )
+            for name, _ in guides
+        ],
+    )
+    diff = configview.diff([r.submission.config for r in results])
+    diff_table = Table(
+        "config_diff",
+        "Configuration",
+        [Column("field", "Field"), Column("changed", "Changed", "bool")]
+        + [Column(f"c{i}", r.display_label) for i, r in enumerate(results)],
+        [
+            {
+                "field": d.path,
+                "changed": d.changed,
+                **{f"c{i}": v for i, v in enumerate(d.values)},
+                "_class": "changed" if d.changed else "",
+            }
+            for d in diff
+        ],
+    )
+    series = [charts.result_series(r) for r in results]
+    return {
+        "results": results,
+        "missing": missing,
+        "speed": speed,
+        "concurrency": concurrency,
+        "figure": _figure(series, guides, log=log, marker_speed=speed) if series else None,
+        "ranges": [frontier.speed_range(p) for p in points],
+        "tables": {
+            "iso_speed": iso_speed,
+            "iso_concurrency": iso_n,
+            "single_agent": single_table,
+            "max_agents": max_table,
+            "config_diff": diff_table,
+        },
+        "changed_count": sum(1 for d in diff if d.changed),
+    }
+
+
+# --- history and methodology ---------------------------------------------------------
+
+
+def history_page(
+    *, model_slug: str, hardware_slug: str, include_simulated: bool, log: bool
+) -> dict | None:
+    model = AIModel.objects.filter(slug=model_slug).first()
+    system = HardwareSystem.objects.filter(slug=hardware_slug).first()
+    if model is None or system is None:
+        return None
+    qs = Result.objects.for_listing().filter(model=model, hardware=system).order_by("published_at")
+    if not include_simulated:
+        qs = qs.filter(is_simulated=False)
+    results = list(qs)
+    charted = [r for r in results if r.status != Result.STATUS_INVALIDATED]
+    tier_set = default_tier_set(model)
+    tiers = tier_guides(tier_set)
+    series = [charts.result_series(r) for r in charted]
+    return {
+        "model": model,
+        "system": system,
+        "figure": _figure(series, tiers, log=log) if series else None,
+        "tables": {
+            "results": results_table(
+                results,
+                [t for t, _ in tiers],
+                title="Results over time",
+                show_hardware=False,
+                show_status=True,
+            ),
+            "points": _points_table(series),
+        },
+        "hidden_simulated": 0
+        if include_simulated
+        else Result.objects.filter(model=model, hardware=system, is_simulated=True).count(),
+    }
+
+
+def methodology_page() -> dict:
+    sets = list(
+        SloTierSet.objects.select_related("model")
+        .prefetch_related(Prefetch("tiers", queryset=SloTier.objects.order_by("order")))
+        .order_by("model__name", "-effective_date")
+    )
+    tables = {}
+    for ts in sets:
+        tables[ts.slug] = Table(
+            ts.slug,
+            f"{ts.name} v{ts.version}"
+            + (f" — {ts.model.name}" if ts.model else " — project default"),
+            [
+                Column("tier", "Tier"),
+                Column("min_p25_speed", "Min p25 output speed (tok/s per agent)", "float0"),
+                Column("max_ttft", "Max TTFT (s)", "float1"),
+                Column("ttft_percentile", "at TTFT percentile", "int"),
+                Column("max_error_rate", "Max error rate", "pct"),
+            ],
+            [
+                {
+                    "tier": t.name,
+                    "min_p25_speed": t.min_p25_output_speed,
+                    "max_ttft": t.max_ttft_s,
+                    "ttft_percentile": t.ttft_percentile,
+                    "max_error_rate": t.max_error_rate,
+                }
+                for t in ts.tiers.all()
+            ],
+            caption=f"Effective {ts.effective_date}; source: {ts.source}",
+        )
+    return {
+        "tier_tables": list(tables.items()),
+        "tables": tables,
+        "engine": engine_constants(),
+    }

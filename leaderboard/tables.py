@@ -1,0 +1,111 @@
+"""Tables shown on pages and exported as CSV from the same rows.
+
+A view builds `Table`s from raw values; the template renders `table.html_rows()` (formatted,
+with links) and `?format=csv&table=<name>` returns `table.csv_response()` (raw values), so
+every table on the site is exportable and the two can never disagree.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+
+KINDS = ("text", "int", "float0", "float1", "float2", "float3", "ratio", "pct", "bool")
+
+
+@dataclass(slots=True)
+class Column:
+    key: str
+    label: str
+    kind: str = "text"
+    missing: str = "—"  # shown when the value is None
+
+    @property
+    def numeric(self) -> bool:
+        return self.kind not in ("text", "bool")
+
+
+def format_value(value: Any, kind: str, missing: str = "—") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return missing
+    if kind == "int":
+        return f"{int(value):,}"
+    if kind.startswith("float"):
+        return f"{float(value):,.{int(kind[5:])}f}"
+    if kind == "ratio":
+        return f"{float(value):.2f}×"
+    if kind == "pct":
+        return f"{float(value) * 100:.1f}%"
+    if kind == "bool":
+        return "yes" if value else "no"
+    return str(value)
+
+
+@dataclass(slots=True)
+class Table:
+    name: str
+    title: str
+    columns: list[Column]
+    # raw values by column key; optional "_links" {key: url}, "_class" (row css class)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    caption: str = ""
+
+    def html_rows(self) -> list[dict]:
+        out = []
+        for row in self.rows:
+            links = row.get("_links") or {}
+            cells = [
+                {
+                    "text": format_value(row.get(col.key), col.kind, col.missing),
+                    "href": links.get(col.key),
+                    "num": col.numeric,
+                    "missing": row.get(col.key) is None,
+                    "header": i == 0,
+                }
+                for i, col in enumerate(self.columns)
+            ]
+            out.append({"cells": cells, "cls": row.get("_class", "")})
+        return out
+
+    def csv_text(self) -> str:
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow([c.key for c in self.columns])
+        for row in self.rows:
+            writer.writerow([_csv_value(row.get(c.key)) for c in self.columns])
+        return buf.getvalue()
+
+    def csv_response(self, filename: str) -> HttpResponse:
+        response = HttpResponse(self.csv_text(), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="{filename}.csv"'
+        return response
+
+
+def _csv_value(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else ""
+    return value
+
+
+def csv_requested(request: HttpRequest, tables: dict[str, Table], stem: str) -> HttpResponse | None:
+    """The CSV of the table `?table=` names when `?format=csv`, else None."""
+    if request.GET.get("format") != "csv" or not tables:
+        return None
+    name = request.GET.get("table") or next(iter(tables))
+    table = tables.get(name)
+    if table is None:
+        return HttpResponse(
+            f"unknown table {name!r}; tables: {', '.join(tables)}\n",
+            status=404,
+            content_type="text/plain; charset=utf-8",
+        )
+    return table.csv_response(f"{stem}-{name}")
