@@ -257,18 +257,25 @@ def run_prepare(*, submission: Submission) -> tuple[BenchmarkRun, Signature]:
     return run, run_signature(run, token)
 
 
+# validated: first run; failed / in_review: a re-run decided by a reviewer or operator.
+DISPATCHABLE_STATES = (c.VALIDATED, c.FAILED, c.IN_REVIEW)
+
+
 def submission_dispatch(*, submission: Submission) -> BenchmarkRun | None:
-    """validated → queued with a new run, enqueued once committed. Idempotent: a submission
-    that is no longer `validated` is left alone (None)."""
+    """→ queued with a new run, enqueued once committed. Idempotent: a submission that is
+    not dispatchable any more (already queued, running, decided) is left alone (None)."""
     with transaction.atomic():
         locked = Submission.objects.select_for_update().get(pk=submission.pk)
-        if locked.status != c.VALIDATED:
+        if locked.status not in DISPATCHABLE_STATES:
             log.info("submission #%s is %s; not dispatched", locked.pk, locked.status)
             return None
         try:
             run, signature = run_prepare(submission=locked)
         except DispatchError as exc:
-            submission_transition(submission=locked, to=c.QUEUED, actor_label=ACTOR)
+            if locked.status != c.FAILED:
+                submission_transition(submission=locked, to=c.QUEUED, actor_label=ACTOR)
+            else:
+                raise
             submission_transition(
                 submission=locked, to=c.FAILED, actor_label=ACTOR, reason=f"dispatch: {exc}"
             )

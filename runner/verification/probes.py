@@ -31,13 +31,15 @@ def check(
             "evidence": evidence}  # fmt: skip
 
 
-def _spec(model: str, rid: str, content: str, target: int) -> RequestSpec:
+def _spec(model: str, rid: str, content: str, target: int, system: str = "") -> RequestSpec:
+    messages = [{"role": "system", "content": system}] if system else []
+    messages.append({"role": "user", "content": content})
     return RequestSpec(
         request_id=rid,
         api="chat",
         body={
             "model": model,
-            "messages": [{"role": "user", "content": content}],
+            "messages": messages,
             "max_tokens": target,
             "ignore_eos": True,
             "temperature": 0,
@@ -125,9 +127,9 @@ async def run_probes(transport: Transport, clock: Clock, *, model: str) -> list[
             evidence={"requests": [_brief(e) for e in exchanges]},
         )
     )
-    # cached tokens: the same prefix twice, the second should hit the prefix cache
-    first = await transport.send(_spec(model, "probe-cache-1", CACHE_PROBE_TEXT + "Go.", 4))
-    second = await transport.send(_spec(model, "probe-cache-2", CACHE_PROBE_TEXT + "Next.", 4))
+    # cached tokens: the same system prompt twice; the second should hit the prefix cache
+    first = await transport.send(_spec(model, "probe-cache-1", "Go.", 4, CACHE_PROBE_TEXT))
+    second = await transport.send(_spec(model, "probe-cache-2", "Next.", 4, CACHE_PROBE_TEXT))
     cached = second.cached_tokens
     if not second.ok:
         status, summary = FAIL, f"the cache probe failed: {second.error_class}"

@@ -1,0 +1,102 @@
+"""End to end through the real parts: vendor API → dispatch → RabbitMQ → a pool worker
+process with no database → real-time simulator → runner API (live server) → SeaweedFS →
+verification → review in the admin → a published Result."""
+
+from __future__ import annotations
+
+import gzip
+import time
+
+import pytest
+from django.core.files.storage import storages
+
+from runner.models import BenchmarkRun, VerificationReport
+from submissions.models import AuditEvent, Submission
+from tests.pipeline.conftest import EXAMPLES, http, submit, wait_for_status
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+def _transitions(submission_id: int) -> list[str]:
+    events = AuditEvent.objects.filter(
+        object_type="submissions.submission", object_id=str(submission_id), action="transition"
+    ).order_by("created_at", "id")
+    return [e.to_state for e in events]
+
+
+def test_simulated_submission_runs_on_a_database_free_worker_and_is_published_after_review(
+    pipeline_settings, live_server, vendor, pool_worker_factory, client
+):
+    org, token = vendor
+    worker = pool_worker_factory(pools=("simulated",))
+    started = time.monotonic()
+    created = submit(live_server.url, token, (EXAMPLES / "simulated.yaml").read_text())
+    assert created["status"] in ("validated", "queued")
+
+    body = wait_for_status(live_server.url, token, created["id"], {"in_review", "failed"})
+    elapsed = time.monotonic() - started
+    print(f"simulated e2e: submission to in_review in {elapsed:.1f} s")
+    assert body["status"] == "in_review", (body, worker.log()[-3000:])
+
+    submission = Submission.objects.get(pk=created["id"])
+    run = BenchmarkRun.objects.get(submission=submission)
+    assert run.status == BenchmarkRun.STATUS_DONE
+    assert run.queue.endswith("pool.simulated")
+    assert run.run_spec["launcher"]["clock"] == "real"
+    assert "token" not in str(run.run_spec.get("api", ""))  # only the hash is stored
+    assert _transitions(submission.pk) == [
+        "submitted", "validated", "queued", "running", "verifying", "in_review",
+    ]  # fmt: skip
+
+    trials = list(run.trials.order_by("index"))
+    assert [t.index for t in trials] == list(range(len(trials)))
+    assert len(trials) >= 3
+    assert [t.concurrency for t in trials[:3]] == [1, 2, 4]
+    storage = storages["artifacts"]
+    assert storage.__class__.__name__ == "S3Storage"
+    for trial in trials:
+        assert trial.metrics["requests"] == trial.metrics["ok"] + trial.metrics["failed"]
+        with storage.open(trial.raw_records_key, "rb") as handle:
+            lines = gzip.decompress(handle.read()).splitlines()
+        assert len(lines) == trial.raw_records_count == trial.metrics["requests_total"]
+    assert set(run.search_summary["max_agents"]) == {t["name"] for t in run.run_spec["tiers"]}
+    assert [c["name"] for c in run.qualification] == [
+        "model_listed", "streaming", "exact_output_length", "usage_reported",
+        "cached_tokens_reported",
+    ]  # fmt: skip
+    assert all(c["status"] == "pass" for c in run.qualification), run.qualification
+
+    report = VerificationReport.objects.get(run=run)
+    checks = {c["name"]: c["status"] for c in report.checks}
+    assert checks["request_accounting"] == "pass"
+    assert checks["raw_records_stored"] == "pass"
+    assert checks["private_test_set"] == "pass"
+    assert checks["telemetry"] == "warn"  # no nvidia-smi here: "not measured", never estimated
+
+    # The vendor follows the run and its verification through the vendor API.
+    status, run_body = http("GET", f"{live_server.url}/api/v1/runs/{run.pk}/", token=token)
+    assert status == 200 and run_body["status"] == "done"
+
+    # A reviewer approves in the admin.
+    from tests.support.builders import make_user
+
+    rita = make_user("rita", staff=True)
+    rita.is_superuser = True
+    rita.save()
+    client.force_login(rita)
+    page = client.get(f"/admin/runner/benchmarkrun/{run.pk}/review/")
+    assert page.status_code == 200 and b"request_accounting" in page.content
+    answer = client.post(
+        f"/admin/runner/benchmarkrun/{run.pk}/review/",
+        {"decision": "approve", "reason": "checks pass", "label": "Tiny sim (CI)"},
+    )
+    assert answer.status_code == 302
+    submission.refresh_from_db()
+    assert submission.status == "published"
+    result = submission.result
+    assert result.is_simulated is True and result.label == "Tiny sim (CI)"
+    assert len(result.points) == len(trials)
+    assert any(p["frontier"] for p in result.points)
+    status, body = http("GET", f"{live_server.url}/api/v1/submissions/{submission.pk}/",
+                        token=token)  # fmt: skip
+    assert body["status"] == "published"
