@@ -430,6 +430,7 @@ def result_page(*, pk: int) -> dict | None:
             "submission__org",
             "run__dataset",
             "run__verification",
+            "tier_set",
         )
         .prefetch_related(
             Prefetch("tier_set__tiers", queryset=SloTier.objects.order_by("order")),
