@@ -197,7 +197,7 @@ def review_rerun(*, submission: Submission, actor, reason: str):  # -> runner Be
     Dispatch owns the run row and the queued transition; the reviewer's decision and reason
     are recorded beside it as a `review_rerun` AuditEvent.
     """
-    from runner.dispatch import submission_dispatch
+    from runner.dispatch import DispatchError, submission_dispatch
 
     with transaction.atomic():
         fresh = _prepare(action=RERUN, submission=submission, actor=actor, reason=reason)
@@ -209,8 +209,17 @@ def review_rerun(*, submission: Submission, actor, reason: str):  # -> runner Be
             to_state=c.QUEUED,
             reason=reason.strip(),
         )
-        run = submission_dispatch(submission=fresh)
+        try:
+            run = submission_dispatch(submission=fresh)
+        except DispatchError as exc:
+            raise ReviewError(f"cannot re-run: {exc}") from exc
         fresh.refresh_from_db(fields=["status", "status_reason", "status_changed_at"])
+        if run is None or fresh.status != c.QUEUED:
+            # Dispatch declined (or failed the submission): the decision did not happen.
+            raise ReviewError(
+                f"cannot re-run submission #{fresh.pk}: dispatch left it {fresh.status}"
+                + (f" ({fresh.status_reason})" if fresh.status_reason else "")
+            )
         _sync(submission, fresh)
         notification_send(submission=fresh, action=RERUN, actor=actor, reason=reason)
     return run

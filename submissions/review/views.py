@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -16,6 +17,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from leaderboard.configview import redact
 from leaderboard.models import Result
 from runner.models import BenchmarkRun, VerificationReport
 from submissions.models import Artifact, Submission
@@ -130,6 +132,10 @@ def _detail_error(
 ) -> HttpResponse:
     run = submission.runs.order_by("-created_at", "-pk").first()
     context = _detail_context(request, submission, run, bound={action: form})
+    available = {item["spec"].name for item in context["action_forms"]}
+    if action not in available:
+        # The form is not on the page any more (the state moved on): say why at the top.
+        context["decision_errors"] = [*form.non_field_errors(), *form.errors.get("reason", [])]
     return render(request, "review/detail.html", context, status=status)
 
 
@@ -191,7 +197,7 @@ def _detail_context(
     published = selectors.published_result_for(submission=submission)
     diffs = []
     if previous is not None:
-        entries = config_diff(previous.config, submission.config)
+        entries = config_diff(redact(previous.config), redact(submission.config))
         diffs.append(
             {
                 "title": f"Against the vendor's previous submission #{previous.pk}",
@@ -202,7 +208,7 @@ def _detail_context(
             }
         )
     if published is not None:
-        entries = config_diff(published.submission.config, submission.config)
+        entries = config_diff(redact(published.submission.config), redact(submission.config))
         diffs.append(
             {
                 "title": f"Against the published result “{published.label}” "
@@ -234,6 +240,9 @@ def _detail_context(
         "artifacts": artifacts,
         "timeline": selectors.submission_timeline(submission=submission),
         "action_forms": action_forms,
+        "decision_errors": [],
         "conflict": review_conflict(actor=request.user, submission=submission),
+        # secrets never reach a page, not even a reviewer's (DESIGN.md §7)
+        "config_redacted": json.dumps(redact(submission.config), indent=2, sort_keys=True),
         "result": Result.objects.filter(submission=submission).first(),
     }

@@ -193,3 +193,66 @@ def test_available_actions_follow_the_state(cast, commit):
     names = [a.name for a in review_available_actions(actor=cast.rita, submission=sub)]
     assert names == ["supersede", "invalidate"]
     assert review_available_actions(actor=cast.alice, submission=sub) == []
+
+
+def _private_test_sets():
+    """Rows for the private test sets, so dispatch finds them instead of generating one."""
+    from django.core.files.base import ContentFile
+    from django.core.files.storage import storages
+
+    from leaderboard.models import Dataset
+    from runner.datasets import SIZE_SMALL, SIZE_STANDARD, test_set_spec
+
+    storage = storages["datasets"]
+    for i, size in enumerate((SIZE_SMALL, SIZE_STANDARD)):
+        spec = test_set_spec(size)
+        key = f"test-review/{spec.name}.jsonl.gz"
+        if not storage.exists(key):
+            storage.save(key, ContentFile(b"placeholder; these tests never run the trials"))
+        Dataset.objects.create(
+            name=spec.name,
+            version=spec.version,
+            visibility=Dataset.VISIBILITY_PRIVATE,
+            sha256=f"{i}" * 64,
+            storage_key=key,
+        )
+
+
+SIMULATED_CONFIG = {"launcher": {"simulated": {"profile": "tiny", "seed": 1}}}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("state", [c.IN_REVIEW, c.FAILED])
+def test_a_rerun_goes_through_dispatch_with_the_reviewers_reason_on_the_timeline(
+    cast, django_capture_on_commit_callbacks, state
+):
+    from runner.models import BenchmarkRun
+
+    _private_test_sets()
+    sub = make_reviewable(org=cast.org_a, status=state, config=SIMULATED_CONFIG)
+    before = set(BenchmarkRun.objects.filter(submission=sub).values_list("pk", flat=True))
+    # Callbacks are captured, not run: one would enqueue the run on the broker.
+    with django_capture_on_commit_callbacks(execute=False):
+        run = review_act(
+            action="rerun", submission=sub, actor=cast.rita, reason="noisy confirmation trial"
+        )
+    assert run.pk not in before and run.status == BenchmarkRun.STATUS_PENDING
+    assert Submission.objects.get(pk=sub.pk).status == c.QUEUED
+    events = _events(sub)
+    mine = [e for e in events if e.action == "review_rerun"]
+    assert [(e.actor_id, e.reason, e.from_state) for e in mine] == [
+        (cast.rita.pk, "noisy confirmation trial", state)
+    ]
+    assert events[-1].to_state == c.QUEUED
+    assert Notification.objects.get(submission=sub).action == "rerun"
+
+
+@pytest.mark.django_db
+def test_a_rerun_that_dispatch_cannot_prepare_is_refused_and_leaves_no_trace(cast):
+    sub = make_reviewable(org=cast.org_a, status=c.FAILED, config={})
+    events = len(_events(sub))
+    with pytest.raises(ReviewError, match="cannot re-run: the config has no launcher"):
+        review_act(action="rerun", submission=sub, actor=cast.rita, reason="try again")
+    assert Submission.objects.get(pk=sub.pk).status == c.FAILED
+    assert len(_events(sub)) == events
+    assert not Notification.objects.exists()
