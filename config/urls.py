@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
@@ -12,6 +13,13 @@ urlpatterns = [
     path("api/v1/", include("submissions.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path(
+        "accounts/login/",
+        auth_views.LoginView.as_view(template_name="portal/login.html"),
+        name="login",
+    ),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("portal/", include("submissions.portal.urls")),
     path("review/", include("submissions.review.urls")),
     path("", include("leaderboard.urls")),
 ]
