@@ -107,7 +107,10 @@ def test_actions_only_accept_post(client, cast):
 
 
 @pytest.mark.django_db
-def test_the_review_nav_link_shows_for_staff_only(client, cast):
-    make_reviewable(org=cast.org_a)
-    client.force_login(cast.rita)
-    assert b'href="/review/"' in client.get(reverse("review:queue")).content
+@pytest.mark.parametrize(
+    ("who", "shown"), [("anonymous", False), ("alice", False), ("bob", False), ("rita", True)]
+)
+def test_the_review_nav_link_shows_on_public_pages_for_staff_only(client, cast, who, shown):
+    _login(client, cast, who)
+    html = client.get(reverse("home")).content.decode()
+    assert ('<a href="/review/">Review</a>' in html) is shown
