@@ -3,6 +3,7 @@ the engine's own TrialSummary shape), a verification report and stored artifacts
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from runner.engine.metrics import ClientHealth, TrialSummary
@@ -102,16 +103,32 @@ def make_reviewable(
         config=config if config is not None else CONFIG,
         **fields,
     )
+    finish_run(sub, checks=checks, verification=verification, artifacts=artifacts)
+    return sub
+
+
+def finish_run(
+    sub: Submission,
+    *,
+    run: BenchmarkRun | None = None,
+    checks: list[dict] | None = None,
+    verification: str = "warn",
+    artifacts: bool = False,
+) -> BenchmarkRun:
+    """Give `sub` a finished run as the runner would leave it: the trials of SEARCH with
+    verdicts against a tier set, the search summary, a verification report and, optionally,
+    a runner log and raw records in the artifact store. `run` (e.g. the one dispatch made)
+    is completed in place; otherwise a new run is created."""
     tier_set = make_tier_set()
     tiers = [t.name for t in tier_set.tiers.all()]
     speeds = {t.name: (t.min_p25_output_speed, t.max_ttft_s) for t in tier_set.tiers.all()}
-    run = BenchmarkRun.objects.create(
-        submission=sub,
-        tier_set=tier_set,
-        status=BenchmarkRun.STATUS_DONE,
-        runner_host="runner-1",
-        queue=f"pool.{hardware.runner_pool}",
-    )
+    if run is None:
+        run = BenchmarkRun.objects.create(submission=sub)
+    run.tier_set = tier_set
+    run.status = BenchmarkRun.STATUS_DONE
+    run.runner_host = "runner-1"
+    run.queue = run.queue or f"pool.{sub.hardware.runner_pool}"
+    run.save()
     trials = []
     for index, (phase, n, p25, ttft) in enumerate(SEARCH):
         verdicts = {}
@@ -157,25 +174,27 @@ def make_reviewable(
         run=run, status=verification, checks=checks if checks is not None else CHECKS
     )
     if artifacts:
-        key = f"runs/{run.pk}/trial-0/requests.jsonl"
+        # unique per call: stored objects outlive the test database's ids
+        prefix = f"test-review/{uuid.uuid4().hex}/runs/{run.pk}"
+        key = f"{prefix}/trial-0/requests.jsonl"
         artifact_store(
             kind=Artifact.KIND_RAW_RECORDS,
             key=key,
             content=b'{"ok": true}\n',
             content_type="application/x-ndjson",
-            org=org,
+            org=sub.org,
             run=run,
         )
         Trial.objects.filter(run=run, index=0).update(raw_records_key=key)
         artifact_store(
             kind=Artifact.KIND_LOG,
-            key=f"runs/{run.pk}/runner.log",
+            key=f"{prefix}/runner.log",
             content=b"runner started\n",
             content_type="text/plain",
-            org=org,
+            org=sub.org,
             run=run,
         )
-    return sub
+    return run
 
 
 PATH_TO_REVIEW = (c.SUBMITTED, c.VALIDATED, c.QUEUED, c.RUNNING, c.VERIFYING, c.IN_REVIEW)
