@@ -1,6 +1,14 @@
 from django.contrib import admin
 
-from submissions.models import ApiToken, Artifact, AuditEvent, Membership, Organization, Submission
+from submissions.models import (
+    ApiToken,
+    Artifact,
+    AuditEvent,
+    Membership,
+    Organization,
+    PoolEndpoint,
+    Submission,
+)
 
 
 class MembershipInline(admin.TabularInline):
@@ -51,3 +59,11 @@ class AuditEventAdmin(admin.ModelAdmin):
 class ArtifactAdmin(admin.ModelAdmin):
     list_display = ("kind", "storage_key", "size", "sha256", "created_at")
     list_filter = ("kind",)
+
+
+@admin.register(PoolEndpoint)
+class PoolEndpointAdmin(admin.ModelAdmin):
+    """The allowlist `attached` configs choose from (URL + the key's env var name only)."""
+
+    list_display = ("pool", "endpoint_id", "url", "org", "enabled", "created_at")
+    list_filter = ("pool", "enabled")

@@ -334,6 +334,28 @@ class ProcessLauncher(_Strict):
         return _check_env(value)
 
 
+def _profiles_dir() -> Path:
+    try:
+        from runner.simulator.profile import PROFILES_DIR
+    except ImportError:  # the simulator package is optional for the schema itself
+        return Path(__file__).resolve().parents[2] / "runner" / "simulator" / "profiles"
+    return Path(PROFILES_DIR)
+
+
+def simulator_profile_targets(profile: str) -> tuple[str | None, str | None]:
+    """(system slug, model slug) a profile names from the catalog; None where it is inline."""
+    for suffix in (".yaml", ".yml"):
+        path = _profiles_dir() / f"{profile}{suffix}"
+        if path.is_file():
+            doc = yaml.safe_load(path.read_text()) or {}
+            system, model = doc.get("system"), doc.get("model")
+            return (
+                system if isinstance(system, str) else None,
+                model if isinstance(model, str) else None,
+            )
+    return None, None
+
+
 def available_simulator_profiles() -> list[str]:
     try:
         from runner.simulator.profile import available_profiles
@@ -445,6 +467,18 @@ class DeploymentConfig(_Strict):
                 f"required for engine {self.engine.name!r}: an image pinned by digest, "
                 "name@sha256:<64 hex>",
             )
+        if self.launcher.simulated is not None:
+            system, model = simulator_profile_targets(self.launcher.simulated.profile)
+            if system is not None and system != self.hardware:
+                raise _field_error(
+                    "launcher.simulated.profile",
+                    f"profile simulates hardware {system!r}, the topology names {self.hardware!r}",
+                )
+            if model is not None and model != self.model.id:
+                raise _field_error(
+                    "launcher.simulated.profile",
+                    f"profile simulates model {model!r}, the config names {self.model.id!r}",
+                )
         if self.topology.mode == "disaggregated" and self.kv_cache.transfer == "none":
             raise _field_error("kv_cache.transfer", "disaggregated mode needs a KV transfer")
         return self

@@ -17,8 +17,11 @@ def example(name: str) -> dict[str, Any]:
 
 
 def simulated_config(*, model: str | None = None, hardware: str | None = None, **top: Any) -> dict:
-    """The simulated example, optionally retargeted at a test catalog's model and hardware."""
+    """The simulated example, optionally retargeted at a test catalog's model and hardware
+    (then on the `tiny` profile, which names no catalog entries)."""
     doc = copy.deepcopy(example("simulated"))
+    if model or hardware:
+        doc["launcher"]["simulated"]["profile"] = "tiny"
     if model:
         doc["model"]["id"] = model
     if hardware:

@@ -211,7 +211,7 @@ def test_an_unknown_simulator_profile_is_rejected_listing_the_known_ones():
     doc["launcher"]["simulated"]["profile"] = "no-such-profile"
     fields = errors_of(doc)
     assert list(fields) == ["launcher.simulated.profile"]
-    assert "tiny" in fields["launcher.simulated.profile"][0]
+    assert "h100-sxm-hgx8-dsv41-flash" in fields["launcher.simulated.profile"][0]
 
 
 def test_preview_availability_needs_a_date():
@@ -280,3 +280,17 @@ def test_a_validated_config_round_trips_through_its_json_dump():
 
 def test_docs_hold_one_example_per_launcher():
     assert sorted(p.stem for p in Path(EXAMPLES).glob("*.yaml")) == EXAMPLE_NAMES
+
+
+def test_a_simulator_profile_for_other_hardware_is_rejected():
+    doc = example("simulated")
+    doc["launcher"]["simulated"]["profile"] = "h200-hgx8-dsv41-flash"
+    fields = errors_of(doc)
+    assert list(fields) == ["launcher.simulated.profile"]
+    assert "'h200-hgx8'" in fields["launcher.simulated.profile"][0]
+
+
+def test_a_simulator_profile_for_another_model_is_rejected():
+    doc = example("simulated")
+    doc["model"]["id"] = "deepseek-v3"
+    assert list(errors_of(doc)) == ["launcher.simulated.profile"]

@@ -24,7 +24,7 @@ def test_a_valid_config_becomes_a_validated_submission_with_its_audit_trail():
     sub.refresh_from_db()
     assert sub.status == c.VALIDATED
     assert (sub.model, sub.hardware, sub.is_simulated) == (catalog.model, catalog.hardware, True)
-    assert sub.config["topology"]["accelerators_used"] == 1
+    assert sub.config["topology"]["accelerators_used"] == 8  # 1 worker x 8 accelerators
     events = AuditEvent.objects.filter(object_id=str(sub.pk)).values_list("to_state", flat=True)
     assert list(events) == [c.SUBMITTED, c.VALIDATED]
 
