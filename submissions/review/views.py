@@ -225,6 +225,11 @@ def _detail_context(
         for spec in available
     ]
     summary = (run.search_summary if run else None) or {}
+    probes = [
+        {**probe, "evidence_rows": presenters.evidence_rows(probe.get("evidence") or {})}
+        for probe in ((run.qualification if run else None) or [])
+        if isinstance(probe, dict)
+    ]
     return {
         "submission": submission,
         "run": run,
@@ -236,6 +241,9 @@ def _detail_context(
         "report": report,
         "checks": checks,
         "check_counts": presenters.check_counts(checks),
+        "probes": probes,
+        "runner_rows": presenters.evidence_rows(run.runner_info) if run and run.runner_info else [],
+        "telemetry_rows": presenters.evidence_rows(run.telemetry) if run and run.telemetry else [],
         "diffs": diffs,
         "artifacts": artifacts,
         "timeline": selectors.submission_timeline(submission=submission),

@@ -228,3 +228,51 @@ def test_vendors_read_their_own_orgs_notifications_only_through_the_portal_inclu
     assert "use the private dataset" in html and "bob&#x27;s problem" not in html
     assert f'data-notification="{mine[0].pk}"' in html and "unread" in html
     assert Notification.objects.count() == 2
+
+
+@pytest.mark.django_db
+def test_the_run_page_shows_qualification_probes_and_what_the_worker_reported(rita_client, cast):
+    sub = make_reviewable(org=cast.org_a)
+    run = sub.runs.get()
+    run.qualification = [
+        {
+            "name": "cached_tokens_reported",
+            "status": "fail",
+            "summary": "usage has no cached_tokens; vLLM needs --enable-prompt-tokens-details",
+            "evidence": {"usage": {"prompt_tokens": 812}},
+        }
+    ]
+    run.runner_info = {"hostname": "pool-h100-7", "engine": {"version": "0.14.0"}}
+    run.telemetry = {"measured": False, "reason": "no nvidia-smi on the host"}
+    run.save()
+    html = rita_client.get(reverse("review:run", args=[run.pk])).content.decode()
+    probe = html.split('data-probe="cached_tokens_reported"')[1].split("</article>")[0]
+    assert "--enable-prompt-tokens-details" in probe and "<code>usage.prompt_tokens</code>" in probe
+    assert "<code>runner.engine.version</code></th><td>0.14.0" in html
+    assert "<code>telemetry.reason</code></th><td>no nvidia-smi on the host" in html
+
+
+@pytest.mark.django_db
+def test_secrets_in_a_config_never_reach_the_run_page_or_its_diff(rita_client, cast):
+    previous = make_reviewable(
+        org=cast.org_a, config={**CONFIG, "launcher": {"process": {"env": {"HF_TOKEN": "hf_old"}}}}
+    )
+    config = {**CONFIG, "launcher": {"process": {"env": {"HF_TOKEN": "hf_s3cr3t", "X": "1"}}}}
+    sub = make_reviewable(org=cast.org_a, config=config, previous=previous)
+    html = rita_client.get(reverse("review:submission", args=[sub.pk])).content.decode()
+    assert "hf_s3cr3t" not in html and "hf_old" not in html
+    assert "[redacted]" in html
+    assert "<code>launcher.process.env.X</code>" in html
+
+
+@pytest.mark.django_db
+def test_marking_notifications_read_touches_only_the_users_own_orgs(cast):
+    from submissions.review.selectors import notification_unread_count
+    from submissions.review.services import notification_mark_read
+
+    review_request_changes(submission=make_reviewable(org=cast.org_a), actor=cast.rita, reason="a")
+    review_request_changes(submission=make_reviewable(org=cast.org_b), actor=cast.rita, reason="b")
+    assert notification_unread_count(user=cast.alice) == 1
+    assert notification_mark_read(user=cast.alice) == 1
+    assert notification_unread_count(user=cast.alice) == 0
+    assert notification_unread_count(user=cast.bob) == 1
