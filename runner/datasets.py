@@ -3,6 +3,7 @@ none is stored yet, and kept in the `datasets` storage (never served publicly)."
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 from dataclasses import dataclass
@@ -68,14 +69,10 @@ def _small_shape():
     )
 
 
-def private_test_set(*, size: str = SIZE_STANDARD) -> Dataset:
-    """The private test set of `size`; generated and stored the first time it is needed."""
-    spec = test_set_spec(size)
-    existing = Dataset.objects.filter(
-        name=spec.name, version=spec.version, visibility=Dataset.VISIBILITY_PRIVATE
-    ).first()
-    if existing is not None:
-        return existing
+@functools.lru_cache(maxsize=4)
+def _generated(spec: TestSetSpec) -> tuple[bytes, str, dict]:
+    """(file bytes, canonical digest, stats) of a synthetic test set; deterministic, so a
+    process generates each one once."""
     from runner.engine.datasets.stats import dataset_stats
     from runner.engine.datasets.synthetic import ShapeParams, generate_dataset
     from runner.engine.trajectory import dataset_to_bytes
@@ -91,14 +88,25 @@ def private_test_set(*, size: str = SIZE_STANDARD) -> Dataset:
     )
     dataset.validate()
     content = dataset_to_bytes(dataset)
-    digest = dataset.digest()
+    stats = dataset_stats(dataset).to_dict()
+    stats["file_sha256"] = hashlib.sha256(content).hexdigest()
+    stats["max_prompt_tokens"] = dataset.max_prompt_tokens()
+    return content, dataset.digest(), stats
+
+
+def private_test_set(*, size: str = SIZE_STANDARD) -> Dataset:
+    """The private test set of `size`; generated and stored the first time it is needed."""
+    spec = test_set_spec(size)
+    existing = Dataset.objects.filter(
+        name=spec.name, version=spec.version, visibility=Dataset.VISIBILITY_PRIVATE
+    ).first()
+    if existing is not None:
+        return existing
+    content, digest, stats = _generated(spec)
     key = f"private/{spec.name}/{spec.version}/{digest}.jsonl.gz"
     storage = storages["datasets"]
     if not storage.exists(key):
         storage.save(key, ContentFile(content))
-    stats = dataset_stats(dataset).to_dict()
-    stats["file_sha256"] = hashlib.sha256(content).hexdigest()
-    stats["max_prompt_tokens"] = dataset.max_prompt_tokens()
     try:
         with transaction.atomic():
             return Dataset.objects.create(
@@ -108,7 +116,7 @@ def private_test_set(*, size: str = SIZE_STANDARD) -> Dataset:
                 sha256=digest,
                 storage_key=key,
                 size=len(content),
-                stats=stats,
+                stats=dict(stats),
             )
     except IntegrityError:  # generated concurrently by another request: same bytes
         return Dataset.objects.get(sha256=digest)

@@ -34,9 +34,11 @@ FAST_SEARCH = {
 
 
 @pytest.fixture
-def catalog(transactional_db) -> None:
+def catalog(db, settings) -> None:
+    """The real catalog (transactional when the test also uses the live server)."""
     from leaderboard.services import catalog_seed
 
+    settings.RUN_DATASET_SMALL_TRAJECTORIES = 3
     catalog_seed()
 
 
