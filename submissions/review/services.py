@@ -112,7 +112,10 @@ def _prepare(*, action: str, submission: Submission, actor, reason: str) -> Subm
     review_assert_can_act(actor=actor, submission=submission)
     if not reason or not reason.strip():
         raise ReviewError("a reason is required")
-    fresh = Submission.objects.select_for_update().select_related("org", "model", "hardware")
+    # of=("self",): lock the submission row only, not the org and catalog rows joined in.
+    fresh = Submission.objects.select_for_update(of=("self",)).select_related(
+        "org", "model", "hardware"
+    )
     fresh = fresh.get(pk=submission.pk)
     spec = ACTIONS[action]
     if fresh.status not in spec.from_states:
@@ -130,7 +133,6 @@ def _reviewable_run(submission: Submission):
 
     run = (
         BenchmarkRun.objects.filter(submission=submission, status=BenchmarkRun.STATUS_DONE)
-        .select_related("verification")
         .order_by("-created_at", "-pk")
         .first()
     )
