@@ -1,0 +1,115 @@
+"""A worker killed mid-search: the run is retried and resumes from its stored trials, none
+lost or duplicated. Stale heartbeats: the reaper retries, then fails with a reason."""
+
+from __future__ import annotations
+
+import datetime as dt
+import signal
+import time
+
+import pytest
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from runner.models import BenchmarkRun, Trial
+from runner.services import reap_stale_runs
+from submissions import constants as c
+from submissions.models import AuditEvent, Submission
+from tests.pipeline.builders import prepared_run
+from tests.pipeline.conftest import EXAMPLES, submit, wait_for_status
+
+LONGER_SEARCH = {"cap": 8, "max_trials": 7}
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_killed_mid_search_is_replaced_and_the_search_resumes_without_losing_trials(
+    pipeline_settings, live_server, vendor, pool_worker_factory
+):
+    pipeline_settings.RUN_SEARCH_OPTIONS_BY_POOL["simulated-realtime"].update(LONGER_SEARCH)
+    _, token = vendor
+    first = pool_worker_factory(pools=("simulated",), name="first")
+    created = submit(live_server.url, token, (EXAMPLES / "simulated.yaml").read_text())
+    run = BenchmarkRun.objects.get(submission_id=created["id"])
+
+    deadline = time.monotonic() + 300
+    while Trial.objects.filter(run=run).count() < 2:
+        assert time.monotonic() < deadline, first.log()[-3000:]
+        time.sleep(0.5)
+    first.kill(signal.SIGKILL)  # the whole process group: main process and pool child
+    before = {t.index: (t.pk, t.concurrency, t.attempt) for t in Trial.objects.filter(run=run)}
+    assert all(attempt == 1 for _, _, attempt in before.values())
+
+    # RabbitMQ redelivers the unacknowledged message to the next worker on the queue.
+    second = pool_worker_factory(pools=("simulated",), name="second")
+    body = wait_for_status(live_server.url, token, created["id"], {"in_review", "failed"})
+    assert body["status"] == "in_review", (body, second.log()[-3000:])
+
+    run.refresh_from_db()
+    trials = list(Trial.objects.filter(run=run).order_by("index"))
+    assert [t.index for t in trials] == list(range(len(trials)))  # no gap, no duplicate
+    for index, (pk, concurrency, attempt) in before.items():
+        assert (trials[index].pk, trials[index].concurrency, trials[index].attempt) == (
+            pk, concurrency, attempt,
+        )  # fmt: skip
+    assert run.attempt == 2
+    assert {t.attempt for t in trials[len(before) :]} == {2}
+    assert len(trials) > len(before)
+    summary_trials = run.search_summary["trials"]
+    assert [(t["index"], t["concurrency"]) for t in summary_trials] == [
+        (t.index, t.concurrency) for t in trials
+    ]
+    resumed = AuditEvent.objects.get(object_type="runner.benchmarkrun", object_id=str(run.pk),
+                                     action="run_resumed")  # fmt: skip
+    assert f"after {len(before)} trials" in resumed.reason
+
+
+@pytest.mark.django_db
+def test_a_run_with_a_stale_heartbeat_is_requeued_with_a_new_token(
+    catalog, cast, django_capture_on_commit_callbacks
+):
+    run, old_token = prepared_run(cast.org_a)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {old_token}")
+    assert client.post(f"/api/v1/runner/runs/{run.pk}/start", {}, format="json").status_code == 200
+    BenchmarkRun.objects.filter(pk=run.pk).update(
+        heartbeat_at=timezone.now() - dt.timedelta(seconds=3600)
+    )
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        actions = reap_stale_runs()
+    assert actions == [(run.pk, "retried")]
+    assert len(callbacks) == 1  # one new message, sent once the transaction commits
+    run.refresh_from_db()
+    submission = Submission.objects.get(pk=run.submission_id)
+    assert (run.status, submission.status) == ("pending", c.QUEUED)
+    assert "no heartbeat for over" in submission.status_reason
+    refused = client.get(f"/api/v1/runner/runs/{run.pk}/")
+    assert refused.status_code == 401  # the old attempt's token stopped working
+
+
+@pytest.mark.django_db
+def test_a_run_out_of_attempts_is_failed_by_the_reaper_with_the_reason(catalog, cast, settings):
+    settings.RUN_MAX_ATTEMPTS = 1
+    run, token = prepared_run(cast.org_a)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    client.post(f"/api/v1/runner/runs/{run.pk}/start", {}, format="json")
+    BenchmarkRun.objects.filter(pk=run.pk).update(
+        heartbeat_at=timezone.now() - dt.timedelta(seconds=3600)
+    )
+    assert reap_stale_runs() == [(run.pk, "failed")]
+    run.refresh_from_db()
+    submission = Submission.objects.get(pk=run.submission_id)
+    assert (run.status, submission.status) == ("failed", c.FAILED)
+    assert "after 1 attempts" in submission.status_reason
+
+
+@pytest.mark.django_db
+def test_a_fresh_heartbeat_is_left_alone_by_the_reaper(catalog, cast):
+    run, token = prepared_run(cast.org_a)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    client.post(f"/api/v1/runner/runs/{run.pk}/start", {}, format="json")
+    assert reap_stale_runs() == []
+    run.refresh_from_db()
+    assert run.status == "running"
