@@ -23,6 +23,7 @@ MESSAGE_OVERHEAD = 4
 PRIMING_TOKENS = 3
 COMPLETION_BLOCK = 256
 _CACHE_LIMIT = 400_000
+_TEXT_CACHE_CHARS = 64_000_000
 
 
 class PromptError(ValueError):
@@ -79,15 +80,20 @@ class PromptAccountant:
         # Message objects repeat across turns (a dataset's messages are reused), so their text
         # is cached by identity; the object is kept so its id cannot be reused meanwhile.
         self._texts: dict[int, tuple[Any, str]] = {}
+        self._texts_chars = 0
 
     def text_of(self, msg: Any) -> str:
         hit = self._texts.get(id(msg))
         if hit is not None and hit[0] is msg:
             return hit[1]
         text = message_text(msg)
-        if len(self._texts) >= _CACHE_LIMIT:
+        # Bounded by entries and by the text it keeps alive (per-session first messages are
+        # fresh copies carrying a namespace line, and can be long).
+        if len(self._texts) >= _CACHE_LIMIT or self._texts_chars > _TEXT_CACHE_CHARS:
             self._texts.clear()
+            self._texts_chars = 0
         self._texts[id(msg)] = (msg, text)
+        self._texts_chars += len(text)
         return text
 
     def count_text(self, text: str) -> int:
