@@ -1,0 +1,63 @@
+"""End to end with a real inference engine: the `process` launcher starts a llama.cpp
+server (PyPI xllamacpp, the tiny GGUF) on a pool worker with no database, measures it and
+stops it; the run is verified and published as measured."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from runner.models import BenchmarkRun
+from submissions.models import Artifact, Submission
+from tests.pipeline.conftest import EXAMPLES, no_database_env, submit, wait_for_status
+from tests.support.llamacpp import free_port, tiny_gguf
+
+pytestmark = [pytest.mark.slow, pytest.mark.llamacpp, pytest.mark.django_db(transaction=True)]
+
+
+def test_process_launcher_measures_a_real_llama_cpp_server_and_stops_it(
+    pipeline_settings, live_server, vendor, tmp_path, cast
+):
+    from config.celery import pool_queue
+    from runner.review import run_approve
+    from tests.support.workers import start_worker
+
+    _, token = vendor
+    port = free_port()
+    env = no_database_env()
+    env["AGENTPERF_TINY_GGUF"] = str(tiny_gguf(seed=0))
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    worker = start_worker([pool_queue("local-cpu")], tmp_path / "cpu-worker.log", env=env)
+    try:
+        config = (EXAMPLES / "process.yaml").read_text().replace("port: 18431", f"port: {port}")
+        started = time.monotonic()
+        created = submit(live_server.url, token, config)
+        body = wait_for_status(live_server.url, token, created["id"], {"in_review", "failed"})
+        print(f"llama.cpp e2e: submission to in_review in {time.monotonic() - started:.1f} s")
+        assert body["status"] == "in_review", (body, worker.log()[-3000:])
+    finally:
+        worker.stop()
+
+    submission = Submission.objects.get(pk=created["id"])
+    run = BenchmarkRun.objects.get(submission=submission)
+    assert run.queue.endswith("pool.local-cpu")
+    assert run.runner_info["endpoint"]["launcher"] == "process"
+    assert {c["name"]: c["status"] for c in run.qualification}["exact_output_length"] == "pass"
+    trials = list(run.trials.order_by("index"))
+    # A single agent on a slow CPU may send nothing inside one short window; the run as a
+    # whole must have measured real answers, every one of the requested length.
+    assert sum(t.metrics["ok"] for t in trials) > 0, [t.metrics for t in trials]
+    assert all(t.metrics["errors_by_class"].get("wrong_length", 0) == 0 for t in trials)
+    log = Artifact.objects.get(run=run, kind=Artifact.KIND_LOG)
+    assert log.size > 0  # the server's own log, captured and stored
+    with pytest.raises(OSError):  # the server was stopped after the run
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2)
+
+    result = run_approve(run=run, actor=cast.rita, label="llama.cpp on this CPU (CI)")
+    assert result.is_simulated is False
+    assert result.hardware.slug == "local-cpu"
+    assert result.engine_name == "llamacpp"
