@@ -170,6 +170,11 @@ class ResultQuerySet(models.QuerySet):
             "model__sources", "hardware__sources", "hardware__peak_tflops_dense"
         )
 
+    def for_chart(self) -> ResultQuerySet:
+        """for_listing() without the points document: charts read compact points from the
+        per-result cache (`leaderboard.pages.chart_points`)."""
+        return self.for_listing().defer("points")
+
 
 class Result(models.Model):
     """A published run: what the public pages show."""

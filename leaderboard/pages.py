@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
+from django.core.cache import cache
 from django.db.models import Prefetch
 from django.urls import NoReverseMatch, reverse
 
@@ -56,15 +57,37 @@ def hidden_simulated_count(include_simulated: bool, **filters) -> int:
     ).count()
 
 
-def single_agent_speed(result: Result) -> float | None:
-    first = frontier.single_agent(result.frontier_points())
-    return first[1] if first and first[0] == 1 else None
+POINTS_TIMEOUT_S = 7 * 24 * 3600
+
+
+def chart_points(results: Sequence[Result]) -> dict[int, list[list]]:
+    """Compact chart points per result id. A result's points never change after publishing,
+    so they are cached per result (no generation): a page after a publish decodes only the
+    new result's points document, not all of them (one query for the misses, if any)."""
+    keys = {f"lb:points:{r.pk}": r.pk for r in results}
+    out = {keys[k]: v for k, v in cache.get_many(list(keys)).items()}
+    missing = [r.pk for r in results if r.pk not in out]
+    if missing:
+        fresh = {
+            pk: charts.compact_points(points)
+            for pk, points in Result.objects.filter(pk__in=missing).values_list("pk", "points")
+        }
+        cache.set_many({f"lb:points:{pk}": v for pk, v in fresh.items()}, POINTS_TIMEOUT_S)
+        out.update(fresh)
+    return out
+
+
+def single_agent_speed(points: list[list]) -> float | None:
+    """p25 speed at N = 1 (repeats averaged) from compact points; None if N = 1 wasn't run."""
+    at_one = [p[1] for p in points if p[0] == 1]
+    return sum(at_one) / len(at_one) if at_one else None
 
 
 def results_table(
     results: Sequence[Result],
     tier_names: Sequence[str],
     *,
+    points: dict[int, list[list]],
     name: str = "results",
     title: str = "Results",
     show_model: bool = False,
@@ -93,6 +116,13 @@ def results_table(
     if show_status:
         columns.append(Column("status", "Status"))
     rows = []
+    urls: dict[tuple[str, str], str] = {}
+
+    def url(name: str, slug: str) -> str:
+        if (name, slug) not in urls:
+            urls[name, slug] = reverse(name, args=[slug])
+        return urls[name, slug]
+
     for r in results:
         row = {
             "label": r.display_label,
@@ -100,14 +130,14 @@ def results_table(
             "hardware": r.hardware.name,
             "published": r.published_at.date().isoformat(),
             "accelerators_used": r.accelerators_used,
-            "single_agent_speed": single_agent_speed(r),
+            "single_agent_speed": single_agent_speed(points.get(r.pk, [])),
             "simulated": r.is_simulated,
             "status": r.status + (f": {r.status_reason}" if r.status_reason else ""),
             "result_id": r.pk,
             "_links": {
                 "label": result_url(r.pk),
-                "model": reverse("model-detail", args=[r.model.slug]),
-                "hardware": reverse("hardware-detail", args=[r.hardware.slug]),
+                "model": url("model-detail", r.model.slug),
+                "hardware": url("hardware-detail", r.hardware.slug),
             },
             "_class": "sim" if r.is_simulated else "",
         }
@@ -151,7 +181,8 @@ def _points_table(series: list[dict], name: str = "points") -> Table:
     rows = []
     for s in series:
         name_ = f"{s['name']} [simulated]" if s["is_simulated"] else s["name"]
-        for n, x, y, ttft, apa in s["points"]:
+        links = {"result": result_url(s["id"])}
+        for n, x, y, ttft, apa, _ in s["points"]:
             rows.append(
                 {
                     "result": name_,
@@ -162,17 +193,17 @@ def _points_table(series: list[dict], name: str = "points") -> Table:
                     "agents_per_accelerator": apa,
                     "simulated": s["is_simulated"],
                     "result_id": s["id"],
-                    "_links": {"result": result_url(s["id"])},
+                    "_links": links,
                 }
             )
-    return Table(name, "Frontier points", columns, rows)
+    return Table(name, "Frontier points", columns, rows, inline_limit=600)
 
 
 # --- home ----------------------------------------------------------------------------
 
 
 def home(*, tier: str | None, include_simulated: bool) -> dict:
-    results = list(Result.objects.public(include_simulated=include_simulated).for_listing())
+    results = list(Result.objects.public(include_simulated=include_simulated).for_chart())
     tier_set = default_tier_set()
     names = [t for t, _ in tier_guides(tier_set)]
     for r in results:
@@ -212,6 +243,7 @@ def home(*, tier: str | None, include_simulated: bool) -> dict:
     latest = results_table(
         results[:LATEST_COUNT],
         [chosen] if chosen else [],
+        points=chart_points(results[:LATEST_COUNT]),
         name="latest",
         title="Latest results",
         show_model=True,
@@ -240,10 +272,11 @@ def model_page(
     tier_set = default_tier_set(model)
     tiers = tier_guides(tier_set)
     results = list(
-        Result.objects.public(include_simulated=include_simulated).for_listing().filter(model=model)
+        Result.objects.public(include_simulated=include_simulated).for_chart().filter(model=model)
     )
     shown = [r for r in results if r.pk in selected] if selected else results
-    series = [charts.result_series(r) for r in shown]
+    points = chart_points(results)
+    series = [charts.result_series(r, points=points[r.pk]) for r in shown]
     names = [t for t, _ in tiers]
     return {
         "model": model,
@@ -256,7 +289,7 @@ def model_page(
         "selected": [r.pk for r in shown],
         "figure": _figure(series, tiers, log=log) if series else None,
         "tables": {
-            "results": results_table(results, names),
+            "results": results_table(results, names, points=points),
             "points": _points_table(series),
         },
         "history": sorted(
@@ -272,13 +305,17 @@ def hardware_page(*, slug: str, include_simulated: bool, log: bool) -> dict | No
         return None
     results = list(
         Result.objects.public(include_simulated=include_simulated)
-        .for_listing()
+        .for_chart()
         .filter(hardware=system)
         .order_by("model__name", "-published_at")
     )
+    points = chart_points(results)
     tier_set = default_tier_set()
     tiers = tier_guides(tier_set)
-    series = [charts.result_series(r, name=f"{r.model.name} — {r.label}") for r in results]
+    series = [
+        charts.result_series(r, points=points[r.pk], name=f"{r.model.name} — {r.label}")
+        for r in results
+    ]
     by_model: dict[str, list[Result]] = defaultdict(list)
     for r in results:
         by_model[r.model.name].append(r)
@@ -293,7 +330,11 @@ def hardware_page(*, slug: str, include_simulated: bool, log: bool) -> dict | No
         ],
         "tables": {
             "results": results_table(
-                results, [t for t, _ in tiers], show_model=True, show_hardware=False
+                results,
+                [t for t, _ in tiers],
+                points=points,
+                show_model=True,
+                show_hardware=False,
             ),
             "points": _points_table(series),
         },
@@ -637,14 +678,15 @@ def history_page(
     system = HardwareSystem.objects.filter(slug=hardware_slug).first()
     if model is None or system is None:
         return None
-    qs = Result.objects.for_listing().filter(model=model, hardware=system).order_by("published_at")
+    qs = Result.objects.for_chart().filter(model=model, hardware=system).order_by("published_at")
     if not include_simulated:
         qs = qs.filter(is_simulated=False)
     results = list(qs)
     charted = [r for r in results if r.status != Result.STATUS_INVALIDATED]
     tier_set = default_tier_set(model)
     tiers = tier_guides(tier_set)
-    series = [charts.result_series(r) for r in charted]
+    points = chart_points(results)
+    series = [charts.result_series(r, points=points[r.pk]) for r in charted]
     return {
         "model": model,
         "system": system,
@@ -653,6 +695,7 @@ def history_page(
             "results": results_table(
                 results,
                 [t for t, _ in tiers],
+                points=points,
                 title="Results over time",
                 show_hardware=False,
                 show_status=True,

@@ -4,16 +4,18 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from urllib.parse import urlencode
 
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
+from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET
 
 from leaderboard import pages
 from leaderboard.cache import cached
 from leaderboard.models import AIModel, HardwareSystem, Result
-from leaderboard.tables import csv_requested
+from leaderboard.tables import csv_requested, prerender
 from submissions.models import Artifact
 from submissions.services.artifacts import artifact_url
 
@@ -61,10 +63,7 @@ def query_with(request: HttpRequest, **changes) -> str:
     return "?" + urlencode(params, doseq=True) if params else "?"
 
 
-def _render(request: HttpRequest, template: str, data: dict, stem: str) -> HttpResponse:
-    export = csv_requested(request, data.get("tables") or {}, stem)
-    if export is not None:
-        return export
+def _context(request: HttpRequest, data: dict) -> dict:
     context = dict(data)
     context["simulated"] = want_simulated(request)
     context["query"] = request.GET.urlencode()
@@ -72,15 +71,50 @@ def _render(request: HttpRequest, template: str, data: dict, stem: str) -> HttpR
     context["q_sim_off"] = query_with(request, simulated=None)
     context["q_log"] = query_with(request, scale="log")
     context["q_linear"] = query_with(request, scale=None)
-    return render(request, template, context)
+    return context
+
+
+def _page(
+    request: HttpRequest, *, build: Callable[[], dict | None], template: str, stem: str
+) -> HttpResponse:
+    """Render `build()`'s data with `template`, or export a table of it as CSV.
+
+    Anonymous visitors get the finished HTML from the cache (one lookup, no query) until the
+    next publish; signed-in users get a fresh render, so nothing personal is ever cached.
+    """
+    if request.GET.get("format") == "csv":
+        data = build()
+        if data is None:
+            raise Http404("not found")
+        export = csv_requested(request, data.get("tables") or {}, stem)
+        if export is not None:
+            return export
+
+    def render_html() -> str | None:
+        data = prerender(build())
+        if data is None:
+            return None
+        return render_to_string(template, _context(request, data), request)
+
+    if request.user.is_authenticated:
+        html = render_html()
+    else:
+        html = cached(f"page:{request.get_full_path()}", render_html)
+    if html is None:
+        raise Http404("not found")
+    return HttpResponse(html)
 
 
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
     sim = want_simulated(request)
     tier = request.GET.get("tier") or None
-    data = cached(f"home:{tier}:{sim}", lambda: pages.home(tier=tier, include_simulated=sim))
-    return _render(request, "leaderboard/home.html", data, "leaderboard")
+    return _page(
+        request,
+        build=lambda: pages.home(tier=tier, include_simulated=sim),
+        template="leaderboard/home.html",
+        stem="leaderboard",
+    )
 
 
 @require_GET
@@ -91,13 +125,12 @@ def model_list(request: HttpRequest) -> HttpResponse:
 @require_GET
 def model_detail(request: HttpRequest, slug: str) -> HttpResponse:
     sim, ids, log = want_simulated(request), selected_ids(request), log_scale(request)
-    data = cached(
-        f"model:{slug}:{sim}:{ids}:{log}",
-        lambda: pages.model_page(slug=slug, include_simulated=sim, selected=ids, log=log),
+    return _page(
+        request,
+        build=lambda: pages.model_page(slug=slug, include_simulated=sim, selected=ids, log=log),
+        template="leaderboard/model_detail.html",
+        stem=f"model-{slug}",
     )
-    if data is None:
-        raise Http404("no such model")
-    return _render(request, "leaderboard/model_detail.html", data, f"model-{slug}")
 
 
 @require_GET
@@ -110,21 +143,22 @@ def hardware_list(request: HttpRequest) -> HttpResponse:
 @require_GET
 def hardware_detail(request: HttpRequest, slug: str) -> HttpResponse:
     sim, log = want_simulated(request), log_scale(request)
-    data = cached(
-        f"hardware:{slug}:{sim}:{log}",
-        lambda: pages.hardware_page(slug=slug, include_simulated=sim, log=log),
+    return _page(
+        request,
+        build=lambda: pages.hardware_page(slug=slug, include_simulated=sim, log=log),
+        template="leaderboard/hardware_detail.html",
+        stem=f"hardware-{slug}",
     )
-    if data is None:
-        raise Http404("no such hardware system")
-    return _render(request, "leaderboard/hardware_detail.html", data, f"hardware-{slug}")
 
 
 @require_GET
 def result_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    data = cached(f"result:{pk}", lambda: pages.result_page(pk=pk))
-    if data is None:
-        raise Http404("no such result")
-    return _render(request, "leaderboard/result_detail.html", data, f"result-{pk}")
+    return _page(
+        request,
+        build=lambda: pages.result_page(pk=pk),
+        template="leaderboard/result_detail.html",
+        stem=f"result-{pk}",
+    )
 
 
 @require_GET
@@ -143,32 +177,33 @@ def compare(request: HttpRequest) -> HttpResponse:
     speed = positive_float(request, "speed")
     n = positive_int(request, "n")
     log = log_scale(request)
-    data = cached(
-        f"compare:{ids}:{speed}:{n}:{log}",
-        lambda: pages.compare_page(ids=ids, speed=speed, concurrency=n, log=log),
-    )
-    slots = ids + [None] * (pages.MAX_COMPARE - len(ids))
-    data = dict(data, ids=ids, slots=slots, too_few=len(data["results"]) < 2)
-    return _render(request, "leaderboard/compare.html", data, "compare")
+
+    def build() -> dict:
+        data = pages.compare_page(ids=ids, speed=speed, concurrency=n, log=log)
+        slots = ids + [None] * (pages.MAX_COMPARE - len(ids))
+        return dict(data, ids=ids, slots=slots, too_few=len(data["results"]) < 2)
+
+    return _page(request, build=build, template="leaderboard/compare.html", stem="compare")
 
 
 @require_GET
 def history(request: HttpRequest, model_slug: str, hardware_slug: str) -> HttpResponse:
     sim, log = want_simulated(request), log_scale(request)
-    data = cached(
-        f"history:{model_slug}:{hardware_slug}:{sim}:{log}",
-        lambda: pages.history_page(
+    return _page(
+        request,
+        build=lambda: pages.history_page(
             model_slug=model_slug, hardware_slug=hardware_slug, include_simulated=sim, log=log
         ),
-    )
-    if data is None:
-        raise Http404("no such model or hardware system")
-    return _render(
-        request, "leaderboard/history.html", data, f"history-{model_slug}-{hardware_slug}"
+        template="leaderboard/history.html",
+        stem=f"history-{model_slug}-{hardware_slug}",
     )
 
 
 @require_GET
 def methodology(request: HttpRequest) -> HttpResponse:
-    data = cached("methodology", pages.methodology_page)
-    return _render(request, "leaderboard/methodology.html", data, "methodology")
+    return _page(
+        request,
+        build=pages.methodology_page,
+        template="leaderboard/methodology.html",
+        stem="methodology",
+    )

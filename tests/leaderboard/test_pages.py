@@ -359,3 +359,10 @@ def test_every_page_has_its_own_title(client, db, name):
     html = client.get(reverse(name)).content.decode()
     title = re.search(r"<title>(.*?)</title>", html, re.S).group(1)
     assert "AgentPerf" in title
+
+
+def test_model_page_offers_a_checkbox_per_result_to_pick_and_compare(client, lineup):
+    html = client.get(reverse("model-detail", args=[lineup["model"].slug])).content.decode()
+    boxes = re.findall(r'<input type="checkbox" name="r" value="(\d+)" checked>', html)
+    assert sorted(map(int, boxes)) == sorted(r.pk for r in lineup["results"])
+    assert f'formaction="{reverse("compare")}"' in html

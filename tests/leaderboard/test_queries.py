@@ -29,8 +29,9 @@ def _results(n: int, *, model=None, hardware=None, tiers=None):
     return model, out
 
 
-# model, tier set (own, then default), its tiers, results, hidden simulated count
-MODEL_PAGE_QUERIES = 6
+# model, tier set (own, then default), its tiers, results, their points (first view only),
+# hidden simulated count
+MODEL_PAGE_QUERIES = 7
 
 
 @pytest.mark.parametrize("n", [1, 6])
@@ -50,12 +51,27 @@ def test_a_cached_model_page_runs_no_query(client, django_assert_num_queries):
         assert client.get(url).status_code == 200
 
 
+@pytest.mark.django_db
+def test_after_a_publish_only_the_pages_not_the_points_are_rebuilt(
+    client, django_assert_num_queries
+):
+    from leaderboard.cache import chart_cache_invalidate
+
+    model, _ = _results(3)
+    url = reverse("model-detail", args=[model.slug])
+    client.get(url)
+    chart_cache_invalidate()  # what a publish does on commit
+    with django_assert_num_queries(MODEL_PAGE_QUERIES - 1):  # points still cached
+        assert client.get(url).status_code == 200
+
+
 @pytest.mark.parametrize("n", [1, 6])
 @pytest.mark.django_db
 def test_home_query_count_does_not_grow_with_results(client, django_assert_num_queries, n):
     _results(n)
-    # results, default tier set + tiers, hidden simulated count, model and hardware counts
-    with django_assert_num_queries(6):
+    # results, default tier set + tiers, points of the latest, hidden simulated count,
+    # model and hardware counts
+    with django_assert_num_queries(7):
         assert client.get("/").status_code == 200
 
 
@@ -64,7 +80,7 @@ def test_home_query_count_does_not_grow_with_results(client, django_assert_num_q
 def test_hardware_page_query_count_does_not_grow_with_results(client, django_assert_num_queries, n):
     hardware = make_hardware()
     _results(n, hardware=hardware)
-    with django_assert_num_queries(5):
+    with django_assert_num_queries(6):
         assert client.get(reverse("hardware-detail", args=[hardware.slug])).status_code == 200
 
 
