@@ -5,6 +5,7 @@ from submissions.models import (
     Artifact,
     AuditEvent,
     Membership,
+    Notification,
     Organization,
     PoolEndpoint,
     Submission,
@@ -67,3 +68,9 @@ class PoolEndpointAdmin(admin.ModelAdmin):
 
     list_display = ("pool", "endpoint_id", "url", "org", "enabled", "created_at")
     list_filter = ("pool", "enabled")
+
+
+@admin.register(Notification)
+class NotificationAdmin(admin.ModelAdmin):
+    list_display = ("created_at", "org", "submission", "action", "subject", "read_at")
+    list_filter = ("action", "org")

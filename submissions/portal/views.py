@@ -112,7 +112,13 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         )[:200]
     )
     rows = [(s, next(iter(s.runs.all()), None)) for s in submissions]
-    return render(request, "portal/dashboard.html", {"org": org, "rows": rows})
+    from submissions.review.selectors import notification_list
+
+    return render(
+        request,
+        "portal/dashboard.html",
+        {"org": org, "rows": rows, "notifications": notification_list(user=request.user)},
+    )
 
 
 @login_required

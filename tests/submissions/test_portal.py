@@ -93,6 +93,21 @@ def test_alice_sees_her_submissions_with_status_and_progress(cast, alices):
     assert f'data-status-url="/portal/submissions/{alices.pk}/status.json"' in page
 
 
+def test_alice_sees_her_orgs_review_notifications_but_bob_does_not(cast, alices):
+    from submissions.models import Notification
+
+    Notification.objects.create(
+        org=cast.org_a,
+        submission=alices,
+        action="request_changes",
+        subject=f"Changes requested on #{alices.pk}",
+        body="Pin the container digest.",
+    )
+    page = logged_in(cast.alice).get("/portal/").content.decode()
+    assert f"Changes requested on #{alices.pk}" in page and "Pin the container digest." in page
+    assert "Pin the container digest." not in logged_in(cast.bob).get("/portal/").content.decode()
+
+
 def test_the_status_endpoint_reports_live_progress(cast, alices):
     body = logged_in(cast.alice).get(f"/portal/submissions/{alices.pk}/status.json").json()
     assert body["status"] == c.VALIDATED
