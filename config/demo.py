@@ -69,6 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     logs = Path(settings.VAR_DIR) / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     python = sys.executable
+    if not args.no_runs:
+        from config.demo_steps import prepare_environment
+
+        prepare_environment(base_url=f"http://{args.host}:{args.port}")
     queues = os.environ.get("DEMO_QUEUES", "web,pool.local-cpu,pool.simulated")
     worker = _spawn(
         [
