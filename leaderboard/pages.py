@@ -535,10 +535,12 @@ def _ratio_rows(values: list[float | None], row: dict) -> dict:
     return row
 
 
-def _compare_columns(results: list[Result], first: Column, kind: str) -> list[Column]:
+def _compare_columns(
+    results: list[Result], first: Column, kind: str, missing: str = "outside measured range"
+) -> list[Column]:
     cols = [first]
     for i, r in enumerate(results):
-        cols.append(Column(f"v{i}", r.display_label, kind, "outside measured range"))
+        cols.append(Column(f"v{i}", r.display_label, kind, missing))
         if i:
             cols.append(
                 Column(f"ratio{i}", f"{r.display_label} ÷ {results[0].display_label}", "ratio")
@@ -613,7 +615,7 @@ def compare_page(
     single_table = Table(
         "single_agent",
         "Single-agent speed (p25 output speed at N = 1)",
-        _compare_columns(results, Column("label", ""), "float1"),
+        _compare_columns(results, Column("label", ""), "float1", "N = 1 not run"),
         [
             _ratio_rows(
                 [s[1] if s and s[0] == 1 else None for s in single],
@@ -624,7 +626,7 @@ def compare_page(
     max_table = Table(
         "max_agents",
         "Max agents per tier",
-        _compare_columns(results, Column("label", "Tier"), "int"),
+        _compare_columns(results, Column("label", "Tier"), "int", "never passed"),
         [
             _ratio_rows(
                 [r.max_agents.get(name) for r in results],

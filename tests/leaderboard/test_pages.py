@@ -366,3 +366,20 @@ def test_model_page_offers_a_checkbox_per_result_to_pick_and_compare(client, lin
     boxes = re.findall(r'<input type="checkbox" name="r" value="(\d+)" checked>', html)
     assert sorted(map(int, boxes)) == sorted(r.pk for r in lineup["results"])
     assert f'formaction="{reverse("compare")}"' in html
+
+
+def test_raw_data_link_redirects_to_a_fresh_signed_url_of_the_stored_records(client, db):
+    from submissions.services.artifacts import artifact_store
+
+    result = make_published_result()
+    artifact = artifact_store(
+        kind=Artifact.KIND_RAW_RECORDS,
+        key=f"test-leaderboard/run-{result.run_id}/requests.jsonl",
+        content=b'{"request_id": "a"}\n',
+        run=result.run,
+    )
+    response = client.get(reverse("result-raw-data", args=[result.pk, artifact.pk]))
+    assert response.status_code == 302
+    location = response["Location"]
+    assert artifact.storage_key in location
+    assert "Signature" in location or "signature" in location.lower()
