@@ -5,6 +5,7 @@ verification → review in the admin → a published Result."""
 from __future__ import annotations
 
 import gzip
+import re
 import time
 
 import pytest
@@ -15,6 +16,12 @@ from submissions.models import AuditEvent, Submission
 from tests.pipeline.conftest import EXAMPLES, http, submit, wait_for_status
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+def small_profile_config() -> str:
+    """The simulated example on the tiny profile: one accelerator, so the real-time server."""
+    text = (EXAMPLES / "simulated.yaml").read_text()
+    return re.sub(r"profile: [a-z0-9.-]+", "profile: tiny", text)
 
 
 def _transitions(submission_id: int) -> list[str]:
@@ -30,7 +37,7 @@ def test_simulated_submission_runs_on_a_database_free_worker_and_is_published_af
     org, token = vendor
     worker = pool_worker_factory(pools=("simulated",))
     started = time.monotonic()
-    created = submit(live_server.url, token, (EXAMPLES / "simulated.yaml").read_text())
+    created = submit(live_server.url, token, small_profile_config())
     assert created["status"] in ("validated", "queued")
 
     body = wait_for_status(live_server.url, token, created["id"], {"in_review", "failed"})
@@ -100,3 +107,27 @@ def test_simulated_submission_runs_on_a_database_free_worker_and_is_published_af
     status, body = http("GET", f"{live_server.url}/api/v1/submissions/{submission.pk}/",
                         token=token)  # fmt: skip
     assert body["status"] == "published"
+
+
+def test_rack_scale_simulated_submission_runs_on_virtual_time_and_is_labelled_simulated(
+    pipeline_settings, live_server, vendor, pool_worker_factory, cast
+):
+    from runner.review import run_approve
+
+    _, token = vendor
+    pool_worker_factory(pools=("simulated",))
+    text = (EXAMPLES / "simulated.yaml").read_text()
+    assert "profile: tiny" not in text  # the example is a multi-accelerator system
+    started = time.monotonic()
+    created = submit(live_server.url, token, text)
+    body = wait_for_status(live_server.url, token, created["id"], {"in_review", "failed"})
+    print(f"virtual-time e2e: submission to in_review in {time.monotonic() - started:.1f} s")
+    assert body["status"] == "in_review", body
+    run = BenchmarkRun.objects.get(submission_id=created["id"])
+    assert run.run_spec["launcher"]["clock"] == "virtual"
+    trials = list(run.trials.order_by("index"))
+    assert trials and all(t.metrics["requests"] > 0 for t in trials)
+    assert all(t.telemetry["measured"] is False for t in trials)
+    result = run_approve(run=run, actor=cast.rita)
+    assert result.is_simulated is True
+    assert result.accelerators_used == run.run_spec["accelerators"]["used"] > 1

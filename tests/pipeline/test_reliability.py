@@ -16,7 +16,8 @@ from runner.services import reap_stale_runs
 from submissions import constants as c
 from submissions.models import AuditEvent, Submission
 from tests.pipeline.builders import prepared_run
-from tests.pipeline.conftest import EXAMPLES, submit, wait_for_status
+from tests.pipeline.conftest import submit, wait_for_status
+from tests.pipeline.test_e2e_simulated import small_profile_config
 
 LONGER_SEARCH = {"cap": 8, "max_trials": 7}
 
@@ -29,7 +30,7 @@ def test_a_worker_killed_mid_search_is_replaced_and_the_search_resumes_without_l
     pipeline_settings.RUN_SEARCH_OPTIONS_BY_POOL["simulated-realtime"].update(LONGER_SEARCH)
     _, token = vendor
     first = pool_worker_factory(pools=("simulated",), name="first")
-    created = submit(live_server.url, token, (EXAMPLES / "simulated.yaml").read_text())
+    created = submit(live_server.url, token, small_profile_config())
     run = BenchmarkRun.objects.get(submission_id=created["id"])
 
     deadline = time.monotonic() + 300
