@@ -132,7 +132,12 @@ class TelemetrySampler:
             "measured": True,
             "tool": "nvidia-smi",
             "accelerators": [
-                {"index": s.index, "name": s.name, "memory_total_mib": s.memory_total_mib}
+                {
+                    "index": s.index,
+                    "name": s.name,
+                    "memory_total_mib": s.memory_total_mib,
+                    "memory_used_mib": s.memory_used_mib,
+                }
                 for s in rows
             ],
         }
@@ -154,11 +159,52 @@ class TelemetrySampler:
         if not totals:
             return {"measured": False, "reason": "not measured: no power sample in the window"}
         utils = [s.utilization_pct for s in inside if s.utilization_pct is not None]
+        powered = [t for t in stamps if all(s.power_w is not None for s in inside if s.t_ns == t)]
+        coverage, max_gap_s = power_coverage(powered, start_ns, end_ns, self.interval_s)
         return {
             "measured": True,
             "tool": "nvidia-smi",
             "power_w": sum(totals) / len(totals),
+            "energy_j": integrate_power(powered, totals, start_ns, end_ns),
+            "method": "integrated sampled power (nvidia-smi power.draw; no energy counter read)",
+            "denominator": "accelerator board power (sum over the host's accelerators), not "
+            "wall power",
+            "coverage": coverage,
+            "max_gap_s": max_gap_s,
             "samples": len(totals),
             "accelerators": len({s.index for s in inside}),
             "utilization_pct": sum(utils) / len(utils) if utils else None,
         }
+
+
+def power_coverage(
+    stamps: list[int], start_ns: int, end_ns: int, interval_s: float
+) -> tuple[float, float]:
+    """(share of [start, end) within one sampling interval of a power sample, longest gap
+    in seconds between samples or the window's edges)."""
+    window = end_ns - start_ns
+    if window <= 0 or not stamps:
+        return 0.0, window / 1e9
+    half = int(interval_s * 1e9)
+    covered = 0
+    reach = start_ns
+    for t in sorted(stamps):
+        lo, hi = max(reach, t - half, start_ns), min(end_ns, t + half)
+        if hi > lo:
+            covered += hi - lo
+            reach = hi
+    edges = [start_ns, *sorted(stamps), end_ns]
+    gap = max(b - a for a, b in zip(edges, edges[1:], strict=False))
+    return covered / window, gap / 1e9
+
+
+def integrate_power(stamps: list[int], totals: list[float], start_ns: int, end_ns: int) -> float:
+    """Energy in joules over [start, end) by the trapezoid rule, held flat at the edges."""
+    if not stamps:
+        return 0.0
+    points = sorted(zip(stamps, totals, strict=False))
+    energy = (points[0][0] - start_ns) / 1e9 * points[0][1]
+    for (t0, p0), (t1, p1) in zip(points, points[1:], strict=False):
+        energy += (t1 - t0) / 1e9 * (p0 + p1) / 2
+    energy += (end_ns - points[-1][0]) / 1e9 * points[-1][1]
+    return energy

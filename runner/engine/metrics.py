@@ -12,7 +12,7 @@ fast; with TTFT p75 = t, at least 75% of requests had their first token within t
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -50,11 +50,23 @@ class RequestRecord:
     http_status: int | None = None
     finish_reason: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # Local offline (cl100k) count of the streamed output text: the cross-check of n_out
+    # (None when the load generator did not count it).
+    local_output_tokens: int | None = None
 
     @classmethod
-    def from_exchange(cls, spec: RequestSpec, ex: Exchange) -> RequestRecord:
+    def from_exchange(
+        cls,
+        spec: RequestSpec,
+        ex: Exchange,
+        *,
+        count_tokens: Callable[[str], int] | None = None,
+    ) -> RequestRecord:
         local = sum(spec.message_tokens) if spec.message_tokens is not None else None
         extra = {k: v for k, v in ex.extra.items() if k in ("server_timings", "sse_events")}
+        local_out = None
+        if count_tokens is not None and ex.error_class is None:
+            local_out = count_tokens(ex.reasoning + ex.content + ex.tool_calls_text)
         return cls(
             request_id=spec.request_id,
             agent_id=spec.agent_id,
@@ -78,6 +90,7 @@ class RequestRecord:
             http_status=ex.http_status,
             finish_reason=ex.finish_reason,
             extra=extra,
+            local_output_tokens=local_out,
         )
 
     @property

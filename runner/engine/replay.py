@@ -44,6 +44,9 @@ class ReplayConfig:
     random_start_turn: bool = True
     timeout_s: float = 600.0
     extra_body: dict[str, Any] = field(default_factory=dict)
+    # Count the streamed output locally (cl100k) beside the server's completion_tokens, the
+    # cross-check the verification compares (a few microseconds per answer).
+    count_output_tokens: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -59,6 +62,7 @@ class ReplayConfig:
             "random_start_turn": self.random_start_turn,
             "timeout_s": self.timeout_s,
             "extra_body": self.extra_body,
+            "count_output_tokens": self.count_output_tokens,
         }
 
 
@@ -181,6 +185,11 @@ class Replay:
         self.in_flight = 0
         self._stop_ns = 0
         self._sequence = 0
+        self._count: Callable[[str], int] | None = None
+        if config.count_output_tokens:
+            from runner.engine.tokens import TokenCounter
+
+            self._count = TokenCounter().count
 
     async def run(self, *, stop_sending_at_ns: int) -> list[RequestRecord]:
         """Run every agent; returns once no agent will send again and none is in flight."""
@@ -245,7 +254,7 @@ class Replay:
                     exchange = await self.transport.send(spec)
                 finally:
                     self.in_flight -= 1
-                record = RequestRecord.from_exchange(spec, exchange)
+                record = RequestRecord.from_exchange(spec, exchange, count_tokens=self._count)
                 self.records.append(record)
                 if self.on_record is not None:
                     self.on_record(record)

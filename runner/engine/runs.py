@@ -148,19 +148,29 @@ def search_job(
     on_trial_result: OnTrialResult | None = None,
     progress: Progress | None = None,
     max_trials: int = 60,
+    on_window: Callable[[int, str, int, Transport], None] | None = None,
 ) -> SearchResult:
     """The whole SLO-tier search; ``base`` gives every trial's settings but concurrency.
 
     Each finished trial's summary and verdicts are in ``SearchTrial.data`` (what
     ``on_trial`` receives and what ``prior_trials`` takes back); ``on_trial_result``
     additionally gets the full TrialResult with raw records (for uploading them).
+    ``on_window(trial index, "start"|"end", t_ns, transport)`` marks each trial's
+    measurement window (scrape /metrics there; it must not block).
     """
     names = [t.name for t in tiers]
 
     async def main(transport: Transport, clock: Clock) -> SearchResult:
         async def execute(n: int, phase: str, index: int) -> TrialOutcome:
             config = dataclasses.replace(base, concurrency=n)
-            result = await run_trial(transport, clock, trajectories, config, tiers)
+            marks = None
+            if on_window is not None:
+                hook = on_window
+
+                def marks(mark: str, t_ns: int) -> None:
+                    hook(index, mark, t_ns, transport)
+
+            result = await run_trial(transport, clock, trajectories, config, tiers, on_window=marks)
             data = result.to_dict()
             if out_dir is not None:
                 folder = trial_dir(out_dir, index, n)
@@ -168,7 +178,11 @@ def search_job(
                 data["dir"] = str(folder)
             if on_trial_result is not None:
                 on_trial_result(result)
-            return TrialOutcome({k: v.passed for k, v in result.verdicts.items()}, data)
+            return TrialOutcome(
+                {k: v.passed for k, v in result.verdicts.items()},
+                data,
+                sorted(k for k, v in result.verdicts.items() if v.marginal),
+            )
 
         return await run_search(
             execute,

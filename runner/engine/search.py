@@ -16,7 +16,11 @@ Rules, per tier, from the trials so far:
   ``max(1, 5% of highest_pass)``, run a midpoint. Every trial gives verdicts for all tiers,
   so the midpoint chosen is the one inside the most open intervals;
 - confirmation: the result (highest pass) is run a second time; a failed repeat is flagged
-  ``failed_confirmation`` and the search goes on below it.
+  ``failed_confirmation`` and the search goes on below it;
+- marginal verdicts: a trial whose bootstrap interval straddles a tier's threshold marks
+  that tier ``marginal`` (``SearchTrial.marginal``). When such an N bounds a tier's result
+  (its highest pass or lowest fail), the search repeats N until it has three trials there
+  (phase ``repeat``) and N's verdict for that tier is the majority of them.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from typing import Any
 PHASE_RAMP = "ramp"
 PHASE_BISECT = "bisect"
 PHASE_CONFIRM = "confirm"
+PHASE_REPEAT = "repeat"
+MARGINAL_TRIALS = 3  # a marginal verdict is settled by the majority of this many trials
 
 FLAG_NON_MONOTONE = "non_monotone"
 FLAG_FAILED_CONFIRMATION = "failed_confirmation"
@@ -45,6 +51,7 @@ class SearchTrial:
     phase: str
     verdicts: dict[str, bool]
     data: dict[str, Any] = field(default_factory=dict)
+    marginal: list[str] = field(default_factory=list)  # tiers whose verdict was marginal
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -53,16 +60,25 @@ class SearchTrial:
             "phase": self.phase,
             "verdicts": dict(self.verdicts),
             "data": self.data,
+            "marginal": list(self.marginal),
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SearchTrial:
+        data = dict(d.get("data") or {})
+        marginal = d.get("marginal")
+        if marginal is None:  # stored trials keep it inside each tier's verdict
+            stored = data.get("verdicts") or {}
+            marginal = [
+                name for name, v in stored.items() if isinstance(v, dict) and v.get("marginal")
+            ]
         return cls(
             index=int(d["index"]),
             concurrency=int(d["concurrency"]),
             phase=str(d["phase"]),
             verdicts={str(k): bool(v) for k, v in d["verdicts"].items()},
-            data=dict(d.get("data") or {}),
+            data=data,
+            marginal=[str(m) for m in marginal],
         )
 
 
@@ -72,6 +88,7 @@ class TrialOutcome:
 
     verdicts: dict[str, bool]
     data: dict[str, Any] = field(default_factory=dict)
+    marginal: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -134,16 +151,27 @@ class _TierState:
     confirmations: int  # trials at highest_pass (all passed, by definition)
     non_monotone: bool
     failed_confirmation: bool
+    unsettled: list[int] = field(default_factory=list)  # marginal Ns short of their repeats
+
+
+def _passes(vs: list[bool], marginal: bool) -> bool:
+    """N passes when every trial there passed; a marginal N with enough trials by majority."""
+    if marginal and len(vs) >= MARGINAL_TRIALS:
+        return sum(vs) * 2 > len(vs)
+    return all(vs)
 
 
 def _tier_state(trials: Sequence[SearchTrial], name: str) -> _TierState:
     by_n: dict[int, list[bool]] = {}
+    marginal_ns: set[int] = set()
     for t in trials:
         if name in t.verdicts:
             by_n.setdefault(t.concurrency, []).append(t.verdicts[name])
-    fails = [n for n, vs in by_n.items() if not all(vs)]
+            if name in t.marginal:
+                marginal_ns.add(t.concurrency)
+    fails = [n for n, vs in by_n.items() if not _passes(vs, n in marginal_ns)]
     lowest_fail = min(fails) if fails else None
-    passes = [n for n, vs in by_n.items() if all(vs)]
+    passes = [n for n, vs in by_n.items() if _passes(vs, n in marginal_ns)]
     below = [n for n in passes if lowest_fail is None or n < lowest_fail]
     highest_pass = max(below) if below else 0
     single_passes = [t.concurrency for t in trials if t.verdicts.get(name) is True]
@@ -164,6 +192,11 @@ def _tier_state(trials: Sequence[SearchTrial], name: str) -> _TierState:
         confirmations=len(by_n.get(highest_pass, [])),
         non_monotone=non_monotone,
         failed_confirmation=failed_confirmation,
+        unsettled=sorted(
+            n
+            for n in (highest_pass, lowest_fail)
+            if n and n in marginal_ns and len(by_n.get(n, [])) < MARGINAL_TRIALS
+        ),
     )
 
 
@@ -191,7 +224,11 @@ def next_step(
         for n in ramp_points(cap):
             if n not in tried:
                 return PHASE_RAMP, n
-    # 2. bisection: the midpoint inside the most open intervals
+    # 2. a marginal verdict at a bound of some tier's result: repeat it before relying on it
+    unsettled = sorted({n for s in states for n in s.unsettled})
+    if unsettled:
+        return PHASE_REPEAT, unsettled[0]
+    # 3. bisection: the midpoint inside the most open intervals
     open_states = [s for s in states if not _converged(s, cap, tolerance_frac)]
     open_states = [s for s in open_states if s.lowest_fail is not None]
     if open_states:
@@ -209,7 +246,7 @@ def next_step(
                 best = key
         assert best is not None
         return PHASE_BISECT, best[2]
-    # 3. confirmation of each result (lowest first), once
+    # 4. confirmation of each result (lowest first), once
     if confirm:
         pending = sorted(
             {s.highest_pass for s in states if s.highest_pass > 0 and s.confirmations < 2}
@@ -295,7 +332,9 @@ async def run_search(
         missing = set(tier_names) - set(outcome.verdicts)
         if missing:
             raise ValueError(f"trial at N={n} has no verdict for tiers {sorted(missing)}")
-        trial = SearchTrial(index, n, phase, dict(outcome.verdicts), dict(outcome.data))
+        trial = SearchTrial(
+            index, n, phase, dict(outcome.verdicts), dict(outcome.data), list(outcome.marginal)
+        )
         trials.append(trial)
         if on_trial is not None:
             on_trial(trial)

@@ -30,6 +30,13 @@ from runner.engine.metrics import (
     summarize,
 )
 from runner.engine.replay import Replay, ReplayConfig
+from runner.engine.stats import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_RESAMPLES,
+    Interval,
+    min_requests_table,
+    trial_intervals,
+)
 from runner.engine.trajectory import Trajectory
 from runner.engine.transport import Clock, Transport
 
@@ -100,12 +107,16 @@ class TierVerdict:
     passed: bool
     reasons: list[str] = field(default_factory=list)
     ttft_s: float = math.inf  # the TTFT at this tier's percentile
+    # The bootstrap interval of p25 speed or of the tier's TTFT percentile straddles the
+    # tier's threshold, and nothing else decided the verdict: it could go either way.
+    marginal: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "passed": self.passed,
             "reasons": list(self.reasons),
             "ttft_s": None if math.isinf(self.ttft_s) else self.ttft_s,
+            "marginal": self.marginal,
         }
 
 
@@ -134,6 +145,35 @@ def evaluate_tiers(
     return out
 
 
+def mark_marginal(
+    verdicts: dict[str, TierVerdict],
+    tiers: Sequence[Tier],
+    intervals: dict[str, Interval],
+    summary: TrialSummary,
+    *,
+    min_requests: int,
+) -> None:
+    """Set ``marginal`` on each verdict whose statistic's interval straddles its threshold
+    while no non-statistical condition (errors, too few requests, client health) decided it."""
+    for tier in tiers:
+        verdict = verdicts.get(tier.name)
+        if verdict is None:
+            continue
+        decided = (
+            summary.error_rate > tier.max_error_rate
+            or summary.requests < min_requests
+            or not summary.client.healthy
+        )
+        if decided:
+            continue
+        speed = intervals.get("p25_output_speed")
+        ttft = intervals.get(f"ttft_p{tier.ttft_percentile:g}")
+        verdict.marginal = bool(
+            (speed is not None and speed.straddles(tier.min_p25_output_speed))
+            or (ttft is not None and ttft.straddles(tier.max_ttft_s))
+        )
+
+
 @dataclass(slots=True)
 class TrialConfig:
     concurrency: int
@@ -145,6 +185,8 @@ class TrialConfig:
     min_requests: int = 20
     max_loop_lag_ms: float = 25.0
     max_cpu_percent: float = 90.0
+    bootstrap_resamples: int = DEFAULT_RESAMPLES  # 0: no intervals, no marginal verdicts
+    bootstrap_confidence: float = DEFAULT_CONFIDENCE
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -156,6 +198,8 @@ class TrialConfig:
             "min_requests": self.min_requests,
             "max_loop_lag_ms": self.max_loop_lag_ms,
             "max_cpu_percent": self.max_cpu_percent,
+            "bootstrap_resamples": self.bootstrap_resamples,
+            "bootstrap_confidence": self.bootstrap_confidence,
             "replay": self.replay.to_dict(),
         }
 
@@ -167,6 +211,8 @@ class TrialResult:
     verdicts: dict[str, TierVerdict]
     records: list[RequestRecord]
     simulated: bool = False
+    # Bootstrap intervals and the MLPerf-style minimum request counts (engine.stats)
+    statistics: dict[str, Any] = field(default_factory=dict)
 
     @property
     def concurrency(self) -> int:
@@ -180,6 +226,7 @@ class TrialResult:
             "config": self.config.to_dict(),
             "summary": self.summary.to_dict(),
             "verdicts": {name: v.to_dict() for name, v in self.verdicts.items()},
+            "statistics": self.statistics,
             "frontier_point": {
                 "p25_output_speed": self.summary.p25_output_speed,
                 "throughput_per_accelerator": self.summary.throughput_per_accelerator,
@@ -224,8 +271,14 @@ async def run_trial(
     tiers: Sequence[Tier] = (),
     *,
     on_record: Callable[[RequestRecord], None] | None = None,
+    on_window: Callable[[str, int], None] | None = None,
 ) -> TrialResult:
-    """Run one trial and judge it against ``tiers``."""
+    """Run one trial and judge it against ``tiers``.
+
+    ``on_window(mark, t_ns)`` is called at the window's start ("start") and end ("end"),
+    e.g. to scrape the server's /metrics for counter deltas over exactly the window; it must
+    not block (start a thread for I/O).
+    """
     if config.duration_s <= 0:
         raise ValueError("duration must be > 0")
     replay = Replay(
@@ -239,13 +292,20 @@ async def run_trial(
     monitor = None
     if not clock.is_virtual:
         monitor = asyncio.ensure_future(_monitor_health(clock, w0, w1, lags, cpu))
+    marks = None
+    if on_window is not None:
+        marks = asyncio.ensure_future(_window_marks(clock, w0, w1, on_window))
     try:
         records = await replay.run(stop_sending_at_ns=w1)
         if monitor is not None:
             await monitor
+        if marks is not None:
+            await marks
     finally:
         if monitor is not None:
             monitor.cancel()
+        if marks is not None:
+            marks.cancel()
     health: ClientHealth = judge_client_health(
         percentile(lags, 99) if lags else None,
         cpu[0] if cpu else None,
@@ -263,10 +323,38 @@ async def run_trial(
         extra_ttft_percentiles=extra_ps,
     )
     verdicts = evaluate_tiers(summary, tiers, min_requests=config.min_requests)
+    statistics: dict[str, Any] = {}
+    if config.bootstrap_resamples > 0:
+        intervals = trial_intervals(
+            records,
+            window_start_ns=w0,
+            window_end_ns=w1,
+            ttft_percentiles=extra_ps or {75.0},
+            resamples=config.bootstrap_resamples,
+            confidence=config.bootstrap_confidence,
+            seed=config.replay.seed,
+        )
+        mark_marginal(verdicts, tiers, intervals, summary, min_requests=config.min_requests)
+        statistics = {
+            "intervals": {k: v.to_dict() for k, v in intervals.items()},
+            "min_requests": min_requests_table({25.0, *(extra_ps or {75.0})}),
+            "marginal": sorted(n for n, v in verdicts.items() if v.marginal),
+        }
     return TrialResult(
         config=config,
         summary=summary,
         verdicts=verdicts,
         records=sorted(records, key=lambda r: r.t_send_ns),
         simulated=clock.is_virtual,
+        statistics=statistics,
     )
+
+
+async def _window_marks(
+    clock: Clock, w0: int, w1: int, on_window: Callable[[str, int], None]
+) -> None:
+    for mark, t_ns in (("start", w0), ("end", w1)):
+        wait = t_ns - clock.now_ns()
+        if wait > 0:
+            await clock.sleep(wait / NS)
+        on_window(mark, clock.now_ns())

@@ -25,6 +25,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="keep true emission times and serve them at /debug/ground_truth",
     )
+    s.add_argument(
+        "--cheat",
+        default=None,
+        help="dishonest modes for verification tests (comma-separated): truncated, padded, "
+        "cache_shared, other_model, fake_spec, fewer_accelerators",
+    )
     sub.add_parser("profiles", help="list the bundled profiles")
     sh = sub.add_parser("show", help="print a profile's resolved parameters and sources")
     sh.add_argument("--profile", required=True)
@@ -69,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
                 seed=args.seed,
                 ground_truth=args.ground_truth,
                 announce=announce,
+                cheat=args.cheat,
             )
         )
     return 0

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
+from runner.simulator.dishonest import Dishonesty
 from runner.simulator.model import Deployment, RejectedRequest, SimRequest
 from runner.simulator.profile import Profile
 from runner.simulator.prompts import PromptAccountant, PromptError, filler
@@ -130,6 +131,7 @@ class _Stream:
     created: int
     truth: GroundTruth | None
     sent: int = 0
+    reported: int = 0  # completion_tokens in usage (differs from stop_at only when dishonest)
     prefix: bytes = b""
     suffix: bytes = b""
 
@@ -156,7 +158,9 @@ class SimServer:
         ground_truth: bool = True,
         debug_endpoints: bool = False,
         spin_s: float = 0.0015,
+        cheat: str | None = None,
     ) -> None:
+        self.dishonesty = Dishonesty.parse(cheat)
         self.profile = profile
         self.seed = seed
         self.ground_truth_enabled = ground_truth
@@ -179,7 +183,9 @@ class SimServer:
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> tuple[str, int]:
         loop = asyncio.get_running_loop()
         self.deployment = Deployment(
-            self.profile, RealTimeline(loop, spin_s=self.spin_s), seed=self.seed
+            self.dishonesty.profile(self.profile),
+            RealTimeline(loop, spin_s=self.spin_s),
+            seed=self.seed,
         )
         self.deployment.set_streaming(True)
         self._server = await loop.create_server(
@@ -330,7 +336,7 @@ class SimServer:
         rid = f"sim-{self._counter}"
         try:
             if api == "chat":
-                shape = self.accountant.chat(body)
+                shape = self.accountant.chat(self.dishonesty.prefix_body(body))
                 max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
             else:
                 shape = self.accountant.completion(body)
@@ -348,6 +354,11 @@ class SimServer:
         except (PromptError, RejectedRequest) as exc:
             self._reject(proto, 400, str(exc))
             return
+        reported = req.stop_at
+        if self.dishonesty:
+            gauges = dep.gauges()
+            in_flight = int(gauges["running"] + gauges["waiting"]) + 1
+            req.stop_at, reported = self.dishonesty.lengths(req.stop_at, in_flight=in_flight)
         client_id = headers.get("x-request-id") or (
             body.get("user") if isinstance(body.get("user"), str) else None
         )
@@ -367,6 +378,7 @@ class SimServer:
             include_usage=bool(isinstance(stream_opts, dict) and stream_opts.get("include_usage")),
             created=int(time.time()),
             truth=truth,
+            reported=reported,
         )
         mj = json.dumps(model)
         if api == "chat":
@@ -405,7 +417,8 @@ class SimServer:
                 st.prefix[: -len(b'"content":"')]
                 + b'"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n'
             )
-        parts.append(st.prefix + filler(n, start).encode() + st.suffix)
+        text = self.dishonesty.text(n, start) if self.dishonesty else filler(n, start)
+        parts.append(st.prefix + text.encode() + st.suffix)
         last = st.sent >= req.stop_at
         if last:
             parts.append(self._tail(st, req))
@@ -437,7 +450,7 @@ class SimServer:
         choice.update({"logprobs": None, "finish_reason": reason})
         out = b"data: " + json.dumps({**head, "choices": [choice]}).encode() + b"\n\n"
         if st.include_usage:
-            usage = {**head, "choices": [], "usage": self._usage(p, req.stop_at, req.cached)}
+            usage = {**head, "choices": [], "usage": self._usage(p, st.reported, req.cached)}
             out += b"data: " + json.dumps(usage).encode() + b"\n\n"
         return out + b"data: [DONE]\n\n"
 
@@ -457,7 +470,7 @@ class SimServer:
             st.truth.cached_tokens = req.cached
             st.truth.completion_tokens = req.stop_at
         if not st.stream:
-            text = filler(req.stop_at)
+            text = self.dishonesty.text(req.stop_at) if self.dishonesty else filler(req.stop_at)
             reason = req.finish_reason
             if st.api == "chat":
                 choice: dict[str, Any] = {
@@ -475,7 +488,7 @@ class SimServer:
                 "created": st.created,
                 "model": st.model,
                 "choices": [choice],
-                "usage": self._usage(req.prompt.tokens, req.stop_at, req.cached),
+                "usage": self._usage(req.prompt.tokens, st.reported, req.cached),
             }
             t = time.perf_counter_ns()
             proto.respond(200, json.dumps(body).encode(), done=False)
@@ -533,7 +546,7 @@ class SimServer:
                 "sim:accelerators_used",
                 "gauge",
                 "Accelerators serving.",
-                self.profile.accelerators_used,
+                self.dishonesty.accelerators_seen(self.profile.accelerators_used),
             ),
             (
                 "sim:emission_lag_seconds_max",
@@ -659,9 +672,12 @@ async def serve(
     seed: int = 0,
     ground_truth: bool = False,
     announce: Callable[[str], None] | None = None,
+    cheat: str | None = None,
 ) -> None:
-    """Run the server until cancelled."""
-    server = SimServer(profile, seed=seed, ground_truth=ground_truth, debug_endpoints=ground_truth)
+    """Run the server until cancelled (``cheat``: dishonest modes, for verification tests)."""
+    server = SimServer(
+        profile, seed=seed, ground_truth=ground_truth, debug_endpoints=ground_truth, cheat=cheat
+    )
     h, p = await server.start(host, port)
     if announce is not None:
         announce(f"http://{h}:{p}")
@@ -739,6 +755,7 @@ def start_server(
     ground_truth: bool = False,
     catalog_dir: str | Path | None = None,
     startup_timeout_s: float = 60.0,
+    cheat: str | None = None,
 ) -> ServerProcess:
     """Start ``python -m runner.simulator serve`` and wait until it listens (port 0 = any)."""
     root = Path(__file__).resolve().parents[2]
@@ -748,6 +765,8 @@ def start_server(
         cmd.append("--ground-truth")
     if catalog_dir is not None:
         cmd += ["--catalog-dir", str(catalog_dir)]
+    if cheat:
+        cmd += ["--cheat", cheat]
     env = dict(os.environ)
     env["PYTHONPATH"] = str(root) + (
         os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""

@@ -26,6 +26,7 @@ from runner.engine.transport import (
     RequestSpec,
     Transport,
 )
+from runner.simulator.dishonest import Dishonesty
 from runner.simulator.model import Deployment, RejectedRequest, SimRequest, Timeline
 from runner.simulator.profile import Profile, load_profile
 from runner.simulator.prompts import PromptAccountant, PromptError, filler
@@ -152,10 +153,13 @@ class SimTransport:
         seed: int = 0,
         check_output_length: bool = True,
         timeline: Timeline | None = None,
+        cheat: Dishonesty | str | None = None,
     ) -> None:
+        self.dishonesty = cheat if isinstance(cheat, Dishonesty) else Dishonesty.parse(cheat)
         self.profile = profile
         self.timeline = timeline or LoopTimeline(asyncio.get_running_loop())
-        self.deployment = Deployment(profile, self.timeline, seed=seed)
+        self.deployment = Deployment(self.dishonesty.profile(profile), self.timeline, seed=seed)
+        self._reported: dict[str, int] = {}
         self.accountant = PromptAccountant(identity_cache=True)
         self.check_output_length = check_output_length
         self.served = set(profile.served_model_names)
@@ -170,7 +174,10 @@ class SimTransport:
             return self._fail(ex, 404, f"The model `{model}` does not exist.")
         try:
             if spec.api == "chat":
-                shape = self.accountant.chat(body, spec.message_tokens)
+                shape = self.accountant.chat(
+                    self.dishonesty.prefix_body(body) if self.dishonesty else body,
+                    spec.message_tokens,
+                )
                 max_tokens = _int_field(body, "max_completion_tokens", "max_tokens")
             else:
                 shape = self.accountant.completion(body)
@@ -184,6 +191,11 @@ class SimTransport:
             )
         except (PromptError, RejectedRequest) as exc:
             return self._fail(ex, 400, str(exc))
+        if self.dishonesty:
+            req.stop_at, reported = self.dishonesty.lengths(
+                req.stop_at, in_flight=self.in_flight + 1
+            )
+            self._reported[spec.request_id] = reported
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
 
@@ -234,14 +246,39 @@ class SimTransport:
             ex.n_output_events = 1
             ex.n_reads = 1
         ex.prompt_tokens = req.prompt.tokens
-        ex.completion_tokens = n
         ex.cached_tokens = req.cached
         ex.finish_reason = req.finish_reason
-        ex.content = filler(n)
+        if self.dishonesty:
+            ex.content = self.dishonesty.text(n)
+            n = self._reported.pop(spec.request_id, n)
+        else:
+            ex.content = filler(n)
+        ex.completion_tokens = n
         if self.check_output_length and n != spec.target_output_tokens:
             ex.error_class = ERROR_WRONG_LENGTH
             ex.error_detail = f"completion_tokens={n} target={spec.target_output_tokens}"
         return ex
+
+    def metrics_text(self) -> str:
+        """The deployment's counters in the real-time server's /metrics format (vLLM names),
+        for window scrapes on virtual time."""
+        c = self.deployment.totals()
+        label = f'{{model_name="{self.profile.served_model_names[0]}"}}'
+        rows = (
+            ("vllm:prefix_cache_queries_total", c.prefix_queries),
+            ("vllm:prefix_cache_hits_total", c.prefix_hits),
+            ("vllm:prompt_tokens_total", c.prompt_tokens),
+            ("vllm:generation_tokens_total", c.generation_tokens),
+            ("vllm:request_success_total", c.requests_finished),
+            ("vllm:spec_decode_num_drafts_total", c.spec_drafts),
+            ("vllm:spec_decode_num_draft_tokens_total", c.spec_draft_tokens),
+            ("vllm:spec_decode_num_accepted_tokens_total", c.spec_accepted),
+            (
+                "sim:accelerators_used",
+                self.dishonesty.accelerators_seen(self.profile.accelerators_used),
+            ),
+        )
+        return "".join(f"{name}{label} {value}\n" for name, value in rows)
 
     async def aclose(self) -> None:
         return None
@@ -254,11 +291,13 @@ def run_with_simulator(
     seed: int,
     catalog_dir: str | Path | None = None,
     transport_out: list[SimTransport] | None = None,
+    cheat: str | None = None,
 ) -> T:
     """Run ``main(transport, clock)`` on virtual time against the simulated ``profile``.
 
     ``profile`` is a profile name (``runner/simulator/profiles/NAME.yaml``), a path, or a
     loaded Profile. ``transport_out``, if given, receives the SimTransport (for counters).
+    ``cheat`` names dishonest modes (``runner.simulator.dishonest``) for verification tests.
     """
     prof = (
         profile if isinstance(profile, Profile) else load_profile(profile, catalog_dir=catalog_dir)
@@ -266,7 +305,7 @@ def run_with_simulator(
     loop = VirtualEventLoop()
 
     async def runner() -> T:
-        transport = SimTransport(prof, seed=seed)
+        transport = SimTransport(prof, seed=seed, cheat=cheat)
         if transport_out is not None:
             transport_out.append(transport)
         try:

@@ -3,14 +3,28 @@
 Checks, each stored with its evidence: qualification probes, request accounting
 (sent = ok + failed, raw records complete), output lengths honoured, error rate, raw
 records stored, private test set used, telemetry. The report's status is the worst check.
-Later work adds output fingerprints and telemetry consistency against the config.
+The checks of `runner.verification.checks` (token counts, cache honesty, speculative
+decoding, model identity, repeatability, statistics, accelerators, power) are pure
+functions; this module loads what they read (raw records, the dataset, the reference) and
+stores the report. docs/verification.md describes every check.
 """
 
 from __future__ import annotations
 
+import gzip
+import logging
 from typing import Any
 
+import orjson
+from django.core.files.storage import storages
+
+from runner.engine.metrics import RequestRecord
+from runner.engine.trajectory import Trajectory, dataset_from_bytes
 from runner.models import BenchmarkRun, VerificationReport
+from runner.verification import checks as ext
+from runner.verification.fingerprint import load_reference
+
+log = logging.getLogger(__name__)
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 _RANK = {PASS: 0, WARN: 1, FAIL: 2}
@@ -21,7 +35,7 @@ def _check(name: str, status: str, summary: str, rule: str, evidence: dict) -> d
             "evidence": evidence}  # fmt: skip
 
 
-def check_qualification(run: BenchmarkRun) -> dict[str, Any]:
+def check_qualification(run: Any) -> dict[str, Any]:
     probes = run.qualification or []
     if not probes:
         return _check("qualification", FAIL, "no qualification probes were reported",
@@ -41,7 +55,7 @@ def check_qualification(run: BenchmarkRun) -> dict[str, Any]:
     )  # fmt: skip
 
 
-def check_request_accounting(run: BenchmarkRun, trials) -> dict[str, Any]:
+def check_request_accounting(run: Any, trials) -> dict[str, Any]:
     bad = []
     rows = []
     for t in trials:
@@ -79,7 +93,7 @@ def check_output_lengths(trials) -> dict[str, Any]:
     )  # fmt: skip
 
 
-def check_error_rate(run: BenchmarkRun, trials) -> dict[str, Any]:
+def check_error_rate(run: Any, trials) -> dict[str, Any]:
     limit = min((t.get("max_error_rate", 0.01) for t in run.run_spec.get("tiers") or []),
                 default=0.01)  # fmt: skip
     max_agents = (run.search_summary or {}).get("max_agents") or {}
@@ -110,48 +124,110 @@ def check_raw_records(trials) -> dict[str, Any]:
     )  # fmt: skip
 
 
-def check_private_test_set(run: BenchmarkRun) -> dict[str, Any]:
+def check_private_test_set(run: Any) -> dict[str, Any]:
     dataset = run.dataset
     private = dataset is not None and dataset.visibility == dataset.VISIBILITY_PRIVATE
-    return _check(
-        "private_test_set", PASS if private else FAIL,
-        f"{dataset.name}@{dataset.version} (private)" if private
-        else "the run did not use a private test set",
-        "the measured workload is the private test set, never the public tuning subset",
-        {"dataset": dataset.name if dataset else None,
-         "sha256": dataset.sha256 if dataset else None},
-    )  # fmt: skip
+    reported = ((run.runner_info or {}).get("dataset") or {}).get("sha256")
+    evidence = {
+        "dataset": dataset.name if dataset else None,
+        "sha256": dataset.sha256 if dataset else None,
+        "replayed_sha256": reported,
+    }
+    rule = (
+        "the measured workload is the private test set whose digest is recorded (the runner "
+        "reports the canonical digest of what it replayed), never the public tuning subset"
+    )
+    if not private:
+        return _check("private_test_set", FAIL, "the run did not use a private test set", rule,
+                      evidence)  # fmt: skip
+    if reported is None:
+        return _check("private_test_set", WARN, f"{dataset.name}@{dataset.version} (private); "
+                      "the runner did not report the digest it replayed", rule,
+                      evidence)  # fmt: skip
+    if reported != dataset.sha256:
+        return _check("private_test_set", FAIL, f"the runner replayed {reported[:12]}…, not "
+                      f"the recorded {dataset.sha256[:12]}…", rule, evidence)  # fmt: skip
+    return _check("private_test_set", PASS, f"{dataset.name}@{dataset.version} (private), "
+                  f"digest {dataset.sha256[:12]}… replayed", rule, evidence)  # fmt: skip
 
 
-def check_telemetry(run: BenchmarkRun) -> dict[str, Any]:
-    telemetry = run.telemetry or {}
-    if telemetry.get("measured"):
-        accels = telemetry.get("accelerators") or []
-        used = (run.run_spec.get("accelerators") or {}).get("used")
-        status = PASS if used is None or len(accels) >= int(used) else WARN
-        return _check(
-            "telemetry", status,
-            f"{len(accels)} accelerators reported by {telemetry.get('tool')}; {used} claimed used",
-            "accelerator count and type on the runner host match the config",
-            {"accelerators": accels},
-        )  # fmt: skip
-    return _check(
-        "telemetry", WARN, telemetry.get("reason") or "not measured",
-        "power and accelerators are measured where a tool exists; never estimated",
-        {},
-    )  # fmt: skip
+def load_records(key: str) -> list[RequestRecord] | None:
+    """A trial's raw request records from the artifacts storage (None when unreadable)."""
+    if not key:
+        return None
+    try:
+        with storages["artifacts"].open(key, "rb") as handle:
+            lines = gzip.decompress(handle.read()).splitlines()
+    except Exception as exc:  # the checks say "not measured"; the report still stands
+        log.warning("raw records %s unreadable: %s", key, exc)
+        return None
+    return [RequestRecord.from_dict(orjson.loads(line)) for line in lines if line.strip()]
+
+
+def load_trajectories(run: BenchmarkRun) -> dict[str, Trajectory] | None:
+    if run.dataset is None or not run.dataset.storage_key:
+        return None
+    try:
+        with storages["datasets"].open(run.dataset.storage_key, "rb") as handle:
+            dataset = dataset_from_bytes(handle.read(), verify=False)
+    except Exception as exc:
+        log.warning("dataset of run #%s unreadable: %s", run.pk, exc)
+        return None
+    return {t.id: t for t in dataset.trajectories}
+
+
+def trial_data(trials) -> list[ext.TrialData]:
+    return [
+        ext.TrialData(
+            index=t.index,
+            concurrency=t.concurrency,
+            phase=t.phase,
+            metrics=t.metrics or {},
+            verdicts=t.verdicts or {},
+            telemetry=t.telemetry or {},
+            records=load_records(t.raw_records_key),
+            raw_records_key=t.raw_records_key,
+            raw_records_count=t.raw_records_count,
+        )
+        for t in trials
+    ]
 
 
 def verification_checks(run: BenchmarkRun) -> list[dict[str, Any]]:
-    trials = list(run.trials.order_by("index"))
+    data = trial_data(run.trials.order_by("index"))
+    return report_checks(run, data, load_trajectories(run))
+
+
+def report_checks(
+    run: Any, trials: list[ext.TrialData], trajectories: dict[str, Trajectory] | None
+) -> list[dict[str, Any]]:
+    """Every check of the report, from a run (or anything with its fields: run_spec,
+    search_summary, qualification, telemetry, runner_info, dataset, submission.config),
+    its trials with raw records, and the dataset's trajectories."""
+    spec = run.run_spec or {}
+    slug = str((spec.get("model") or {}).get("slug") or "")
+    reference = load_reference(slug, simulated=bool(spec.get("simulated")))
+    max_agents = (run.search_summary or {}).get("max_agents") or {}
+    result_ns = {int(n) for n in max_agents.values() if n}
+    claimed = (spec.get("accelerators") or {}).get("used")
     return [
         check_qualification(run),
         check_request_accounting(run, trials),
         check_output_lengths(trials),
+        ext.check_token_counts(
+            trials,
+            expected_output_ratio=(reference or {}).get("output_tokens_per_local_token"),
+        ),
         check_error_rate(run, trials),
+        ext.check_cache_honesty(trajectories, trials),
+        ext.check_speculative(run.submission.config or {}, trials),
+        ext.check_model_identity(run.qualification or [], reference, model=slug),
+        ext.check_repeatability(trials),
+        ext.check_statistics(trials, result_ns),
         check_raw_records(trials),
         check_private_test_set(run),
-        check_telemetry(run),
+        ext.check_accelerators(int(claimed) if claimed else None, run.telemetry or {}, trials),
+        ext.check_power(trials),
     ]
 
 

@@ -134,9 +134,22 @@ async def run_probes(transport: Transport, clock: Clock, *, model: str) -> list[
     if not second.ok:
         status, summary = FAIL, f"the cache probe failed: {second.error_class}"
     elif cached is None:
-        status, summary = FAIL, "usage.prompt_tokens_details.cached_tokens is not reported"
+        status, summary = (
+            FAIL,
+            (
+                "usage.prompt_tokens_details.cached_tokens is not reported on a repeated prefix: "
+                "start vLLM with --enable-prompt-tokens-details, SGLang with --enable-cache-report "
+                "(SGLang omits the field on a cache miss, so it is read on the repeat)"
+            ),
+        )
     elif cached <= 0:
-        status, summary = WARN, "cached_tokens is reported but 0 for a repeated prefix"
+        status, summary = (
+            WARN,
+            (
+                "cached_tokens is reported but 0 for a repeated prefix (is prefix caching on? "
+                "vLLM --enable-prefix-caching, SGLang without --disable-radix-cache)"
+            ),
+        )
     else:
         status = PASS
         summary = f"{cached} of {second.prompt_tokens} prompt tokens reported cached on repeat"
@@ -149,6 +162,131 @@ async def run_probes(transport: Transport, clock: Clock, *, model: str) -> list[
             evidence={"first": _brief(first), "second": _brief(second)},
         )
     )
+    return checks
+
+
+IGNORE_EOS_TOKENS = 24
+IGNORE_EOS_PROMPT = "Answer with exactly one word and nothing else: what colour is the sky?"
+REASONING_PROMPT = "Think it through, then answer: what is 17 + 25?"
+
+
+async def ignore_eos_probe(transport: Transport, *, model: str) -> dict[str, Any]:
+    """A question whose natural answer is one word, asked for 24 tokens with ignore_eos."""
+    ex = await transport.send(
+        _spec(model, "probe-ignore-eos", IGNORE_EOS_PROMPT, IGNORE_EOS_TOKENS)
+    )
+    ok = ex.ok and ex.completion_tokens == IGNORE_EOS_TOKENS
+    return check(
+        "ignore_eos",
+        PASS if ok else FAIL,
+        f"a one-word question asked for {IGNORE_EOS_TOKENS} tokens with ignore_eos got "
+        f"{ex.completion_tokens} (finish_reason {ex.finish_reason!r})"
+        + ("" if ok else ": the server stops at end-of-sequence, so output lengths are not "
+           "forced (vLLM/SGLang honour ignore_eos; others need min_tokens)"),
+        fatal=True,
+        evidence={**_brief(ex), "finish_reason": ex.finish_reason, "text": ex.content[:200]},
+    )  # fmt: skip
+
+
+def longest_turn(dataset: Any) -> tuple[Any, int, int] | None:
+    """(trajectory, turn index, local prompt tokens) of the dataset's longest prompt."""
+    best: tuple[Any, int, int] | None = None
+    for trajectory in dataset.trajectories:
+        for k, size in enumerate(trajectory.prompt_tokens()):
+            if size is not None and (best is None or size > best[2]):
+                best = (trajectory, k, size)
+    return best
+
+
+async def context_probe(
+    transport: Transport, *, model: str, dataset: Any, max_model_len: int | None = None
+) -> dict[str, Any]:
+    """The dataset's longest prompt, sent as the replay sends it, with its full output."""
+    from runner.engine.replay import ReplayConfig, build_request
+
+    found = longest_turn(dataset)
+    if found is None:
+        return check("context_fits", WARN, "the dataset has no prompt sizes to check",
+                     fatal=False, evidence={})  # fmt: skip
+    trajectory, k, local = found
+    spec = build_request(
+        trajectory, k, ReplayConfig(model=model, count_output_tokens=False),
+        request_id="probe-context", namespace="agentperf-session 00000000probe00\n",
+    )  # fmt: skip
+    spec.timeout_s = 600.0
+    ex = await transport.send(spec)
+    target = spec.target_output_tokens
+    evidence = {**_brief(ex), "trajectory": trajectory.id, "turn": k,
+                "local_prompt_tokens": local, "target_output_tokens": target,
+                "max_model_len": max_model_len}  # fmt: skip
+    if ex.ok:
+        return check(
+            "context_fits", PASS,
+            f"the longest prompt ({ex.prompt_tokens} tokens served, {local} local) with its "
+            f"{target}-token answer was served"
+            + (f"; max_model_len {max_model_len}" if max_model_len else ""),
+            fatal=True, evidence=evidence,
+        )  # fmt: skip
+    return check(
+        "context_fits", FAIL,
+        f"the dataset's longest prompt ({local} local tokens + {target} output) was refused: "
+        f"{ex.error_class} {ex.error_detail[:160]}",
+        fatal=True, evidence=evidence,
+    )  # fmt: skip
+
+
+async def reasoning_probe(transport: Transport, *, model: str) -> dict[str, Any]:
+    """Where the server streams reasoning: `reasoning_content` (vLLM < 0.10, SGLang, DeepSeek)
+    or `reasoning` (vLLM >= 0.10, OpenRouter); the client reads either."""
+    ex = await transport.send(_spec(model, "probe-reasoning", REASONING_PROMPT, 32))
+    field = ex.extra.get("reasoning_field")
+    evidence = {**_brief(ex), "reasoning_field": field, "reasoning_chars": len(ex.reasoning),
+                "content_chars": len(ex.content)}  # fmt: skip
+    if not ex.ok:
+        return check("reasoning_read", FAIL, f"the probe failed: {ex.error_class}",
+                     fatal=False, evidence=evidence)  # fmt: skip
+    summary = (
+        f"reasoning text streamed in `{field}` and read ({len(ex.reasoning)} chars)"
+        if field
+        else "no reasoning text in this answer (the model answered in content); both "
+        "`reasoning` and `reasoning_content` would be read"
+    )
+    return check("reasoning_read", PASS, summary, fatal=False, evidence=evidence)
+
+
+async def canary_probe(transport: Transport, clock: Clock, *, model: str) -> dict[str, Any]:
+    """Greedy answers to the canary prompts; the report compares them with the reference."""
+    from runner.verification.fingerprint import collect_canaries
+
+    collected = await collect_canaries(transport, clock, model=model)
+    failed = [c["id"] for c in collected["canaries"] if not c["ok"]]
+    return check(
+        "canary_outputs", FAIL if failed else PASS,
+        f"canaries failed: {failed}" if failed else
+        f"{len(collected['canaries'])} greedy canary answers recorded"
+        + (" with top-k logprobs" if collected["logprobs"] else " (no logprobs)"),
+        fatal=False, evidence=collected,
+    )  # fmt: skip
+
+
+async def extended_probes(
+    transport: Transport,
+    clock: Clock,
+    *,
+    model: str,
+    dataset: Any = None,
+    max_model_len: int | None = None,
+) -> list[dict[str, Any]]:
+    """The probes beyond the basic ones: ignore_eos, context, reasoning, canaries."""
+    checks = [await ignore_eos_probe(transport, model=model)]
+    if dataset is not None:
+        checks.append(
+            await context_probe(
+                transport, model=model, dataset=dataset, max_model_len=max_model_len
+            )
+        )
+    checks.append(await reasoning_probe(transport, model=model))
+    checks.append(await canary_probe(transport, clock, model=model))
     return checks
 
 

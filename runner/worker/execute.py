@@ -32,7 +32,13 @@ from runner.engine.transport import Clock, Transport
 from runner.engine.trial import Tier, TrialConfig, TrialResult, parse_tiers
 from runner.launchers import Endpoint, LauncherError, launcher_for
 from runner.telemetry import TelemetrySampler
-from runner.verification.probes import fatal_failures, model_listed_check, run_probes
+from runner.verification.probes import (
+    extended_probes,
+    fatal_failures,
+    model_listed_check,
+    run_probes,
+)
+from runner.verification.speculative import parse_metrics, scrape_metrics
 from runner.worker.api_client import RunnerApi, RunnerApiError, RunSuperseded
 
 log = logging.getLogger(__name__)
@@ -162,12 +168,17 @@ def _target(endpoint: Endpoint) -> Target:
     return Target(base_url=endpoint.base_url, api_key=endpoint.api_key, seed=endpoint.seed)
 
 
-def qualify(endpoint: Endpoint) -> list[dict[str, Any]]:
+def qualify(endpoint: Endpoint, dataset: Dataset | None = None) -> list[dict[str, Any]]:
     models = None if endpoint.virtual else endpoint.info.get("models")
     checks = [model_listed_check(endpoint.served_model_name, models)]
 
     async def main(transport: Transport, clock: Clock) -> list[dict[str, Any]]:
-        return await run_probes(transport, clock, model=endpoint.served_model_name)
+        model = endpoint.served_model_name
+        basic = await run_probes(transport, clock, model=model)
+        return basic + await extended_probes(
+            transport, clock, model=model, dataset=dataset,
+            max_model_len=endpoint.info.get("max_model_len"),
+        )  # fmt: skip
 
     if checks[0]["status"] != "fail":
         checks += run_on_target(_target(endpoint), main)
@@ -264,10 +275,13 @@ class RunExecution:
         self.endpoint = endpoint = launcher.start()
         self.heartbeat.check()
         self.heartbeat.update(phase="qualification")
-        checks = qualify(endpoint)
-        self.api.call(
-            "POST", "qualification", {"checks": checks, "runner_info": runner_info(endpoint)}
-        )
+        checks = qualify(endpoint, dataset)
+        info = runner_info(endpoint)
+        # What was really replayed: the verification compares it with the recorded digest.
+        info["dataset"] = {"name": dataset.name, "version": dataset.version,
+                           "sha256": dataset.digest(),
+                           "trajectories": len(dataset.trajectories)}  # fmt: skip
+        self.api.call("POST", "qualification", {"checks": checks, "runner_info": info})
         failed = fatal_failures(checks)
         if failed:
             raise RunFailure(
@@ -290,7 +304,33 @@ class RunExecution:
                 concurrency=concurrency,
             )
 
+        scrapes: dict[int, dict[str, Any]] = {}
+        threads: dict[int, list[threading.Thread]] = {}
+
+        def on_window(index: int, mark: str, t_ns: int, transport: Transport) -> None:
+            """/metrics at the window's start and end, for counter deltas (never blocks)."""
+            slot = scrapes.setdefault(index, {})
+            metrics_text = getattr(transport, "metrics_text", None)
+            if metrics_text is not None:  # the simulator in process, on virtual time
+                slot[mark] = parse_metrics(metrics_text())
+                return
+            if not endpoint.base_url:
+                return
+
+            def scrape() -> None:
+                try:
+                    text = scrape_metrics(str(endpoint.base_url), api_key=endpoint.api_key)
+                    slot[mark] = parse_metrics(text)
+                except Exception as exc:  # a server without /metrics: "not measured"
+                    slot[f"{mark}_error"] = f"{type(exc).__name__}: {exc}"[:300]
+
+            thread = threading.Thread(target=scrape, name=f"metrics-{index}-{mark}", daemon=True)
+            threads.setdefault(index, []).append(thread)
+            thread.start()
+
         def on_trial_result(result: TrialResult) -> None:
+            for thread in threads.pop(self.current_index, []):
+                thread.join(timeout=15)
             blob, count = records_blob(result)
             self.uploaded[self.current_index] = self._upload(
                 "raw_records", blob, trial_index=self.current_index, count=count
@@ -299,12 +339,17 @@ class RunExecution:
             self.uploaded[self.current_index]["telemetry"] = self.sampler.window(
                 s.window_start_ns, s.window_end_ns, virtual=result.simulated
             )
+            scraped = scrapes.pop(self.current_index, None)
+            if scraped:
+                self.uploaded[self.current_index]["telemetry"]["server_metrics"] = scraped
 
         def on_trial(trial: SearchTrial) -> None:
             stored = self.uploaded.pop(trial.index)
             telemetry = stored.pop("telemetry")
             data = trial.data
             metrics = dict(data.get("summary") or {})
+            if data.get("statistics"):
+                metrics["statistics"] = data["statistics"]
             if telemetry.get("measured"):
                 metrics["power_w"] = telemetry["power_w"]
             payload = {
@@ -341,6 +386,7 @@ class RunExecution:
             on_trial_result=on_trial_result,
             progress=progress,
             max_trials=int(search["max_trials"]),
+            on_window=on_window,
         )
         self.sampler.stop()
         self.heartbeat.update(phase="completing")

@@ -1,0 +1,557 @@
+"""The verification checks beyond the basic ones, as pure functions of plain data.
+
+Each returns ``{"name", "status": pass|warn|fail, "summary", "rule", "evidence"}``. They
+take trials (``TrialData``: what a Trial row holds, plus its raw records), the dataset's
+trajectories, the config and the qualification probes — never the database — so the same
+functions judge a run stored by the pipeline and a run made in a test on virtual time.
+docs/verification.md states every rule and tolerance.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from runner.engine.metrics import RequestRecord
+from runner.engine.replay import NAMESPACE_TOKENS
+from runner.engine.trajectory import Trajectory, common_prefix_length
+from runner.verification import speculative
+from runner.verification.fingerprint import compare_canaries
+
+PASS, WARN, FAIL = "pass", "warn", "fail"
+
+# token_counts
+OUTPUT_RATIO_TOLERANCE = 0.15
+PROMPT_RATIO_BOUNDS = (0.5, 2.0)
+# cache_honesty
+CACHE_ALLOWANCE_TOKENS = 64
+CACHE_ALLOWANCE_FRACTION = 0.05
+CACHE_MAX_FLAGGED_FRACTION = 0.005
+# repeatability
+SPEED_TOLERANCE = 0.10
+TTFT_TOLERANCE = 0.20
+TTFT_TOLERANCE_ABS_S = 0.05
+# telemetry (power)
+POWER_MIN_COVERAGE = 0.95
+POWER_MAX_GAP_S = 3.0
+
+
+def result(name: str, status: str, summary: str, rule: str, evidence: dict[str, Any]) -> dict:
+    return {"name": name, "status": status, "summary": summary, "rule": rule,
+            "evidence": evidence}  # fmt: skip
+
+
+@dataclass(slots=True)
+class TrialData:
+    """One trial as verification sees it (a Trial row and, when loaded, its raw records)."""
+
+    index: int
+    concurrency: int
+    phase: str = ""
+    metrics: dict[str, Any] = field(default_factory=dict)
+    verdicts: dict[str, Any] = field(default_factory=dict)
+    telemetry: dict[str, Any] = field(default_factory=dict)
+    records: list[RequestRecord] | None = None
+    raw_records_key: str = ""
+    raw_records_count: int = 0
+
+    def in_window(self) -> list[RequestRecord]:
+        w0, w1 = self.metrics.get("window_start_ns"), self.metrics.get("window_end_ns")
+        records = self.records or []
+        if w0 is None or w1 is None:
+            return list(records)
+        return [r for r in records if w0 <= r.t_send_ns < w1]
+
+
+# ------------------------------------------------------------------------- token counts
+
+
+def _ratio(num: float, den: float) -> float | None:
+    return num / den if den > 0 else None
+
+
+def check_token_counts(
+    trials: Sequence[TrialData],
+    *,
+    expected_output_ratio: float | None = None,
+    tolerance: float = OUTPUT_RATIO_TOLERANCE,
+) -> dict[str, Any]:
+    """Server token counts against the local offline count (output and prompt)."""
+    rows = []
+    for t in trials:
+        ok = [r for r in t.in_window() if r.ok]
+        with_out = [r for r in ok if r.n_out is not None and r.local_output_tokens]
+        with_in = [r for r in ok if r.n_in and r.local_prompt_tokens]
+        out_ratio = _ratio(
+            sum(r.n_out or 0 for r in with_out), sum(r.local_output_tokens or 0 for r in with_out)
+        )
+        in_ratio = _ratio(
+            sum(r.n_in or 0 for r in with_in), sum(r.local_prompt_tokens or 0 for r in with_in)
+        )
+        rows.append({"trial": t.index, "concurrency": t.concurrency, "requests": len(with_out),
+                     "output_ratio": out_ratio, "prompt_ratio": in_ratio})  # fmt: skip
+    measured = [r for r in rows if r["output_ratio"] is not None]
+    rule = (
+        f"per trial, Σ completion_tokens / Σ local output tokens within ±{tolerance:.0%} of the "
+        "model's calibrated ratio (the reference's, else the run's lowest-concurrency trial); "
+        f"Σ prompt_tokens / Σ local prompt tokens within {PROMPT_RATIO_BOUNDS}"
+    )
+    if not measured:
+        return result("token_counts", WARN, "not measured: no local output counts in the raw "
+                      "records", rule, {"trials": rows})  # fmt: skip
+    if expected_output_ratio is not None:
+        base, base_source = expected_output_ratio, "model reference"
+    else:
+        lowest = min(measured, key=lambda r: (r["concurrency"], r["trial"]))
+        base, base_source = lowest["output_ratio"], f"trial {lowest['trial']} (lowest load)"
+    bad = []
+    for r in rows:
+        if r["output_ratio"] is not None:
+            r["deviation"] = r["output_ratio"] / base - 1
+            if abs(r["deviation"]) > tolerance:
+                bad.append(
+                    f"trial {r['trial']} (N={r['concurrency']}): server counts "
+                    f"{r['output_ratio']:.2f}× the local output count, expected {base:.2f}×"
+                )
+        pr = r["prompt_ratio"]
+        if pr is not None and not PROMPT_RATIO_BOUNDS[0] <= pr <= PROMPT_RATIO_BOUNDS[1]:
+            bad.append(f"trial {r['trial']}: prompt_tokens {pr:.2f}× the local prompt count")
+    worst = max((abs(r.get("deviation", 0.0)) for r in rows), default=0.0)
+    summary = (
+        "; ".join(bad[:4])
+        if bad
+        else f"server output counts within {worst:.1%} of {base:.2f}× the local count "
+        f"({base_source}) in all {len(measured)} trials"
+    )
+    return result("token_counts", FAIL if bad else PASS, summary, rule,
+                  {"expected_output_ratio": base, "baseline": base_source,
+                   "tolerance": tolerance, "trials": rows})  # fmt: skip
+
+
+# ------------------------------------------------------------------------ cache honesty
+
+
+class _TrajectoryPrompts:
+    """Prompts and local message counts of one trajectory, built once."""
+
+    def __init__(self, trajectory: Trajectory, count_tools: Any) -> None:
+        self.prompts = list(trajectory.iter_prompts())
+        self.counts = list(trajectory.iter_prompt_message_tokens())
+        self.tools_tokens = [
+            count_tools(trajectory.tools_for(k)) for k in range(len(trajectory.turns))
+        ]
+
+    def lcp_tokens(self, j: int, k: int) -> int:
+        m = common_prefix_length(self.prompts[j], self.prompts[k])
+        counts = self.counts[k]
+        if m == 0 or counts is None:
+            return 0
+        return sum(counts[:m]) + NAMESPACE_TOKENS
+
+    def total(self, k: int) -> int | None:
+        counts = self.counts[k]
+        return None if counts is None else sum(counts) + NAMESPACE_TOKENS + self.tools_tokens[k]
+
+
+def _tools_counter() -> Any:
+    from runner.engine.tokens import TokenCounter
+
+    counter = TokenCounter()
+    cache: dict[str, int] = {}
+
+    def count(tools: Sequence[dict[str, Any]]) -> int:
+        if not tools:
+            return 0
+        text = json.dumps(list(tools), sort_keys=True, separators=(",", ":"))
+        if text not in cache:
+            cache[text] = counter.count(text)
+        return cache[text]
+
+    return count
+
+
+def honest_cache_bounds(
+    trajectories: dict[str, Trajectory], trials: Sequence[TrialData]
+) -> list[tuple[RequestRecord, float]]:
+    """(record, the most cached tokens an honest server could report) for every record
+    that reported cached tokens, in the order the requests were sent.
+
+    An honest server can have cached, for a request, the longest prefix that this agent
+    session sent before (its namespace line makes every session's prefix its own) plus a
+    tools block rendered ahead of the messages. Sessions are keyed by agent, session and
+    trajectory across all trials: the replay's namespaces are seeded per agent, so the same
+    session in a later trial may find its earlier prefix still cached. Local token counts
+    are scaled to the server's by the request's prompt_tokens / local total.
+    """
+    count_tools = _tools_counter()
+    prompts: dict[str, _TrajectoryPrompts] = {}
+    sent: dict[tuple[int, str, str], list[int]] = {}
+    out: list[tuple[RequestRecord, float]] = []
+    for t in sorted(trials, key=lambda t: t.index):
+        for r in sorted(t.records or [], key=lambda r: r.t_send_ns):
+            traj = trajectories.get(r.trajectory_id)
+            if traj is None:
+                continue
+            tp = prompts.get(traj.id)
+            if tp is None:
+                tp = prompts[traj.id] = _TrajectoryPrompts(traj, count_tools)
+            key = (r.agent_id, r.session_id, r.trajectory_id)
+            earlier = sent.setdefault(key, [])
+            if r.n_cached is not None and r.n_in:
+                bound_local = max((tp.lcp_tokens(j, r.turn_index) for j in earlier), default=0)
+                bound_local += tp.tools_tokens[r.turn_index]
+                total = tp.total(r.turn_index)
+                scale = r.n_in / total if total else 1.0
+                out.append((r, bound_local * scale))
+            earlier.append(r.turn_index)
+    return out
+
+
+def _server_deltas(trials: Sequence[TrialData]) -> dict[str, float]:
+    total: dict[str, float] = {}
+    for t in trials:
+        scraped = (t.telemetry or {}).get("server_metrics") or {}
+        start, end = scraped.get("start"), scraped.get("end")
+        if isinstance(start, dict) and isinstance(end, dict):
+            for name, value in speculative.window_delta(start, end).items():
+                if name in (speculative.SIM_ACCELERATORS, speculative.SGLANG_ACCEPT_LENGTH,
+                            speculative.SGLANG_CACHE_HIT_RATE):  # fmt: skip
+                    total[name] = value
+                else:
+                    total[name] = total.get(name, 0.0) + value
+    return total
+
+
+def check_cache_honesty(
+    trajectories: dict[str, Trajectory] | None, trials: Sequence[TrialData]
+) -> dict[str, Any]:
+    """No request reports more cached tokens than its own session could have cached."""
+    rule = (
+        "per request: cached_tokens <= (longest prefix this agent session sent before + tools "
+        f"block) + max({CACHE_ALLOWANCE_TOKENS} tokens, {CACHE_ALLOWANCE_FRACTION:.0%} of the "
+        f"prompt); fail when over {CACHE_MAX_FLAGGED_FRACTION:.1%} of requests exceed it"
+    )
+    deltas = _server_deltas(trials)
+    server_rate = speculative.prefix_cache_hit_rate(deltas)
+    ok = [r for t in trials for r in t.in_window() if r.ok]
+    cached_known = [r for r in ok if r.n_cached is not None and r.n_in]
+    client_rate = (
+        sum(r.n_cached or 0 for r in cached_known) / sum(r.n_in or 0 for r in cached_known)
+        if cached_known
+        else None
+    )
+    evidence: dict[str, Any] = {"server_prefix_cache_hit_rate": server_rate,
+                                "reported_cache_hit_ratio": client_rate}  # fmt: skip
+    if trajectories is None or not any(t.records for t in trials):
+        return result("cache_honesty", WARN, "not measured: the dataset or raw records could "
+                      "not be read", rule, evidence)  # fmt: skip
+    bounds = honest_cache_bounds(trajectories, trials)
+    if not bounds:
+        return result("cache_honesty", WARN, "not measured: the server reported no cached "
+                      "tokens", rule, evidence)  # fmt: skip
+    flagged = []
+    excess_total = 0.0
+    for r, bound in bounds:
+        allowance = max(CACHE_ALLOWANCE_TOKENS, CACHE_ALLOWANCE_FRACTION * (r.n_in or 0))
+        excess = (r.n_cached or 0) - bound
+        if excess > allowance:
+            excess_total += excess
+            flagged.append({"request_id": r.request_id, "agent": r.agent_id,
+                            "session": r.session_id, "turn": r.turn_index, "n_in": r.n_in,
+                            "cached": r.n_cached, "honest_max": round(bound)})  # fmt: skip
+    frac = len(flagged) / len(bounds)
+    evidence.update(
+        requests_checked=len(bounds),
+        over_bound=len(flagged),
+        over_bound_fraction=frac,
+        excess_cached_tokens=round(excess_total),
+        honest_cached_tokens_max=round(sum(b for _, b in bounds)),
+        reported_cached_tokens=sum(r.n_cached or 0 for r, _ in bounds),
+        examples=flagged[:5],
+    )
+    if frac > CACHE_MAX_FLAGGED_FRACTION and len(flagged) >= 2:
+        status = FAIL
+        summary = (
+            f"{len(flagged)} of {len(bounds)} requests reported more cached tokens than their "
+            f"own session could have cached ({round(excess_total)} tokens too many): the "
+            "server reuses cache across agents"
+        )
+    elif flagged:
+        status = WARN
+        summary = f"{len(flagged)} of {len(bounds)} requests above the honest bound"
+    else:
+        status = PASS
+        summary = f"all {len(bounds)} requests within what their own session could have cached" + (
+            f"; server prefix-cache hit rate {server_rate:.1%}" if server_rate else ""
+        )
+    return result("cache_honesty", status, summary, rule, evidence)
+
+
+# ----------------------------------------------------------------- speculative decoding
+
+
+def check_speculative(config: dict[str, Any], trials: Sequence[TrialData]) -> dict[str, Any]:
+    """No setting that fakes acceptance; acceptance measured from /metrics deltas."""
+    rule = (
+        "no setting that fakes draft acceptance (vLLM rejection_sample_method: synthetic, "
+        "synthetic_acceptance_length; SGLANG_SIMULATE_ACC_LEN; "
+        "TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS); acceptance rate = Δaccepted / Δdraft "
+        "tokens and mean acceptance length = 1 + Δaccepted / Δdrafts over the windows; a "
+        f"rate >= {speculative.IMPLAUSIBLE_RATE:.0%} over >= "
+        f"{speculative.IMPLAUSIBLE_MIN_DRAFT_TOKENS} draft tokens is forced acceptance"
+    )
+    findings = speculative.fake_acceptance_findings(config or {})
+    deltas = _server_deltas(trials)
+    figures = speculative.spec_figures(deltas)
+    declared = (config or {}).get("speculative")
+    scraped = any(((t.telemetry or {}).get("server_metrics") or {}).get("end") for t in trials)
+    evidence: dict[str, Any] = {"config_findings": findings, "declared": declared,
+                                "metrics": figures, "windows_scraped": scraped,
+                                "prefix_cache_hit_rate": speculative.prefix_cache_hit_rate(
+                                    deltas)}  # fmt: skip
+    if findings:
+        where = ", ".join(f"{f['path']} ({f['setting']})" for f in findings[:3])
+        return result("speculative_decoding", FAIL,
+                      f"the config fakes draft acceptance: {where}", rule, evidence)  # fmt: skip
+    if figures is not None:
+        rate = figures.get("acceptance_rate")
+        length = figures.get("mean_acceptance_length")
+        text = (f"acceptance rate {rate:.1%}" if rate is not None else "acceptance rate n/a") + (
+            f", mean acceptance length {length:.2f}" if length else ""
+        )
+        if (
+            rate is not None
+            and rate >= speculative.IMPLAUSIBLE_RATE
+            and figures.get("draft_tokens", 0) >= speculative.IMPLAUSIBLE_MIN_DRAFT_TOKENS
+        ):
+            return result("speculative_decoding", FAIL,
+                          f"{text} over {figures['draft_tokens']:.0f} draft tokens: every draft "
+                          "accepted is forced acceptance, not a drafter", rule,
+                          evidence)  # fmt: skip
+        return result("speculative_decoding", PASS, text + " (from /metrics over the windows)",
+                      rule, evidence)  # fmt: skip
+    if declared:
+        return result("speculative_decoding", WARN,
+                      "not measured: speculative decoding is declared but /metrics gave no draft "
+                      "counters", rule, evidence)  # fmt: skip
+    return result("speculative_decoding", PASS,
+                  "no speculative decoding declared" + ("" if not scraped else
+                                                       " and no drafts counted in /metrics"),
+                  rule, evidence)  # fmt: skip
+
+
+# ----------------------------------------------------------------------- model identity
+
+
+def check_model_identity(
+    qualification: Sequence[dict[str, Any]], reference: dict[str, Any] | None, *, model: str
+) -> dict[str, Any]:
+    rule = (
+        "greedy answers to the canary prompts equal the reference deployment's; where both "
+        "sides have logprobs, a divergence passes only if at the first differing token each "
+        "side's token is in the other's top-k"
+    )
+    probe = next((p for p in qualification if p.get("name") == "canary_outputs"), None)
+    if reference is None:
+        return result("model_identity", WARN, f"no reference outputs recorded for {model}",
+                      rule, {"model": model})  # fmt: skip
+    if probe is None:
+        return result("model_identity", FAIL, "the runner reported no canary answers", rule,
+                      {"reference": reference.get("source")})  # fmt: skip
+    compared = compare_canaries(probe.get("evidence"), reference)
+    diverged = [c for c in compared if c["match"] in ("diverged", "missing")]
+    near = [c for c in compared if c["match"] == "near_tie"]
+    evidence = {"reference": reference.get("source"), "deployment": reference.get("deployment"),
+                "canaries": compared}  # fmt: skip
+    if diverged:
+        return result("model_identity", FAIL,
+                      f"{len(diverged)} of {len(compared)} canary answers differ from the "
+                      f"reference deployment of {model}: another model or other weights",
+                      rule, evidence)  # fmt: skip
+    return result("model_identity", PASS,
+                  f"{len(compared) - len(near)} of {len(compared)} canary answers match exactly"
+                  + (f", {len(near)} diverge at a near tie" if near else ""),
+                  rule, evidence)  # fmt: skip
+
+
+# ------------------------------------------------------------------------ repeatability
+
+
+def _rel_spread(values: Sequence[float]) -> float:
+    mean = sum(values) / len(values)
+    return (max(values) - min(values)) / mean if mean > 0 else 0.0
+
+
+def check_repeatability(trials: Sequence[TrialData]) -> dict[str, Any]:
+    rule = (
+        f"trials repeated at the same N (confirmations, marginal repeats) agree: p25 speed "
+        f"spread <= {SPEED_TOLERANCE:.0%} of its mean, TTFT p75 spread <= "
+        f"{TTFT_TOLERANCE:.0%} (or {TTFT_TOLERANCE_ABS_S * 1000:.0f} ms); up to twice that "
+        "warns, beyond fails"
+    )
+    by_n: dict[int, list[TrialData]] = {}
+    for t in trials:
+        by_n.setdefault(t.concurrency, []).append(t)
+    groups = []
+    worst = PASS
+    notes = []
+    for n, ts in sorted(by_n.items()):
+        if len(ts) < 2:
+            continue
+        speeds = [float(t.metrics.get("p25_output_speed") or 0.0) for t in ts]
+        ttfts = [(t.metrics.get("ttft_s") or {}).get("p75") for t in ts]
+        speed_spread = _rel_spread(speeds)
+        finite = [float(x) for x in ttfts if x is not None and math.isfinite(float(x))]
+        ttft_spread = _rel_spread(finite) if len(finite) == len(ttfts) else None
+        ttft_abs = max(finite) - min(finite) if finite and len(finite) == len(ttfts) else None
+        status = PASS
+        if speed_spread > 2 * SPEED_TOLERANCE:
+            status = FAIL
+        elif speed_spread > SPEED_TOLERANCE:
+            status = WARN
+        if ttft_spread is not None and ttft_abs is not None and ttft_abs > TTFT_TOLERANCE_ABS_S:
+            if ttft_spread > 2 * TTFT_TOLERANCE:
+                status = FAIL
+            elif ttft_spread > TTFT_TOLERANCE and status == PASS:
+                status = WARN
+        if status != PASS:
+            notes.append(
+                f"N={n}: p25 speed spread {speed_spread:.1%}"
+                + (f", TTFT p75 spread {ttft_spread:.1%}" if ttft_spread else "")
+            )
+        worst = FAIL if FAIL in (worst, status) else (WARN if WARN in (worst, status) else PASS)
+        groups.append({"concurrency": n, "trials": [t.index for t in ts],
+                       "phases": [t.phase for t in ts], "p25_output_speed": speeds,
+                       "ttft_p75_s": ttfts, "speed_spread": speed_spread,
+                       "ttft_spread": ttft_spread, "status": status})  # fmt: skip
+    if not groups:
+        return result("repeatability", WARN, "no trial was repeated: nothing confirms the "
+                      "results", rule, {"groups": []})  # fmt: skip
+    summary = (
+        "; ".join(notes)
+        if notes
+        else (
+            f"{len(groups)} repeated concurrencies agree (largest p25 speed spread "
+            f"{max(g['speed_spread'] for g in groups):.1%})"
+        )
+    )
+    return result("repeatability", worst, summary, rule, {"groups": groups})
+
+
+# -------------------------------------------------------------------------- telemetry
+
+
+def accelerators_seen(
+    run_telemetry: dict[str, Any], trials: Sequence[TrialData]
+) -> tuple[int | None, str]:
+    """(accelerators the runner saw in use, where from); None when nothing was seen."""
+    sim = [
+        ((t.telemetry or {}).get("server_metrics") or {})
+        .get("end", {})
+        .get(speculative.SIM_ACCELERATORS)
+        for t in trials
+    ]
+    sim_values = [int(v) for v in sim if v is not None]
+    if sim_values:
+        return max(sim_values), "simulator /metrics (sim:accelerators_used)"
+    accels = (run_telemetry or {}).get("accelerators") or []
+    if (run_telemetry or {}).get("measured") and accels:
+        used = [a for a in accels if (a.get("memory_used_mib") or 0) >= 1024]
+        if any("memory_used_mib" in a for a in accels):
+            return len(used), f"{run_telemetry.get('tool')} (accelerators with >= 1 GiB in use)"
+        return len(accels), f"{run_telemetry.get('tool')} (accelerators listed)"
+    return None, (run_telemetry or {}).get("reason") or "not measured"
+
+
+def check_accelerators(
+    claimed: int | None, run_telemetry: dict[str, Any], trials: Sequence[TrialData]
+) -> dict[str, Any]:
+    rule = "the accelerators the runner sees in use equal the config's accelerators used"
+    seen, source = accelerators_seen(run_telemetry, trials)
+    evidence = {"claimed": claimed, "seen": seen, "source": source,
+                "inventory": (run_telemetry or {}).get("accelerators") or []}  # fmt: skip
+    if seen is None or claimed is None:
+        return result("accelerators", WARN, f"not measured: {source}", rule, evidence)
+    if seen != claimed:
+        return result("accelerators", FAIL,
+                      f"the config claims {claimed} accelerators used; {source} shows {seen}",
+                      rule, evidence)  # fmt: skip
+    return result("accelerators", PASS, f"{seen} accelerators seen, {claimed} claimed ({source})",
+                  rule, evidence)  # fmt: skip
+
+
+def check_power(trials: Sequence[TrialData]) -> dict[str, Any]:
+    rule = (
+        f"power covers >= {POWER_MIN_COVERAGE:.0%} of each window with no gap over "
+        f"{POWER_MAX_GAP_S:g} s; energy-counter deltas are preferred to integrating sampled "
+        "power; the denominator (accelerator board power or wall power) is stated; never "
+        "estimated"
+    )
+    rows = []
+    bad = []
+    for t in trials:
+        tel = t.telemetry or {}
+        if not tel.get("measured"):
+            continue
+        row = {k: tel.get(k) for k in ("power_w", "energy_j", "coverage", "max_gap_s",
+                                      "method", "denominator", "samples", "tool")}  # fmt: skip
+        row["trial"] = t.index
+        rows.append(row)
+        coverage, gap = tel.get("coverage"), tel.get("max_gap_s")
+        if coverage is None or coverage < POWER_MIN_COVERAGE:
+            bad.append(f"trial {t.index}: coverage {coverage}")
+        if gap is None or gap > POWER_MAX_GAP_S:
+            bad.append(f"trial {t.index}: gap {gap} s")
+    if not rows:
+        reasons = {str((t.telemetry or {}).get("reason") or "not measured") for t in trials}
+        return result("telemetry", WARN, "; ".join(sorted(reasons)) or "not measured", rule,
+                      {"trials": []})  # fmt: skip
+    methods = sorted({str(r.get("method")) for r in rows})
+    denominators = sorted({str(r.get("denominator")) for r in rows})
+    if bad:
+        return result("telemetry", FAIL, "power incomplete: " + "; ".join(bad[:4]), rule,
+                      {"trials": rows})  # fmt: skip
+    return result("telemetry", PASS,
+                  f"power measured in {len(rows)} trials by {', '.join(methods)}; denominator: "
+                  f"{', '.join(denominators)}", rule, {"trials": rows})  # fmt: skip
+
+
+# ------------------------------------------------------------------------- statistics
+
+
+def check_statistics(trials: Sequence[TrialData], result_ns: Iterable[int]) -> dict[str, Any]:
+    rule = (
+        "each trial carries bootstrap intervals (resampling agent sessions) for p25 speed and "
+        "the TTFT percentiles; a trial reported as a result has at least the MLPerf-style "
+        "minimum requests for its percentiles (the true quantile inside ±margin at 99%)"
+    )
+    ns = set(result_ns)
+    rows = []
+    short = []
+    for t in trials:
+        stats = (t.metrics or {}).get("statistics") or {}
+        if not stats:
+            continue
+        minimum = {k: v.get("min_requests") for k, v in (stats.get("min_requests") or {}).items()}
+        need = max((v for v in minimum.values() if v), default=0)
+        requests = int(t.metrics.get("requests") or 0)
+        intervals = stats.get("intervals") or {}
+        rows.append({"trial": t.index, "concurrency": t.concurrency, "requests": requests,
+                     "min_requests": minimum,
+                     "ci_width": {k: v.get("width") for k, v in intervals.items()},
+                     "marginal": stats.get("marginal") or []})  # fmt: skip
+        if t.concurrency in ns and requests < need:
+            short.append(f"N={t.concurrency} (trial {t.index}): {requests} < {need}")
+    if not rows:
+        return result("statistics", WARN, "no intervals were computed for these trials", rule,
+                      {"trials": []})  # fmt: skip
+    if short:
+        return result("statistics", WARN,
+                      "too few requests for the percentiles to hold at 99%: " + "; ".join(
+                          short[:4]), rule, {"trials": rows})  # fmt: skip
+    return result("statistics", PASS,
+                  f"intervals for {len(rows)} trials; every result trial has enough requests",
+                  rule, {"trials": rows})  # fmt: skip

@@ -1,0 +1,128 @@
+"""A whole benchmark run on virtual time, judged by the same checks the pipeline stores.
+
+``simulated_run(cheat)`` does what the pool worker does — qualification probes, the SLO
+search with /metrics scraped at every window's start and end — against the tiny simulated
+system in process (``cheat`` names dishonest modes), then builds the report with
+``runner.verification.basic.report_checks``, the function the pipeline's report uses.
+Only the database and object storage are left out (the run is a plain namespace).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from types import SimpleNamespace
+from typing import Any
+
+from runner.engine.datasets.synthetic import ShapeParams, generate_dataset
+from runner.engine.replay import ReplayConfig
+from runner.engine.search import TrialOutcome, run_search
+from runner.engine.trajectory import Dataset
+from runner.engine.trial import Tier, TrialConfig, run_trial
+from runner.simulator.virtual import run_with_simulator
+from runner.verification.basic import report_checks
+from runner.verification.checks import TrialData
+from runner.verification.probes import extended_probes, model_listed_check, run_probes
+from runner.verification.speculative import parse_metrics
+
+MODEL = "tiny-1b"
+TIERS = [
+    Tier("20", 20, 10.0),
+    Tier("60", 60, 10.0),
+    Tier("100", 100, 5.0),
+    Tier("180", 180, 5.0),
+]
+
+
+@functools.lru_cache(maxsize=2)
+def small_dataset(seed: int = 7, trajectories: int = 6) -> Dataset:
+    """Prompts of a few hundred to ~2.5k tokens and short answers (runner/datasets.py's
+    small shape), generated once per process."""
+    params = ShapeParams(
+        turns_median=6, initial_min=400, initial_max=900, output_median=40, output_sigma=0.8,
+        output_max=256, result_median=80, result_max=400, delay_median_s=0.5,
+        context_tokens=2500,
+    )  # fmt: skip
+    return generate_dataset(
+        seed=seed, trajectories=trajectories, params=params, name="verify-test", version="1"
+    )
+
+
+def simulated_run(
+    cheat: str | None = None,
+    *,
+    cap: int = 8,
+    config: dict[str, Any] | None = None,
+    max_trials: int = 9,
+) -> dict[str, dict[str, Any]]:
+    """{check name: check} of one simulated run (tiny profile, virtual time)."""
+    dataset = small_dataset()
+    base = TrialConfig(
+        concurrency=1, warmup_s=10.0, duration_s=40.0, accelerators=1, min_requests=10,
+        replay=ReplayConfig(model=MODEL, seed=3, ramp_s=10.0, tool_delay_scale=0.5),
+        bootstrap_resamples=200,
+    )  # fmt: skip
+
+    async def main(transport: Any, clock: Any) -> tuple[list, list[TrialData], Any]:
+        qualification = [model_listed_check(MODEL, None)]
+        qualification += await run_probes(transport, clock, model=MODEL)
+        qualification += await extended_probes(transport, clock, model=MODEL, dataset=dataset)
+        trials: list[TrialData] = []
+
+        async def execute(n: int, phase: str, index: int) -> TrialOutcome:
+            scraped: dict[str, Any] = {}
+
+            def on_window(mark: str, t_ns: int) -> None:
+                scraped[mark] = parse_metrics(transport.metrics_text())
+
+            config_n = dataclasses.replace(base, concurrency=n)
+            res = await run_trial(
+                transport, clock, dataset.trajectories, config_n, TIERS, on_window=on_window
+            )
+            data = res.to_dict()
+            metrics = dict(data["summary"], statistics=data["statistics"])
+            trials.append(
+                TrialData(
+                    index=index, concurrency=n, phase=phase, metrics=metrics,
+                    verdicts=data["verdicts"], records=res.records,
+                    telemetry={"measured": False, "reason": "not measured: simulated on "
+                               "virtual time", "server_metrics": scraped},
+                    raw_records_key=f"memory/{index}", raw_records_count=len(res.records),
+                )  # fmt: skip
+            )
+            return TrialOutcome(
+                {k: v.passed for k, v in res.verdicts.items()},
+                {},
+                sorted(k for k, v in res.verdicts.items() if v.marginal),
+            )
+
+        search = await run_search(
+            execute, [t.name for t in TIERS], cap=cap, max_trials=max_trials
+        )
+        return qualification, trials, search
+
+    qualification, trials, search = run_with_simulator("tiny", main, seed=0, cheat=cheat)
+    digest = dataset.digest()
+    run = SimpleNamespace(
+        run_spec={
+            "model": {"slug": MODEL, "served_model_name": MODEL},
+            "simulated": True,
+            "tiers": [t.to_dict() for t in TIERS],
+            "accelerators": {"used": 1, "total": 1},
+        },
+        search_summary=search.to_dict(),
+        qualification=qualification,
+        telemetry={"measured": False, "reason": "not measured: simulated on virtual time"},
+        runner_info={"dataset": {"sha256": digest}},
+        dataset=SimpleNamespace(
+            name=dataset.name, version=dataset.version, sha256=digest, visibility="private",
+            VISIBILITY_PRIVATE="private",
+        ),  # fmt: skip
+        submission=SimpleNamespace(config=config or {}),
+    )
+    checks = report_checks(run, trials, {t.id: t for t in dataset.trajectories})
+    return {c["name"]: c for c in checks}
+
+
+def failing(checks: dict[str, dict[str, Any]]) -> set[str]:
+    return {name for name, c in checks.items() if c["status"] == "fail"}

@@ -1,0 +1,57 @@
+"""Each dishonest mode of the simulator is caught by exactly the check meant for it, and an
+honest run fails none (virtual time: a whole search with probes in a few seconds)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.verification.harness import failing, simulated_run
+
+
+@pytest.fixture(scope="module")
+def honest() -> dict:
+    return simulated_run(None)
+
+
+def test_an_honest_simulated_run_fails_no_check(honest):
+    assert failing(honest) == set(), {n: c["summary"] for n, c in honest.items()}
+
+
+def test_an_honest_run_passes_every_check_it_can_measure(honest):
+    # warn only where nothing is measured (power on virtual time) or the statistics say the
+    # short test trials are below the MLPerf-style minimum; everything else passes
+    not_passing = {n for n, c in honest.items() if c["status"] != "pass"}
+    assert not_passing <= {"telemetry", "statistics"}, not_passing
+    assert honest["cache_honesty"]["evidence"]["over_bound"] == 0
+    assert honest["model_identity"]["summary"].startswith("6 of 6 canary answers match")
+
+
+@pytest.mark.parametrize(
+    ("mode", "check"),
+    [
+        ("truncated", "output_lengths"),
+        ("padded", "token_counts"),
+        ("cache_shared", "cache_honesty"),
+        ("other_model", "model_identity"),
+        ("fake_spec", "speculative_decoding"),
+        ("fewer_accelerators", "accelerators"),
+    ],
+)
+def test_each_dishonest_mode_is_caught_by_exactly_its_check(mode, check):
+    checks = simulated_run(mode)
+    assert failing(checks) == {check}, {n: c["summary"] for n, c in checks.items()}
+
+
+def test_shared_cache_is_reported_with_the_requests_that_exceed_their_sessions_bound():
+    checks = simulated_run("cache_shared")
+    evidence = checks["cache_honesty"]["evidence"]
+    assert evidence["over_bound"] >= 2
+    example = evidence["examples"][0]
+    assert example["cached"] > example["honest_max"] + 64
+
+
+def test_forced_acceptance_reads_as_every_draft_accepted_in_the_metrics_deltas():
+    checks = simulated_run("fake_spec")
+    figures = checks["speculative_decoding"]["evidence"]["metrics"]
+    assert figures["acceptance_rate"] == 1.0
+    assert figures["mean_acceptance_length"] == pytest.approx(4.0)
