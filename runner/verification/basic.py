@@ -158,10 +158,10 @@ def load_records(key: str) -> list[RequestRecord] | None:
     try:
         with storages["artifacts"].open(key, "rb") as handle:
             lines = gzip.decompress(handle.read()).splitlines()
+        return [RequestRecord.from_dict(orjson.loads(line)) for line in lines if line.strip()]
     except Exception as exc:  # the checks say "not measured"; the report still stands
         log.warning("raw records %s unreadable: %s", key, exc)
         return None
-    return [RequestRecord.from_dict(orjson.loads(line)) for line in lines if line.strip()]
 
 
 def load_trajectories(run: BenchmarkRun) -> dict[str, Trajectory] | None:

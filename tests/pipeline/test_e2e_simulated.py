@@ -69,7 +69,8 @@ def test_simulated_submission_runs_on_a_database_free_worker_and_is_published_af
     assert set(run.search_summary["max_agents"]) == {t["name"] for t in run.run_spec["tiers"]}
     assert [c["name"] for c in run.qualification] == [
         "model_listed", "streaming", "exact_output_length", "usage_reported",
-        "cached_tokens_reported",
+        "cached_tokens_reported", "ignore_eos", "context_fits", "reasoning_read",
+        "canary_outputs",
     ]  # fmt: skip
     assert all(c["status"] == "pass" for c in run.qualification), run.qualification
 
@@ -79,6 +80,10 @@ def test_simulated_submission_runs_on_a_database_free_worker_and_is_published_af
     assert checks["raw_records_stored"] == "pass"
     assert checks["private_test_set"] == "pass"
     assert checks["telemetry"] == "warn"  # no nvidia-smi here: "not measured", never estimated
+    # the checks that catch dishonest deployments (docs/verification.md) pass on the honest sim
+    for name in ("token_counts", "cache_honesty", "model_identity", "speculative_decoding",
+                 "accelerators", "output_lengths"):  # fmt: skip
+        assert checks[name] == "pass", (name, report.checks)
 
     # The vendor follows the run and its verification through the vendor API.
     status, run_body = http("GET", f"{live_server.url}/api/v1/runs/{run.pk}/", token=token)

@@ -83,11 +83,19 @@ def simulated_run(
             metrics = dict(data["summary"], statistics=data["statistics"])
             trials.append(
                 TrialData(
-                    index=index, concurrency=n, phase=phase, metrics=metrics,
-                    verdicts=data["verdicts"], records=res.records,
-                    telemetry={"measured": False, "reason": "not measured: simulated on "
-                               "virtual time", "server_metrics": scraped},
-                    raw_records_key=f"memory/{index}", raw_records_count=len(res.records),
+                    index=index,
+                    concurrency=n,
+                    phase=phase,
+                    metrics=metrics,
+                    verdicts=data["verdicts"],
+                    records=res.records,
+                    telemetry={
+                        "measured": False,
+                        "reason": "not measured: simulated on virtual time",
+                        "server_metrics": scraped,
+                    },
+                    raw_records_key=f"memory/{index}",
+                    raw_records_count=len(res.records),
                 )  # fmt: skip
             )
             return TrialOutcome(
@@ -96,9 +104,7 @@ def simulated_run(
                 sorted(k for k, v in res.verdicts.items() if v.marginal),
             )
 
-        search = await run_search(
-            execute, [t.name for t in TIERS], cap=cap, max_trials=max_trials
-        )
+        search = await run_search(execute, [t.name for t in TIERS], cap=cap, max_trials=max_trials)
         return qualification, trials, search
 
     qualification, trials, search = run_with_simulator("tiny", main, seed=0, cheat=cheat)
@@ -115,7 +121,10 @@ def simulated_run(
         telemetry={"measured": False, "reason": "not measured: simulated on virtual time"},
         runner_info={"dataset": {"sha256": digest}},
         dataset=SimpleNamespace(
-            name=dataset.name, version=dataset.version, sha256=digest, visibility="private",
+            name=dataset.name,
+            version=dataset.version,
+            sha256=digest,
+            visibility="private",
             VISIBILITY_PRIVATE="private",
         ),  # fmt: skip
         submission=SimpleNamespace(config=config or {}),
