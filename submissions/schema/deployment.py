@@ -481,6 +481,7 @@ class DeploymentConfig(_Strict):
                 )
         if self.topology.mode == "disaggregated" and self.kv_cache.transfer == "none":
             raise _field_error("kv_cache.transfer", "disaggregated mode needs a KV transfer")
+        _no_fake_acceptance(self)
         return self
 
     @property
@@ -496,6 +497,22 @@ class DeploymentConfig(_Strict):
     @property
     def is_simulated(self) -> bool:
         return self.launcher.simulated is not None
+
+
+def _no_fake_acceptance(config: DeploymentConfig) -> None:
+    """Refuse settings that accept draft tokens unverified (docs/verification.md)."""
+    try:
+        from runner.verification.speculative import fake_acceptance_findings
+    except ImportError:  # the verification package is optional for the schema itself
+        return
+    findings = fake_acceptance_findings(config.model_dump(mode="json", exclude={"notes"}))
+    if findings:
+        first = findings[0]
+        raise _field_error(
+            first["path"],
+            f"fakes speculative acceptance ({first['setting']}): a benchmarked engine must "
+            "verify every draft token",
+        )
 
 
 # --- parsing untrusted text ----------------------------------------------------------
