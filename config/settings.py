@@ -261,7 +261,8 @@ RUN_SEARCH_OPTIONS_BY_POOL = _env_json_object(
         },
         "local-cpu": {
             "warmup_s": 3.0,
-            "duration_s": 12.0,
+            # one agent on a CPU server sends few requests: a longer window for enough of them
+            "duration_s": 20.0,
             "cap": 4,
             "max_trials": 6,
             "min_requests": 4,
