@@ -2,6 +2,7 @@
 
     .venv/bin/python -m benchmarks.loadgen            # full run (~2 minutes)
     .venv/bin/python -m benchmarks.loadgen --quick    # smaller, for a smoke check
+    .venv/bin/python -m benchmarks.loadgen --compare OLD_CLIENT.py   # + another client.py
 
 A fast streaming server runs in its own process pinned to one core, writing pre-rendered
 SSE chunks and recording, on the same monotonic clock (CLOCK_MONOTONIC via
@@ -163,13 +164,32 @@ def _fetch_stats(port: int) -> dict[str, Any]:
 # --------------------------------------------------------------------------- clients
 
 
+def _transport_class(kind: str) -> Any:
+    """Our HttpTransport, or (kind ``file:PATH``) the one in another copy of client.py."""
+    if not kind.startswith("file:"):
+        from runner.engine.client import HttpTransport
+
+        return HttpTransport
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("compare_client", kind.removeprefix("file:"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module.HttpTransport
+
+
 async def _ours(
-    port: int, bodies: list[dict[str, Any]], concurrency: int, ramp_s: float = 0.0
+    port: int,
+    bodies: list[dict[str, Any]],
+    concurrency: int,
+    ramp_s: float = 0.0,
+    kind: str = "ours",
 ) -> list[dict[str, Any]]:
-    from runner.engine.client import HttpTransport
     from runner.engine.transport import RequestSpec
 
-    transport = HttpTransport(f"http://127.0.0.1:{port}/v1")
+    transport = _transport_class(kind)(f"http://127.0.0.1:{port}/v1")
     results: list[dict[str, Any]] = []
     queue = list(reversed(bodies))
 
@@ -197,7 +217,11 @@ async def _ours(
 
 
 async def _baseline(
-    port: int, bodies: list[dict[str, Any]], concurrency: int, ramp_s: float = 0.0
+    port: int,
+    bodies: list[dict[str, Any]],
+    concurrency: int,
+    ramp_s: float = 0.0,
+    kind: str = "aiohttp",
 ) -> list[dict[str, Any]]:
     """Written the way vLLM's benchmark client is (aiohttp, line iteration, json per chunk)."""
     import aiohttp
@@ -267,15 +291,16 @@ def _client_main(kind: str, port: int, case: dict[str, Any], core: int, out: Any
             "x_ttft_s": rng.uniform(*case["ttft_s"]) if case["ttft_s"] else 0.0,
         }
         bodies.append(body)
-    fn = _ours if kind == "ours" else _baseline
-    if kind == "ours":
+    ours = kind != "aiohttp"
+    fn = _ours if ours else _baseline
+    if ours:
         # What runs.py does before a trial: long-lived setup objects out of the cyclic GC's
         # scans, and fewer collections (parsing allocates many short-lived dicts).
         from runner.engine.runs import quiet_gc
 
         quiet_gc()
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    results = uvloop.run(fn(port, bodies, case["concurrency"], case.get("ramp_s", 0.0)))
+    results = uvloop.run(fn(port, bodies, case["concurrency"], case.get("ramp_s", 0.0), kind))
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     stats = _fetch_stats(port)
     errors_ms = []
@@ -328,7 +353,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="run only cases whose name contains this")
     parser.add_argument("--server-core", type=int, default=1)
     parser.add_argument("--client-core", type=int, default=0)
+    parser.add_argument(
+        "--compare",
+        default="",
+        help="also run the HttpTransport of this client.py (e.g. an older version), side by side",
+    )
     args = parser.parse_args(argv)
+    kinds = ["ours", "aiohttp"] + ([f"file:{args.compare}"] if args.compare else [])
     q = args.quick
     ctx = mp.get_context("spawn")
     port_queue = ctx.Queue()
@@ -392,12 +423,13 @@ def main(argv: list[str] | None = None) -> int:
         for name, case in cases:
             if args.only not in name:
                 continue
-            for kind in ("ours", "aiohttp"):
+            for kind in kinds:
                 r = _run_case(kind, port, case, args.client_core)
                 rows.append((name, case, r))
                 p50, p99, send = r["ttft_err_p50_ms"], r["ttft_err_p99_ms"], r["send_ms_median"]
+                label = "compare" if kind.startswith("file:") else kind
                 print(
-                    f"{name:<34} {kind:<9} {r['events_per_core_s']:>13,.0f} "
+                    f"{name:<34} {label:<9} {r['events_per_core_s']:>13,.0f} "
                     f"{r['cpu_percent']:>5.0f} {_fmt(p50):>12} {_fmt(p99):>9} {_fmt(send):>8}"
                     + (f"  errors: {r['errors']}" if r["errors"] else "")
                 )
