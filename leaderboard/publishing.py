@@ -20,7 +20,7 @@ from leaderboard.cache import chart_cache_invalidate
 from leaderboard.models import Result, SloTierSet
 from leaderboard.services import default_tier_set_for
 from runner.engine.search import SearchTrial, tier_results
-from runner.models import BenchmarkRun, Trial
+from runner.models import BenchmarkRun, Trial, VerificationReport
 from submissions import constants as c
 from submissions.models import Submission
 from submissions.services.lifecycle import TransitionError, submission_transition
@@ -171,6 +171,13 @@ def result_publish(
         raise PublishError(f"run #{run.pk} belongs to submission #{run.submission_id}")
     if run.status != BenchmarkRun.STATUS_DONE:
         raise PublishError(f"run #{run.pk} is {run.status!r}, not done")
+    # Every publishing path (review console, admin, demo) refuses a failed verification.
+    report = VerificationReport.objects.filter(run=run).first()
+    if report is not None and report.status == VerificationReport.STATUS_FAIL:
+        failed = [ch.get("name", "?") for ch in report.checks if ch.get("status") == "fail"]
+        raise PublishError(
+            "verification failed (" + ", ".join(failed) + "); reject or re-run instead"
+        )
     tier_set = _tier_set_of(run, submission)
     tier_names = [t.name for t in tier_set.tiers.all()]
     trials = list(run.trials.order_by("index"))

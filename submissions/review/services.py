@@ -148,21 +148,17 @@ def review_publish(
 
     A run whose verification failed is refused: reject it or re-run it instead.
     """
-    from leaderboard.publishing import result_publish
-    from runner.models import VerificationReport
+    from leaderboard.publishing import PublishError, result_publish
 
     with transaction.atomic():
         fresh = _prepare(action=PUBLISH, submission=submission, actor=actor, reason=reason)
         run = _reviewable_run(fresh)
-        report = VerificationReport.objects.filter(run=run).first()
-        if report is not None and report.status == VerificationReport.STATUS_FAIL:
-            failed = [ch.get("name", "?") for ch in report.checks if ch.get("status") == "fail"]
-            raise ReviewError(
-                "verification failed (" + ", ".join(failed) + "); reject or re-run instead"
+        try:
+            result = result_publish(
+                submission=fresh, run=run, actor=actor, label=label or None, reason=reason.strip()
             )
-        result = result_publish(
-            submission=fresh, run=run, actor=actor, label=label or None, reason=reason.strip()
-        )
+        except PublishError as exc:
+            raise ReviewError(str(exc)) from exc
         _sync(submission, fresh)
         notification_send(submission=fresh, action=PUBLISH, actor=actor, reason=reason)
     return result
