@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -73,7 +74,5 @@ def test_health_reports_a_broker_without_a_worker_as_down(client):
     body = response.json()
     assert response.status_code == 503
     assert body["checks"]["broker"]["ok"] is False
-    assert (
-        "Timeout" in body["checks"]["broker"]["error"]
-        or "timed out" in body["checks"]["broker"]["error"]
-    )
+    # Either the result wait or the check's own deadline ends it, whichever comes first.
+    assert re.search(r"Timeout|timed out|no answer within", body["checks"]["broker"]["error"])
