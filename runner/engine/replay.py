@@ -106,6 +106,54 @@ def with_namespace(messages: list[Message], line: str) -> list[Message]:
     return [first, *messages[1:]]
 
 
+class SessionPrompt:
+    """One session's prompt, advanced turn by turn (turn k = turn k−1 cut to
+    ``keep_messages`` plus ``new_messages``), with the namespace line in its first message.
+
+    The namespaced first message is one object for the whole session (until a turn replaces
+    it), so a server that caches by identity sees the same object on every turn.
+    """
+
+    __slots__ = ("trajectory", "namespace", "k", "messages", "_counts", "_first")
+
+    def __init__(self, trajectory: Trajectory, k: int, namespace: str) -> None:
+        self.trajectory = trajectory
+        self.namespace = namespace
+        self.k = k
+        self.messages: list[Message] = trajectory.prompt(k)
+        counts = trajectory.prompt_message_tokens(k)
+        self._counts: list[int] | None = None if counts is None else list(counts)
+        self._first: Message | None = None
+        self._mark_first()
+
+    @property
+    def counts(self) -> tuple[int, ...] | None:
+        if self._counts is None:
+            return None
+        if self.namespace and self._counts:
+            return (self._counts[0] + NAMESPACE_TOKENS, *self._counts[1:])
+        return tuple(self._counts)
+
+    def _mark_first(self) -> None:
+        if self.namespace and self.messages and self.messages[0] is not self._first:
+            self.messages = with_namespace(self.messages, self.namespace)
+            self._first = self.messages[0]
+
+    def advance(self) -> None:
+        """Move to the next turn."""
+        self.k += 1
+        turn = self.trajectory.turns[self.k]
+        del self.messages[turn.keep_messages :]
+        self.messages.extend(turn.new_messages)
+        if self._counts is not None:
+            if turn.message_tokens is None:
+                self._counts = None
+            else:
+                del self._counts[turn.keep_messages :]
+                self._counts.extend(turn.message_tokens)
+        self._mark_first()
+
+
 def build_request(
     trajectory: Trajectory,
     k: int,
@@ -115,16 +163,26 @@ def build_request(
     agent_id: int = 0,
     session_id: str = "",
     namespace: str = "",
+    prompt: SessionPrompt | None = None,
 ) -> RequestSpec:
-    """The request of turn ``k`` of ``trajectory`` (forced output length, streaming, usage)."""
+    """The request of turn ``k`` of ``trajectory`` (forced output length, streaming, usage).
+
+    ``prompt``, when given, is the session's prompt already advanced to turn ``k`` (what
+    the replay keeps per session so a turn costs its new messages, not its history); it
+    yields the same messages and counts as computing them from the trajectory.
+    """
     turn = trajectory.turns[k]
     target = turn.target_output_tokens
-    messages = trajectory.prompt(k)
-    counts = trajectory.prompt_message_tokens(k)
-    if namespace:
-        messages = with_namespace(messages, namespace)
-        if counts:
-            counts = (counts[0] + NAMESPACE_TOKENS, *counts[1:])
+    if prompt is not None:
+        messages = list(prompt.messages)
+        counts = prompt.counts
+    else:
+        messages = trajectory.prompt(k)
+        counts = trajectory.prompt_message_tokens(k)
+        if namespace:
+            messages = with_namespace(messages, namespace)
+            if counts:
+                counts = (counts[0] + NAMESPACE_TOKENS, *counts[1:])
     body: dict[str, Any] = {"model": config.model}
     if config.api == "chat":
         body["messages"] = messages
@@ -236,9 +294,12 @@ class Replay:
             namespace = (
                 f"agentperf-session {rng.getrandbits(64):016x}\n" if config.cache_namespace else ""
             )
+            prompt = SessionPrompt(trajectory, k0, namespace)
             for k in range(k0, len(trajectory.turns)):
                 if self.clock.now_ns() >= self._stop_ns:
                     return
+                if k > k0:
+                    prompt.advance()
                 self._sequence += 1
                 spec = build_request(
                     trajectory,
@@ -248,6 +309,7 @@ class Replay:
                     agent_id=agent_id,
                     session_id=session_id,
                     namespace=namespace,
+                    prompt=prompt,
                 )
                 self.in_flight += 1
                 try:

@@ -120,26 +120,33 @@ class KvPool:
         """Pin the prompt's blocks; return matched prefix tokens, or None if it cannot fit."""
         entries = self.entries
         m = 0
+        repinned = 0  # evictable tokens among the matched blocks (pinning them frees nothing)
+        hits: list[list[int]] = []
         if self.caching:
-            n = len(keys)
-            while m < n and keys[m] in entries:
-                m += 1
+            get = entries.get
+            for k in keys:
+                e = get(k)
+                if e is None:
+                    break
+                if e[1] == 0:
+                    repinned += e[0]
+                hits.append(e)
+            m = len(hits)
         matched = cum[m - 1] if m else 0
         need = cum[-1] - matched + reserve
-        repinned = 0
-        for k in keys[:m]:
-            e = entries[k]
-            if e[1] == 0:
-                repinned += e[0]
         if self.capacity - self.used + self.evictable - repinned < need:
             return None
+        if repinned:
+            lru = self.lru
+            for k, e in zip(keys, hits, strict=False):
+                if e[1] == 0:
+                    del lru[k]
+                e[1] += 1
+            self.evictable -= repinned
+        else:
+            for e in hits:
+                e[1] += 1
         lru = self.lru
-        for k in keys[:m]:
-            e = entries[k]
-            if e[1] == 0:
-                del lru[k]
-                self.evictable -= e[0]
-            e[1] += 1
         while self.capacity - self.used < need and lru:
             k, _ = lru.popitem(last=False)
             size = entries.pop(k)[0]

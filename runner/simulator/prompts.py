@@ -15,7 +15,7 @@ the key of block *i−1*, so a key identifies a whole prefix, as vLLM's block ha
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ PRIMING_TOKENS = 3
 COMPLETION_BLOCK = 256
 _CACHE_LIMIT = 400_000
 _TEXT_CACHE_CHARS = 64_000_000
+_SESSION_LIMIT = 65_536  # sessions whose last chat prompt is kept for incremental accounting
 
 
 class PromptError(ValueError):
@@ -35,6 +36,19 @@ class PromptShape:
     tokens: int
     keys: tuple[int, ...]  # chain key of each block
     cum: tuple[int, ...]  # tokens up to the end of each block; cum[-1] == tokens
+    session_key: int
+
+
+@dataclass(slots=True)
+class _SessionPrompt:
+    """A session's last chat prompt: its messages and the blocks before the priming block."""
+
+    messages: list[Any]
+    tools_text: str | None
+    counted: bool  # whether message_tokens gave the counts
+    keys: list[int]
+    cum: list[int]
+    head: int  # blocks before the first message (tools)
     session_key: int
 
 
@@ -81,6 +95,11 @@ class PromptAccountant:
         # is cached by identity; the object is kept so its id cannot be reused meanwhile.
         self._texts: dict[int, tuple[Any, str]] = {}
         self._texts_chars = 0
+        # In process, a request's tools are the dataset's objects: their canonical JSON is
+        # kept by identity (the objects are kept alive with it).
+        self._tools: dict[tuple[int, ...], tuple[Any, str]] = {}
+        # Successive prompts of one session extend each other: only new messages are hashed.
+        self._sessions: dict[Hashable, _SessionPrompt] = {}
 
     def text_of(self, msg: Any) -> str:
         hit = self._texts.get(id(msg))
@@ -120,28 +139,69 @@ class PromptAccountant:
             self._ids[h] = ids
         return ids
 
+    def tools_text(self, tools: Any) -> str:
+        """Canonical JSON of a request's tools (cached by identity in process)."""
+        if not self.identity_cache or not isinstance(tools, list | tuple):
+            return json.dumps(tools, sort_keys=True, separators=(",", ":"))
+        ident = tuple(map(id, tools))
+        hit = self._tools.get(ident)
+        if hit is not None:
+            return hit[1]
+        text = json.dumps(tools, sort_keys=True, separators=(",", ":"))
+        if len(self._tools) >= 4096:
+            self._tools.clear()
+        self._tools[ident] = (tuple(tools), text)
+        return text
+
     def chat(
-        self, body: dict[str, Any], message_tokens: Sequence[int] | None = None
+        self,
+        body: dict[str, Any],
+        message_tokens: Sequence[int] | None = None,
+        *,
+        session: Hashable | None = None,
     ) -> PromptShape:
+        """Token count and prefix keys of a chat prompt.
+
+        ``session`` (in process: the replay's session id) lets the accountant reuse the
+        blocks of that session's previous prompt up to the first message that differs (by
+        identity), so a turn costs its new messages, not its whole conversation. The result
+        is the same as without it.
+        """
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise PromptError("messages: a non-empty list is required")
         if message_tokens is not None and len(message_tokens) != len(messages):
             message_tokens = None
+        tools = body.get("tools")
+        tools_text = self.tools_text(tools) if tools else None
+        counted = message_tokens is not None
         keys: list[int] = []
         cum: list[int] = []
-        total = 0
-        prev = 0
-        tools = body.get("tools")
-        if tools:
-            tools_text = json.dumps(tools, sort_keys=True, separators=(",", ":"))
-            total += self.count_text(tools_text)
-            prev = hash(("tools", tools_text))
-            keys.append(prev)
-            cum.append(total)
+        start = 0
         session_key = 0
+        last = self._sessions.pop(session, None) if session is not None else None
+        if last is not None and last.tools_text == tools_text and last.counted == counted:
+            old = last.messages
+            m = len(old)
+            if len(messages) < m or messages[:m] != old:  # compares by identity first, in C
+                m = 0
+                for a, b in zip(messages, old, strict=False):
+                    if a is not b:
+                        break
+                    m += 1
+            if m:
+                keys = last.keys[: last.head + m]
+                cum = last.cum[: last.head + m]
+                start, session_key = m, last.session_key
+        if not start and tools_text is not None:
+            keys.append(hash(("tools", tools_text)))
+            cum.append(self.count_text(tools_text))
+        head = len(keys) - start
+        prev = keys[-1] if keys else 0
+        total = cum[-1] if cum else 0
         text_of = self.text_of if self.identity_cache else message_text
-        for i, msg in enumerate(messages):
+        for i in range(start, len(messages)):
+            msg = messages[i]
             text = text_of(msg)
             role = msg.get("role", "")
             if message_tokens is not None:
@@ -154,10 +214,20 @@ class PromptAccountant:
                 session_key = prev
             keys.append(prev)
             cum.append(total)
+        if session is not None:
+            sessions = self._sessions
+            if len(sessions) >= _SESSION_LIMIT:
+                del sessions[next(iter(sessions))]  # the least recently used
+            sessions[session] = _SessionPrompt(
+                list(messages), tools_text, counted, keys, cum, head, session_key
+            )
         total += PRIMING_TOKENS
-        keys.append(hash((prev, "<assistant>")))
-        cum.append(total)
-        return PromptShape(tokens=total, keys=tuple(keys), cum=tuple(cum), session_key=session_key)
+        return PromptShape(
+            tokens=total,
+            keys=(*keys, hash((prev, "<assistant>"))),
+            cum=(*cum, total),
+            session_key=session_key,
+        )
 
     def completion(self, body: dict[str, Any]) -> PromptShape:
         prompt = body.get("prompt")

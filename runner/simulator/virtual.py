@@ -12,6 +12,8 @@ Everything the engine does must wait through asyncio timers or futures (``clock.
 from __future__ import annotations
 
 import asyncio
+import heapq
+import math
 import selectors
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -164,6 +166,13 @@ class SimTransport:
         self.check_output_length = check_output_length
         self.served = set(profile.served_model_names)
         self.in_flight = 0
+        # Per-request timeouts without a loop timer per request: a heap of (deadline, seq,
+        # future) and one timer at the earliest deadline still pending. Finished requests
+        # are dropped from the heap's head lazily.
+        self._deadlines: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._deadline_seq = 0
+        self._sweep: asyncio.TimerHandle | None = None
+        self._sweep_at = math.inf
 
     async def send(self, spec: RequestSpec) -> Exchange:
         tl = self.timeline
@@ -177,6 +186,7 @@ class SimTransport:
                 shape = self.accountant.chat(
                     self.dishonesty.prefix_body(body) if self.dishonesty else body,
                     spec.message_tokens,
+                    session=spec.session_id or None,
                 )
                 max_tokens = _int_field(body, "max_completion_tokens", "max_tokens")
             else:
@@ -203,12 +213,8 @@ class SimTransport:
             if not fut.done():
                 fut.set_result(None)
 
-        def expire() -> None:
-            if not fut.done():
-                fut.set_exception(TimeoutError())
-
         req.on_done = done
-        timer = loop.call_later(spec.timeout_s, expire)
+        self._expire_at(loop, loop.time() + spec.timeout_s, fut)
         session = hash(spec.session_id) if spec.session_id else None
         self.in_flight += 1
         try:
@@ -221,9 +227,36 @@ class SimTransport:
             ex.t_end_ns = tl.now_ns()
             return ex
         finally:
-            timer.cancel()
             self.in_flight -= 1
         return self._fill(ex, req, spec, stream=bool(body.get("stream", False)))
+
+    def _expire_at(
+        self, loop: asyncio.AbstractEventLoop, when: float, fut: asyncio.Future[None]
+    ) -> None:
+        self._deadline_seq += 1
+        heap = self._deadlines
+        if len(heap) > 2 * self.in_flight + 4096:  # mostly finished requests: compact
+            heap[:] = [d for d in heap if not d[2].done()]
+            heapq.heapify(heap)
+        heapq.heappush(heap, (when, self._deadline_seq, fut))
+        if when < self._sweep_at:
+            if self._sweep is not None:
+                self._sweep.cancel()
+            self._sweep_at = when
+            self._sweep = loop.call_at(when, self._expire_due, loop)
+
+    def _expire_due(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Fail every pending request past its deadline; re-arm for the next pending one."""
+        heap, now = self._deadlines, loop.time()
+        while heap and (heap[0][0] <= now or heap[0][2].done()):
+            _, _, fut = heapq.heappop(heap)
+            if not fut.done():
+                fut.set_exception(TimeoutError())
+        self._sweep = None
+        self._sweep_at = math.inf
+        if heap:
+            self._sweep_at = heap[0][0]
+            self._sweep = loop.call_at(self._sweep_at, self._expire_due, loop)
 
     def _fail(self, ex: Exchange, status: int, detail: str) -> Exchange:
         ex.http_status = status

@@ -11,6 +11,7 @@ from runner.engine.replay import (
     NAMESPACE_TOKENS,
     Replay,
     ReplayConfig,
+    SessionPrompt,
     build_request,
     render_completion_prompt,
 )
@@ -109,6 +110,42 @@ def test_namespace_line_goes_first_in_the_first_message_only() -> None:
     assert DATA[0].prompt(1)[0]["content"] == "You are a coder."  # dataset untouched
     assert spec.message_tokens is not None
     assert spec.message_tokens[0] == 5 + NAMESPACE_TOKENS
+
+
+def test_a_session_prompt_advanced_turn_by_turn_builds_the_same_requests() -> None:
+    # Shrinking prompts (ephemeral messages dropped), a restart from nothing, a turn
+    # without counts: the incremental prompt must equal the one built from the trajectory.
+    sys = {"role": "system", "content": "sys"}
+    turns = (
+        Turn(0, (sys, {"role": "user", "content": "a"}), 5, message_tokens=(3, 1)),
+        Turn(
+            2,
+            ({"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}),
+            5,
+            message_tokens=(1, 1),
+        ),
+        Turn(3, ({"role": "user", "content": "d"},), 5, message_tokens=(1,)),
+        Turn(0, ({"role": "system", "content": "new"},), 5, message_tokens=(2,)),
+        Turn(1, ({"role": "user", "content": "e"},), 5),
+        Turn(2, ({"role": "user", "content": "f"},), 5, message_tokens=(1,)),
+    )
+    traj = Trajectory(id="shrink", turns=turns, tools=TOOLS)
+    traj.validate()
+    cfg = ReplayConfig(model="m")
+    for namespace in ("", "agentperf-session 0123456789abcdef\n"):
+        for k0 in range(len(turns)):
+            prompt = SessionPrompt(traj, k0, namespace)
+            for k in range(k0, len(turns)):
+                if k > k0:
+                    prompt.advance()
+                fast = build_request(
+                    traj, k, cfg, request_id="x", namespace=namespace, prompt=prompt
+                )
+                slow = build_request(traj, k, cfg, request_id="x", namespace=namespace)
+                assert fast.body == slow.body, (namespace, k0, k)
+                assert fast.message_tokens == slow.message_tokens, (namespace, k0, k)
+            if namespace and k0 == 0:
+                assert fast.body["messages"][0]["content"].startswith("agentperf-session")
 
 
 def test_completions_api_renders_one_prompt_without_tools() -> None:

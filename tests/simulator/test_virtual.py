@@ -6,7 +6,13 @@ import asyncio
 
 import pytest
 
-from runner.engine.transport import ERROR_HTTP_STATUS, Clock, RequestSpec, Transport
+from runner.engine.transport import (
+    ERROR_HTTP_STATUS,
+    ERROR_TIMEOUT,
+    Clock,
+    RequestSpec,
+    Transport,
+)
 from runner.simulator.prompts import FILLER_WORDS, PromptAccountant
 from runner.simulator.virtual import VirtualDeadlock, run_with_simulator
 
@@ -105,3 +111,29 @@ def test_filler_words_are_one_offline_token_each():
     acc = PromptAccountant()
     assert all(acc.count_text(w) == 1 for w in FILLER_WORDS)
     assert acc.count_text("".join(FILLER_WORDS) * 25) == 200
+
+
+def test_a_request_past_its_timeout_fails_at_that_virtual_instant_and_others_finish():
+    # tiny streams ~160 tok/s alone: 2,000 tokens take ~12 s; a 1 s timeout cuts it.
+    async def main(transport: Transport, clock: Clock):
+        slow = _spec("slow", "a", max_tokens=2000, ignore_eos=True)
+        slow.timeout_s = 1.0
+        fine = _spec("fine", "b", max_tokens=20, ignore_eos=True)
+        fine.timeout_s = 600.0
+        return await asyncio.gather(transport.send(slow), transport.send(fine))
+
+    slow, fine = run_with_simulator("tiny", main, seed=0)
+    assert slow.error_class == ERROR_TIMEOUT and slow.t_end_ns == 1_000_000_000
+    assert fine.ok and fine.completion_tokens == 20
+
+
+def test_a_session_prompt_is_accounted_the_same_with_and_without_its_session_cache():
+    sys_msg = {"role": "system", "content": "system prompt " * 50}
+    turns = [[sys_msg, {"role": "user", "content": f"step {i}"}] for i in range(3)]
+    grown = turns[0] + [{"role": "assistant", "content": "ok"}, turns[1][1]]
+    shrunk = grown[:2]  # a later turn that dropped messages
+    tools = [{"type": "function", "function": {"name": "bash"}}]
+    plain, cached = PromptAccountant(), PromptAccountant(identity_cache=True)
+    for messages in (turns[0], grown, shrunk, turns[2], grown):
+        body = {"messages": list(messages), "tools": list(tools)}
+        assert cached.chat(body, session="s1") == plain.chat(body)
