@@ -153,35 +153,46 @@ class KvPool:
             self.used -= size
             self.evictable -= size
         prev = matched
+        added = 0
+        get = entries.get
         for i in range(m, len(keys)):
             k = keys[i]
-            size = cum[i] - prev
-            prev = cum[i]
-            e = entries.get(k)
+            end = cum[i]
+            e = get(k)
             if e is None:
-                entries[k] = [size, 1]
-                self.used += size
-            else:
+                entries[k] = [end - prev, 1]
+                added += end - prev
+            else:  # a block further down a chain that was cut in the middle
                 if e[1] == 0:
                     del lru[k]
                     self.evictable -= e[0]
                 e[1] += 1
-        self.used += reserve
+            prev = end
+        self.used += added + reserve
         return matched
 
     def release(self, keys: tuple[int, ...], reserve: int) -> None:
         self.used -= reserve
         entries, lru = self.entries, self.lru
-        for k in reversed(keys):
-            e = entries[k]
-            e[1] -= 1
-            if e[1] == 0:
-                if self.caching:
+        freed = 0
+        if self.caching:
+            for k in reversed(keys):
+                e = entries[k]
+                refs = e[1] - 1
+                e[1] = refs
+                if not refs:
                     lru[k] = None
-                    self.evictable += e[0]
-                else:
+                    freed += e[0]
+            self.evictable += freed
+        else:
+            for k in reversed(keys):
+                e = entries[k]
+                refs = e[1] - 1
+                e[1] = refs
+                if not refs:
                     del entries[k]
-                    self.used -= e[0]
+                    freed += e[0]
+            self.used -= freed
 
     def reserve(self, n: int) -> bool:
         while self.capacity - self.used < n and self.lru:
