@@ -118,19 +118,43 @@ def bootstrap_interval(
     if len(per_group) < 2 or resamples < 1:
         return Interval(name, estimate, estimate, estimate, confidence, len(groups), n_req, 0)
     rng = random.Random(f"agentperf-bootstrap:{seed}:{name}")
-    k = len(per_group)
-    stats: list[float] = []
-    for _ in range(resamples):
-        sample: list[float] = []
-        for _ in range(k):
-            sample.extend(per_group[rng.randrange(k)])
-        if sample:
-            stats.append(percentile(sample, p))
+    stats = _resampled_percentiles(per_group, p, resamples, rng)
     stats.sort()
     alpha = (1 - confidence) / 2
     low = stats[max(0, math.ceil(alpha * len(stats)) - 1)]
     high = stats[min(len(stats) - 1, math.ceil((1 - alpha) * len(stats)) - 1)]
     return Interval(name, estimate, low, high, confidence, len(groups), n_req, len(stats))
+
+
+def _resampled_percentiles(
+    per_group: Sequence[Sequence[float]], p: float, resamples: int, rng: random.Random
+) -> list[float]:
+    """The nearest-rank p-th percentile of each resample (groups drawn with replacement).
+
+    The same draws and the same values as concatenating each resample's groups and sorting
+    them, without building the sample: every value is sorted once with its group; a resample
+    is a count per group, and its rank-r value is the first sorted value whose cumulative
+    count (each value weighted by its group's count) reaches r.
+    """
+    import numpy as np
+
+    k = len(per_group)
+    sizes = [len(vs) for vs in per_group]
+    pairs = sorted((v, g) for g, vs in enumerate(per_group) for v in vs)
+    values = np.array([v for v, _ in pairs], dtype=np.float64)
+    group_of = np.array([g for _, g in pairs], dtype=np.int64)
+    size_arr = np.array(sizes, dtype=np.int64)
+    draw = rng.randrange
+    out: list[float] = []
+    for _ in range(resamples):
+        counts = np.bincount([draw(k) for _ in range(k)], minlength=k)
+        total = int(counts @ size_arr)
+        if not total:
+            continue
+        rank = max(1, math.ceil(p / 100 * total))
+        reached = np.cumsum(counts[group_of])
+        out.append(float(values[int(np.searchsorted(reached, rank))]))
+    return out
 
 
 def trial_intervals(
