@@ -33,7 +33,7 @@ DEMO_REVIEWER = "demo-reviewer"
 # Examples the demo machine can run; `attached` needs an operator-registered endpoint.
 RUNNABLE = ("simulated.yaml", "process.yaml")
 LABELS = {
-    "simulated.yaml": "Tiny simulated accelerator (simulated, demo)",
+    "simulated.yaml": "H100 SXM ×8 dry run (simulated, demo)",
     "process.yaml": "llama.cpp on this CPU (measured, demo)",
 }
 ON_ITS_WAY = ("validated", "queued", "running", "verifying", "in_review", "published")
