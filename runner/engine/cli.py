@@ -76,6 +76,30 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-cpu-percent", type=float, default=90.0)
 
 
+# Search defaults. On a real endpoint every second is wall time. On the simulator (virtual
+# time) a second costs only the requests sent in it, and a rack-scale system needs a long
+# warm-up: every agent's first prompt is a cold, uncached ~27k-token prefill, and starting
+# thousands of agents within seconds queues them all behind the prefill pool for minutes (a
+# 20 s warm-up at 8,192 agents on GB300 measured TTFT p75 66 s). Agents start spread over
+# VIRTUAL_RAMP_S, then the system settles for the rest of the warm-up; the window can be
+# shorter because a rack serves thousands of requests per second.
+REAL_WARMUP_S = 30.0
+REAL_DURATION_S = 120.0
+VIRTUAL_WARMUP_S = 300.0
+VIRTUAL_RAMP_S = 240.0
+VIRTUAL_DURATION_S = 60.0
+
+
+def _resolve_search_defaults(args: argparse.Namespace) -> None:
+    virtual = bool(getattr(args, "target", None))
+    if args.warmup is None:
+        args.warmup = VIRTUAL_WARMUP_S if virtual else REAL_WARMUP_S
+        if virtual and args.ramp is None:
+            args.ramp = VIRTUAL_RAMP_S
+    if args.duration is None:
+        args.duration = VIRTUAL_DURATION_S if virtual else REAL_DURATION_S
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m runner.engine")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -88,8 +112,18 @@ def build_parser() -> argparse.ArgumentParser:
     search = sub.add_parser("search", help="find max agents per SLO tier")
     _common(search)
     search.add_argument("--tiers", required=True, help="tiers JSON")
-    search.add_argument("--warmup", type=_non_negative, default=30.0)
-    search.add_argument("--duration", type=float, default=120.0)
+    search.add_argument(
+        "--warmup",
+        type=_non_negative,
+        default=None,
+        help=f"seconds (default {REAL_WARMUP_S:g}; sim: {VIRTUAL_WARMUP_S:g} virtual)",
+    )
+    search.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        help=f"window, seconds (default {REAL_DURATION_S:g}; sim: {VIRTUAL_DURATION_S:g} virtual)",
+    )
     search.add_argument("--cap", type=_positive_int, default=1024, help="highest concurrency")
     search.add_argument("--max-trials", type=_positive_int, default=60)
     search.add_argument(
@@ -230,6 +264,7 @@ def cmd_trial(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
     from runner.engine.runs import search_job
 
+    _resolve_search_defaults(args)
     dataset, tiers = _load(args)
     base = _trial_config(args, 1)
     out_dir = Path(args.out)
