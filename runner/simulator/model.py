@@ -236,6 +236,7 @@ class IterationCost:
     compute_s: float
     memory_s: float
     seconds: float
+    comm_s: float = 0.0  # expert-parallel all-to-all
 
 
 class CostModel:
@@ -256,6 +257,12 @@ class CostModel:
         self.window = p.max_attended_tokens
         self.moe = p.moe_weight_touch and self.pd < self.ptot
         self.frac = self.pd / self.ptot
+        # Expert-parallel all-to-all: each token's hidden state goes to its experts on other
+        # GPUs and comes back, every MoE layer; the group's GPUs send in parallel over their
+        # own links, so the time is per-GPU bytes over one GPU's link rate.
+        link = p.moe_comm_link_gb_s * 1e9 * p.moe_comm_efficiency
+        self.comm_s_per_token = p.moe_comm_bytes_per_token(role.ep) / (role.accelerators * link)
+        self.comm_overlap = p.moe_comm_overlap
 
     def weight_bytes(self, tokens: int) -> float:
         """Weights read by an iteration of ``tokens`` tokens (MoE: more experts as T grows)."""
@@ -287,8 +294,12 @@ class CostModel:
             decode_ctx + prefill_ctx_read
         )
         c, m = flops / self.flops, nbytes / self.bw
-        seconds = max(c, m) + self.overhead_s + (self.draft_s * (verify - 1) if drafting else 0.0)
-        return IterationCost(flops=flops, bytes=nbytes, compute_s=c, memory_s=m, seconds=seconds)
+        comm = self.comm_s_per_token * (prefill_tokens + decode_seqs * verify)
+        busy = max(c, m, comm) if self.comm_overlap else max(c, m) + comm
+        seconds = busy + self.overhead_s + (self.draft_s * (verify - 1) if drafting else 0.0)
+        return IterationCost(
+            flops=flops, bytes=nbytes, compute_s=c, memory_s=m, seconds=seconds, comm_s=comm
+        )
 
     def attended(self, ctx: int) -> float:
         return float(ctx if self.window is None else min(ctx, self.window))

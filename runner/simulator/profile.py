@@ -52,6 +52,7 @@ _DEPLOYMENT_KEYS = {
     "memory",
     "attention",
     "moe_weight_touch",
+    "moe_comm",
     "eos",
 }
 _SECTION_KEYS = {
@@ -66,6 +67,15 @@ _SECTION_KEYS = {
     },
     "memory": {"reserve_fraction"},
     "attention": {"flops_per_token_per_context_token", "max_attended_tokens"},
+    "moe_comm": {
+        "moe_layers",
+        "experts_per_token",
+        "hidden_size",
+        "bytes_per_element",
+        "link_gb_s",
+        "efficiency",
+        "overlap",
+    },
     "eos": {"mean_tokens"},
 }
 _TOP_KEYS = {
@@ -139,7 +149,29 @@ class Profile:
     max_attended_tokens: int | None
     moe_weight_touch: bool
     eos_mean_tokens: int
+    # Expert-parallel all-to-all per iteration (0 layers: not modelled); see CostModel.
+    moe_comm_layers: int = 0
+    moe_comm_experts_per_token: int = 0
+    moe_comm_hidden: int = 0
+    moe_comm_bytes_per_element: float = 0.0
+    moe_comm_link_gb_s: float = 0.0
+    moe_comm_efficiency: float = 1.0
+    moe_comm_overlap: bool = False
     provenance: dict[str, str] = field(default_factory=dict)
+
+    def moe_comm_bytes_per_token(self, ep: int) -> float:
+        """Bytes one token sends to experts on other GPUs and gets back, per iteration:
+        MoE layers × experts per token × hidden × bytes per element (dispatch + combine)
+        × the share of experts that live on another of the ``ep`` GPUs."""
+        if ep <= 1 or not self.moe_comm_layers:
+            return 0.0
+        return (
+            self.moe_comm_layers
+            * self.moe_comm_experts_per_token
+            * self.moe_comm_hidden
+            * self.moe_comm_bytes_per_element
+            * (1.0 - 1.0 / ep)
+        )
 
     @property
     def accelerators_used(self) -> int:
@@ -417,6 +449,13 @@ def profile_from_dict(
     mem = _check_keys(dep.get("memory") or {}, _SECTION_KEYS["memory"], "deployment.memory")
     attn = _check_keys(dep.get("attention") or {}, _SECTION_KEYS["attention"], "attention")
     eos = _check_keys(dep.get("eos") or {}, _SECTION_KEYS["eos"], "deployment.eos")
+    comm = _check_keys(dep.get("moe_comm") or {}, _SECTION_KEYS["moe_comm"], "deployment.moe_comm")
+    if comm:
+        for req in ("moe_layers", "experts_per_token", "hidden_size", "bytes_per_element"):
+            if req not in comm:
+                raise ProfileError(f"deployment.moe_comm.{req}: required")
+        if "link_gb_s" not in comm:
+            raise ProfileError("deployment.moe_comm.link_gb_s: required")
     for req in ("compute", "bandwidth", "iteration_overhead_us"):
         if req not in eff:
             raise ProfileError(f"deployment.efficiency.{req}: required")
@@ -494,6 +533,23 @@ def profile_from_dict(
         ),
         moe_weight_touch=bool(dep.get("moe_weight_touch", True)),
         eos_mean_tokens=int(_number(eos.get("mean_tokens", 256), "eos.mean_tokens", minimum=1)),
+        moe_comm_layers=int(
+            _number(comm.get("moe_layers", 0), "moe_comm.moe_layers", integer=True)
+        ),
+        moe_comm_experts_per_token=int(
+            _number(comm.get("experts_per_token", 0), "moe_comm.experts_per_token", integer=True)
+        ),
+        moe_comm_hidden=int(
+            _number(comm.get("hidden_size", 0), "moe_comm.hidden_size", integer=True)
+        ),
+        moe_comm_bytes_per_element=_number(
+            comm.get("bytes_per_element", 0.0), "moe_comm.bytes_per_element"
+        ),
+        moe_comm_link_gb_s=_number(comm.get("link_gb_s", 1.0), "moe_comm.link_gb_s", minimum=1e-6),
+        moe_comm_efficiency=_number(
+            comm.get("efficiency", 1.0), "moe_comm.efficiency", minimum=1e-6
+        ),
+        moe_comm_overlap=bool(comm.get("overlap", False)),
         provenance=prov,
     )
     _validate(prof)

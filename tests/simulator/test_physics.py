@@ -57,3 +57,31 @@ def test_a_fixed_seed_gives_identical_results_and_another_seed_differs():
 
     assert fingerprint(7) == fingerprint(7)
     assert fingerprint(7) != fingerprint(8)
+
+
+def test_expert_parallel_all_to_all_adds_time_in_proportion_to_tokens_in_flight():
+    import dataclasses
+
+    from runner.simulator.model import CostModel
+    from runner.simulator.profile import load_profile
+
+    prof = load_profile("gb300-nvl72-dsv41-flash")
+    decode = prof.role("decode")
+    per_token = 43 * 6 * 4096 * 3 * (1 - 1 / 56)  # bytes to other GPUs, per token per step
+    assert prof.moe_comm_bytes_per_token(decode.ep) == pytest.approx(per_token)
+
+    def step(p, seqs: int) -> tuple[float, float]:
+        c = CostModel(p, decode).cost(
+            prefill_tokens=0, prefill_attended=0.0, prefill_ctx_read=0, decode_seqs=seqs,
+            verify=4, decode_ctx=seqs * 27_000, decode_attended=seqs * 2048.0, drafting=True,
+        )  # fmt: skip
+        return c.seconds, c.comm_s
+
+    small, big = step(prof, 10), step(prof, 4000)
+    # one GPU's share of the bytes over one NVLink direction at the assumed efficiency
+    assert big[1] == pytest.approx(4000 * 4 / 56 * per_token / (900e9 * 0.5))
+    assert big[1] == pytest.approx(400 * small[1])
+    without = dataclasses.replace(prof, moe_comm_layers=0)
+    assert step(without, 4000)[0] == pytest.approx(big[0] - big[1])
+    hidden = dataclasses.replace(prof, moe_comm_overlap=True)
+    assert step(hidden, 4000)[0] < big[0]  # overlapped: hidden under compute at this batch
