@@ -3,11 +3,20 @@
 Bumping one generation key invalidates every cached page fragment at once, without listing
 keys. With several web processes the cache must be shared (`CACHE_REDIS_URL`); the
 per-process memory cache only suits one process (tests, `make demo`).
+
+Stale while revalidate, pages only: a publish only adds a result, so for `STALE_GRACE_S`
+after it a visitor may get the page as it was before (missing the new result) while the
+`leaderboard.rebuild_pages` task builds the new one. A result leaving the pages (invalidated,
+superseded) bumps a second key, the removal epoch, as well: a page is served stale only if
+it was built in the current removal epoch, so a retired result is never shown once its
+status change has committed. The epoch is read before a page's queries, so a page built
+from rows read before a removal carries the old epoch and is never served stale after it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -15,32 +24,96 @@ from typing import Any, TypeVar
 from django.core.cache import cache
 
 GENERATION_KEY = "leaderboard:generation"
+REMOVAL_KEY = "leaderboard:removal-epoch"
 TIMEOUT_S = 3600
+# How long after a publish a visitor may still get the previous page (the background
+# rebuild takes well under a second; this bounds staleness if no worker picks it up).
+STALE_GRACE_S = 60.0
 T = TypeVar("T")
 
 
-def generation() -> str:
-    value = cache.get(GENERATION_KEY)
+def _new_generation() -> str:
+    # the bump time rides in the value: how stale the previous pages may be, with one key
+    return f"{time.time():.3f}-{uuid.uuid4().hex}"
+
+
+def _current(key: str, make: Callable[[], str]) -> str:
+    value = cache.get(key)
     if value is None:
-        value = uuid.uuid4().hex
+        value = make()
         # add() keeps a value another process set meanwhile
-        if not cache.add(GENERATION_KEY, value, timeout=None):
-            value = cache.get(GENERATION_KEY) or value
+        if not cache.add(key, value, timeout=None):
+            value = cache.get(key) or value
     return value
 
 
+def generation() -> str:
+    return _current(GENERATION_KEY, _new_generation)
+
+
+def removal_epoch() -> str:
+    return _current(REMOVAL_KEY, lambda: uuid.uuid4().hex)
+
+
+def _bumped_at(gen: str) -> float:
+    head, _, _ = gen.partition("-")
+    try:
+        return float(head)
+    except ValueError:  # a value written by an older version: no grace
+        return 0.0
+
+
 def chart_cache_invalidate() -> None:
-    """Drop every cached chart and API payload (called on publish and status change)."""
-    cache.set(GENERATION_KEY, uuid.uuid4().hex, timeout=None)
+    """Drop every cached chart, page and API payload, with no stale grace (a result left
+    the public pages, or a test wants a cold cache)."""
+    # epoch first: between the two writes a visitor still gets the old generation's page,
+    # as one whose request began before the change would
+    cache.set(REMOVAL_KEY, uuid.uuid4().hex, timeout=None)
+    cache.set(GENERATION_KEY, _new_generation(), timeout=None)
+
+
+def chart_cache_added() -> None:
+    """A result was published: new generation; pages may be served stale meanwhile."""
+    cache.set(GENERATION_KEY, _new_generation(), timeout=None)
+
+
+def _digest(key: str) -> str:
+    return hashlib.sha1(key.encode(), usedforsecurity=False).hexdigest()
 
 
 def cached(key: str, build: Callable[[], T], *, gen: str | None = None) -> T:
     """`build()` once per generation for `key`."""
-    digest = hashlib.sha1(key.encode(), usedforsecurity=False).hexdigest()
-    full = f"lb:{gen or generation()}:{digest}"
+    full = f"lb:{gen or generation()}:{_digest(key)}"
     hit: Any = cache.get(full)
     if hit is not None:
         return hit
     value = build()
     cache.set(full, value, timeout=TIMEOUT_S)
+    return value
+
+
+def cached_page(key: str, build: Callable[[], T], *, refresh: bool = False) -> T:
+    """Like `cached`, and within `STALE_GRACE_S` of a publish the previous value rather than
+    a rebuild when it was built in the current removal epoch. `refresh` builds and stores
+    whatever is cached (the background rebuild)."""
+    digest = _digest(key)
+    gen = generation()
+    full, last = f"lb:{gen}:{digest}", f"lb:last:{digest}"
+    if not refresh:
+        hits = cache.get_many([full, last])
+        if full in hits:
+            return hits[full]
+        previous = hits.get(last)
+        epoch = removal_epoch()
+        if (
+            previous is not None
+            and previous[0] == epoch
+            and time.time() - _bumped_at(gen) < STALE_GRACE_S
+        ):
+            return previous[1]
+    else:
+        epoch = removal_epoch()
+    value = build()
+    if value is not None:
+        cache.set_many({full: value, last: (epoch, value)}, timeout=TIMEOUT_S)
     return value

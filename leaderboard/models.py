@@ -158,6 +158,24 @@ class Dataset(models.Model):
         return f"{self.name}@{self.version}"
 
 
+CHART_FIELDS = (
+    "label",
+    "status",
+    "status_reason",
+    "is_simulated",
+    "accelerators_used",
+    "accelerators_in_system",
+    "max_agents",
+    "agents_per_accelerator",
+    "agents_per_mw",
+    "published_at",
+    "model__name",
+    "model__slug",
+    "hardware__name",
+    "hardware__slug",
+)
+
+
 class ResultQuerySet(models.QuerySet):
     def public(self, *, include_simulated: bool = False) -> ResultQuerySet:
         """Published results; simulated ones only when asked (they are never ranked)."""
@@ -171,9 +189,11 @@ class ResultQuerySet(models.QuerySet):
         )
 
     def for_chart(self) -> ResultQuerySet:
-        """for_listing() without the points document: charts read compact points from the
-        per-result cache (`leaderboard.pages.chart_points`)."""
-        return self.for_listing().defer("points")
+        """The columns charts, result tables and the API's result summary read, and the
+        catalog names and slugs: no points document (charts read compact points from the
+        per-result cache, `leaderboard.pages.chart_points`), no provenance. A page rebuild
+        loads hundreds of these rows, so every column left out is decoding saved."""
+        return self.select_related("model", "hardware").only(*CHART_FIELDS)
 
 
 class Result(models.Model):

@@ -7,6 +7,7 @@ queries whatever the number of results (tests/leaderboard/test_queries.py).
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
@@ -19,7 +20,7 @@ from leaderboard.catalog_fields import HARDWARE_FIELDS, MODEL_FIELDS, sourced_ro
 from leaderboard.methodology import engine_constants
 from leaderboard.models import AIModel, HardwareSystem, Result, SloTier, SloTierSet
 from leaderboard.publishing import verdict_passed
-from leaderboard.tables import Column, Table
+from leaderboard.tables import Column, LazyRows, Table
 from submissions.models import Artifact
 
 LATEST_COUNT = 10
@@ -45,7 +46,9 @@ def tier_guides(tier_set: SloTierSet | None) -> list[tuple[str, float]]:
     return [(t.name, t.min_p25_output_speed) for t in tier_set.tiers.all()]
 
 
+@functools.lru_cache(maxsize=8192)
 def result_url(pk: int) -> str:
+    # a page rebuild asks for each result's URL two or three times; reverse() costs ~40 µs
     return reverse("result-detail", args=[pk])
 
 
@@ -167,7 +170,9 @@ def _figure(
 
 
 def _points_table(series: list[dict], name: str = "points") -> Table:
-    """Every frontier point of every charted result (the chart's data, readable without JS)."""
+    """Every frontier point of every charted result (the chart's data, readable without JS).
+
+    Its rows are built only when used (CSV, or a page small enough to list them inline)."""
     columns = [
         Column("result", "Result"),
         Column("concurrency", "Concurrency (agents)", "int"),
@@ -178,6 +183,11 @@ def _points_table(series: list[dict], name: str = "points") -> Table:
         Column("simulated", "Simulated", "bool"),
         Column("result_id", "Result ID", "int"),
     ]
+    rows = LazyRows(sum(len(s["points"]) for s in series), functools.partial(_points_rows, series))
+    return Table(name, "Frontier points", columns, rows, inline_limit=600)
+
+
+def _points_rows(series: list[dict]) -> list[dict]:
     rows = []
     for s in series:
         name_ = f"{s['name']} [simulated]" if s["is_simulated"] else s["name"]
@@ -196,7 +206,7 @@ def _points_table(series: list[dict], name: str = "points") -> Table:
                     "_links": links,
                 }
             )
-    return Table(name, "Frontier points", columns, rows, inline_limit=600)
+    return rows
 
 
 # --- home ----------------------------------------------------------------------------

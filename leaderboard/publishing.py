@@ -8,6 +8,7 @@ published through the lifecycle service in the same transaction.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 from collections.abc import Iterable
 from typing import Any
@@ -16,8 +17,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from leaderboard import frontier
-from leaderboard.cache import chart_cache_invalidate
 from leaderboard.models import Result, SloTierSet
+from leaderboard.rebuild import result_pages_changed
 from leaderboard.services import default_tier_set_for
 from runner.engine.search import SearchTrial, tier_results
 from runner.models import BenchmarkRun, Trial, VerificationReport
@@ -165,7 +166,8 @@ def result_publish(
     """Publish `run` of `submission` (in review) as a Result; the submission becomes published.
 
     One transaction: the Result row, the conditional lifecycle UPDATE and its AuditEvent
-    either all happen or none does. Chart caches are dropped once it commits.
+    either all happen or none does. Once it commits the page cache is bumped and the
+    affected pages are rebuilt in the background (`leaderboard.rebuild`).
     """
     if run.submission_id != submission.pk:
         raise PublishError(f"run #{run.pk} belongs to submission #{run.submission_id}")
@@ -257,7 +259,9 @@ def result_publish(
             )
         except TransitionError as exc:
             raise PublishError(str(exc)) from exc
-        transaction.on_commit(chart_cache_invalidate)
+        transaction.on_commit(
+            functools.partial(result_pages_changed, result_ids=[result.pk], removed=False)
+        )
     return result
 
 
@@ -301,7 +305,9 @@ def result_set_status(*, result: Result, to: str, actor=None, reason: str) -> Re
             )
         except TransitionError as exc:
             raise PublishError(str(exc)) from exc
-        transaction.on_commit(chart_cache_invalidate)
+        transaction.on_commit(
+            functools.partial(result_pages_changed, result_ids=[result.pk], removed=True)
+        )
     result.status = to
     result.status_reason = reason
     return result

@@ -11,6 +11,7 @@ import csv
 import html
 import io
 import math
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,13 +49,39 @@ def format_value(value: Any, kind: str, missing: str = "—") -> str:
     return str(value)
 
 
+class LazyRows(Sequence):
+    """Table rows built on first use: a page that shows only a big table's row count (the
+    6,000-point table of a 200-result model page) never builds them; its CSV export does."""
+
+    __slots__ = ("_build", "_count", "_rows")
+
+    def __init__(self, count: int, build: Callable[[], list[dict[str, Any]]]) -> None:
+        self._count = count
+        self._build = build
+        self._rows: list[dict[str, Any]] | None = None
+
+    def _all(self) -> list[dict[str, Any]]:
+        if self._rows is None:
+            self._rows = self._build()
+        return self._rows
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index):  # type: ignore[override]
+        return self._all()[index]
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self._all())
+
+
 @dataclass(slots=True)
 class Table:
     name: str
     title: str
     columns: list[Column]
     # raw values by column key; optional "_links" {key: url}, "_class" (row css class)
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    rows: Sequence[dict[str, Any]] = field(default_factory=list)
     caption: str = ""
     # the <table> markup, rendered once when the page data is built (then cached with it)
     rendered: str = ""
@@ -73,25 +100,38 @@ class Table:
         return mark_safe(self.rendered)  # every value is escaped in render_html
 
     def render_html(self) -> str:
+        """The same markup as `html_rows()` gives, built in one pass (no per-cell dicts)."""
         escape = html.escape  # the stdlib's: same output as Django's, no lazy-string wrapper
-        num = ' class="num"'
+        num_attr = ' class="num"'
         head = "".join(
-            f'<th scope="col"{num if c.numeric else ""}>{escape(c.label)}</th>'
+            f'<th scope="col"{num_attr if c.numeric else ""}>{escape(c.label)}</th>'
             for c in self.columns
         )
+        # per column: key, kind, missing text, open tag (value present / missing), close tag
+        plan = []
+        for i, c in enumerate(self.columns):
+            tag, scope = ("th", ' scope="row"') if i == 0 else ("td", "")
+            num = "num" if c.numeric else ""
+            present = f'<{tag}{scope} class="{num}">' if num else f"<{tag}{scope}>"
+            missing = (
+                f'<{tag}{scope} class="{num} unknown">'
+                if num
+                else f'<{tag}{scope} class="unknown">'
+            )
+            plan.append((c.key, c.kind, c.missing, present, missing, f"</{tag}>"))
         body = []
-        for row in self.html_rows():
+        for row in self.rows:
+            links = row.get("_links") or {}
             cells = []
-            for cell in row["cells"]:
-                tag = "th" if cell["header"] else "td"
-                scope = ' scope="row"' if cell["header"] else ""
-                classes = [c for c in ("num" * cell["num"], "unknown" * cell["missing"]) if c]
-                attr = ' class="' + " ".join(classes) + '"' if classes else ""
-                text = escape(cell["text"])
-                if cell["href"]:
-                    text = '<a href="' + escape(cell["href"]) + '">' + text + "</a>"
-                cells.append(f"<{tag}{scope}{attr}>{text}</{tag}>")
-            attr = ' class="' + escape(row["cls"]) + '"' if row["cls"] else ""
+            for key, kind, if_missing, present, missing, close in plan:
+                value = row.get(key)
+                text = escape(format_value(value, kind, if_missing))
+                href = links.get(key)
+                if href:
+                    text = '<a href="' + escape(href) + '">' + text + "</a>"
+                cells.append((missing if value is None else present) + text + close)
+            cls = row.get("_class", "")
+            attr = ' class="' + escape(cls) + '"' if cls else ""
             body.append(f"<tr{attr}>{''.join(cells)}</tr>")
         return (
             f'<table class="data"><thead><tr>{head}</tr></thead>'

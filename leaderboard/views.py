@@ -13,13 +13,15 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET
 
 from leaderboard import pages
-from leaderboard.cache import cached
+from leaderboard.cache import cached_page
 from leaderboard.models import AIModel, HardwareSystem, Result
 from leaderboard.tables import csv_requested, prerender
 from submissions.models import Artifact
 from submissions.services.artifacts import artifact_url
 
 MAX_SELECTED = 200
+# set on the anonymous requests `leaderboard.rebuild` makes: build and store, never serve stale
+REBUILD_ATTR = "leaderboard_rebuild"
 
 
 def want_simulated(request: HttpRequest) -> bool:
@@ -80,7 +82,9 @@ def _page(
     """Render `build()`'s data with `template`, or export a table of it as CSV.
 
     Anonymous visitors get the finished HTML from the cache (one lookup, no query) until the
-    next publish; signed-in users get a fresh render, so nothing personal is ever cached.
+    next publish, and the previous HTML while the background rebuild after a publish runs
+    (`leaderboard.cache.cached_page`); signed-in users get a fresh render, so nothing personal
+    is ever cached. A request marked `REBUILD_ATTR` (`leaderboard.rebuild`) rebuilds the entry.
     """
     if request.GET.get("format") == "csv":
         data = build()
@@ -99,7 +103,11 @@ def _page(
     if request.user.is_authenticated:
         html = render_html()
     else:
-        html = cached(f"page:{request.get_full_path()}", render_html)
+        html = cached_page(
+            f"page:{request.get_full_path()}",
+            render_html,
+            refresh=getattr(request, REBUILD_ATTR, False),
+        )
     if html is None:
         raise Http404("not found")
     return HttpResponse(html)
