@@ -35,6 +35,27 @@ def single_agent_speed(profile: Profile, *, context: int) -> float:
     return profile.spec_tokens_per_step / decode_step_seconds(profile, batch=1, context=context)
 
 
+def decode_batch_for_speed(profile: Profile, speed: float, *, context: int) -> int | None:
+    """Smallest number of sequences decoding together at which each gets at most ``speed``
+    tok/s (None if a decode replica's ``max_batch`` is still faster)."""
+    role = profile.roles[-1]
+
+    def per_sequence(batch: int) -> float:
+        step = decode_step_seconds(profile, batch=batch, context=context)
+        return profile.spec_tokens_per_step / step
+
+    if per_sequence(role.max_batch) > speed:
+        return None
+    lo, hi = 1, role.max_batch
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if per_sequence(mid) > speed:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 def describe(profile: Profile) -> dict[str, Any]:
     return {
         "name": profile.name,
@@ -58,5 +79,7 @@ def describe(profile: Profile) -> dict[str, Any]:
         "weight_gb": profile.weight_bytes / 1e9,
         "spec_tokens_per_step": profile.spec_tokens_per_step,
         "single_agent_tok_s_at_27k": single_agent_speed(profile, context=27_000),
+        # how large a decode batch must be before agents slow to the public 82 tok/s point
+        "decode_batch_for_82_tok_s_at_27k": decode_batch_for_speed(profile, 82.0, context=27_000),
         "provenance": profile.provenance,
     }

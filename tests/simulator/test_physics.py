@@ -85,3 +85,17 @@ def test_expert_parallel_all_to_all_adds_time_in_proportion_to_tokens_in_flight(
     assert step(without, 4000)[0] == pytest.approx(big[0] - big[1])
     hidden = dataclasses.replace(prof, moe_comm_overlap=True)
     assert step(hidden, 4000)[0] < big[0]  # overlapped: hidden under compute at this batch
+
+
+def test_show_reports_the_smallest_decode_batch_that_slows_agents_to_a_speed():
+    from runner.simulator.calibrate import decode_batch_for_speed
+    from runner.simulator.profile import load_profile
+
+    prof = load_profile("gb300-nvl72-dsv41-flash")
+    n = decode_batch_for_speed(prof, 82.0, context=27_000)
+    assert n is not None
+
+    def speed(batch: int) -> float:
+        return prof.spec_tokens_per_step / decode_step_seconds(prof, batch=batch, context=27_000)
+
+    assert speed(n) <= 82.0 < speed(n - 1)
