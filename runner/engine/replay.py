@@ -41,6 +41,9 @@ class ReplayConfig:
     ignore_eos: bool = True
     min_tokens: bool = False  # also send min_tokens = target (vLLM, SGLang accept it)
     cache_namespace: bool = True
+    # Mixed into every session's namespace: the search sets it per run attempt and trial, so
+    # no session of one trial (or run) can find a prefix cached by another.
+    namespace_salt: str = ""
     random_start_turn: bool = True
     timeout_s: float = 600.0
     extra_body: dict[str, Any] = field(default_factory=dict)
@@ -59,6 +62,7 @@ class ReplayConfig:
             "ignore_eos": self.ignore_eos,
             "min_tokens": self.min_tokens,
             "cache_namespace": self.cache_namespace,
+            "namespace_salt": self.namespace_salt,
             "random_start_turn": self.random_start_turn,
             "timeout_s": self.timeout_s,
             "extra_body": self.extra_body,
@@ -271,6 +275,8 @@ class Replay:
     async def _agent(self, agent_id: int, start_ns: int) -> None:
         config = self.config
         rng = random.Random(f"agentperf:{config.seed}:{agent_id}")
+        # Namespaces come from their own stream, so the salt changes them and nothing else.
+        ns_rng = random.Random(f"agentperf-ns:{config.seed}:{config.namespace_salt}:{agent_id}")
         order = list(range(len(self.trajectories)))
         rng.shuffle(order)
         first_turn = True
@@ -292,7 +298,9 @@ class Replay:
             session_id = f"a{agent_id}s{session_no}"
             session_no += 1
             namespace = (
-                f"agentperf-session {rng.getrandbits(64):016x}\n" if config.cache_namespace else ""
+                f"agentperf-session {ns_rng.getrandbits(64):016x}\n"
+                if config.cache_namespace
+                else ""
             )
             prompt = SessionPrompt(trajectory, k0, namespace)
             for k in range(k0, len(trajectory.turns)):

@@ -135,6 +135,15 @@ def trial_dir(out_dir: str | os.PathLike[str], index: int, concurrency: int) -> 
     return Path(out_dir) / "trials" / f"{index:03d}-n{concurrency}"
 
 
+def config_for_trial(base: TrialConfig, concurrency: int, index: int) -> TrialConfig:
+    """The settings of trial ``index`` of a search: ``base`` at ``concurrency``, with cache
+    namespaces salted by the trial index so one trial never warms the next."""
+    replay = dataclasses.replace(
+        base.replay, namespace_salt=f"{base.replay.namespace_salt}t{index}"
+    )
+    return dataclasses.replace(base, concurrency=concurrency, replay=replay)
+
+
 def search_job(
     *,
     target: Target,
@@ -162,7 +171,7 @@ def search_job(
 
     async def main(transport: Transport, clock: Clock) -> SearchResult:
         async def execute(n: int, phase: str, index: int) -> TrialOutcome:
-            config = dataclasses.replace(base, concurrency=n)
+            config = config_for_trial(base, n, index)
             marks = None
             if on_window is not None:
                 hook = on_window

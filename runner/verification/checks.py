@@ -181,14 +181,14 @@ def honest_cache_bounds(
 
     An honest server can have cached, for a request, the longest prefix that this agent
     session sent before (its namespace line makes every session's prefix its own) plus a
-    tools block rendered ahead of the messages. Sessions are keyed by agent, session and
-    trajectory across all trials: the replay's namespaces are seeded per agent, so the same
-    session in a later trial may find its earlier prefix still cached. Local token counts
-    are scaled to the server's by the request's prompt_tokens / local total.
+    tools block rendered ahead of the messages. Sessions are keyed by trial, agent, session
+    and trajectory: the search salts every trial's namespaces, so no session can find a
+    prefix cached in another trial. Local token counts are scaled to the server's by the
+    request's prompt_tokens / local total.
     """
     count_tools = _tools_counter()
     prompts: dict[str, _TrajectoryPrompts] = {}
-    sent: dict[tuple[int, str, str], list[int]] = {}
+    sent: dict[tuple[int, int, str, str], list[int]] = {}
     out: list[tuple[RequestRecord, float]] = []
     for t in sorted(trials, key=lambda t: t.index):
         for r in sorted(t.records or [], key=lambda r: r.t_send_ns):
@@ -198,7 +198,7 @@ def honest_cache_bounds(
             tp = prompts.get(traj.id)
             if tp is None:
                 tp = prompts[traj.id] = _TrajectoryPrompts(traj, count_tools)
-            key = (r.agent_id, r.session_id, r.trajectory_id)
+            key = (t.index, r.agent_id, r.session_id, r.trajectory_id)
             earlier = sent.setdefault(key, [])
             if r.n_cached is not None and r.n_in:
                 bound_local = max((tp.lcp_tokens(j, r.turn_index) for j in earlier), default=0)

@@ -158,6 +158,8 @@ def trial_config(spec: dict[str, Any], model: str) -> TrialConfig:
             tool_delay_scale=float(search["tool_delay_scale"]),
             ramp_s=float(search.get("ramp_s", search["warmup_s"])),
             timeout_s=float(search["request_timeout_s"]),
+            # unique per run; the search adds the trial index (fresh namespaces per trial)
+            namespace_salt=f"run{spec['run_id']}.",
         ),
     )
 

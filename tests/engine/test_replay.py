@@ -179,6 +179,20 @@ def test_each_session_has_its_own_namespace_line() -> None:
     assert all(f.startswith("agentperf-session ") for f in firsts)
 
 
+def test_the_namespace_salt_changes_every_namespace_and_nothing_else() -> None:
+    def sessions(salt: str) -> tuple[list[tuple[int, str, int]], set[str]]:
+        transport, _ = replay(3, stop_s=60, namespace_salt=salt)
+        plan = [(s.agent_id, s.trajectory_id, s.turn_index) for s in transport.specs]
+        lines = {s.body["messages"][0]["content"].split("\n", 1)[0] for s in transport.specs}
+        return plan, lines
+
+    plan_a, lines_a = sessions("run7.t0")
+    plan_b, lines_b = sessions("run7.t1")
+    assert plan_a == plan_b  # same agents, trajectories and turns
+    assert not lines_a & lines_b  # but no namespace in common: trial 1 cannot reuse trial 0
+    assert sessions("run7.t0")[1] == lines_a  # and still deterministic
+
+
 def test_tool_delay_is_slept_end_to_start_with_the_scale_factor() -> None:
     transport, _ = replay(1, stop_s=100, tool_delay_scale=0.25)
     ex = transport.exchanges

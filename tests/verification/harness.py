@@ -9,13 +9,13 @@ Only the database and object storage are left out (the run is a plain namespace)
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from types import SimpleNamespace
 from typing import Any
 
 from runner.engine.datasets.synthetic import ShapeParams, generate_dataset
 from runner.engine.replay import ReplayConfig
+from runner.engine.runs import config_for_trial
 from runner.engine.search import TrialOutcome, run_search
 from runner.engine.trajectory import Dataset
 from runner.engine.trial import Tier, TrialConfig, run_trial
@@ -75,7 +75,7 @@ def simulated_run(
             def on_window(mark: str, t_ns: int) -> None:
                 scraped[mark] = parse_metrics(transport.metrics_text())
 
-            config_n = dataclasses.replace(base, concurrency=n)
+            config_n = config_for_trial(base, n, index)
             res = await run_trial(
                 transport, clock, dataset.trajectories, config_n, TIERS, on_window=on_window
             )
