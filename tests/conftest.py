@@ -15,6 +15,19 @@ os.environ.setdefault("EMAIL_BACKEND", "django.core.mail.backends.locmem.EmailBa
 
 ARTIFACTS_DIR = Path(__file__).resolve().parent.parent / "test-artifacts"
 
+# Debian's Chromium, never a downloaded browser; no background traffic off the machine.
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
 
 @pytest.fixture
 def artifacts_dir(request) -> Path:
@@ -43,3 +56,16 @@ def cast(db):
     from tests.support.builders import make_cast
 
     return make_cast()
+
+
+@pytest.fixture
+def browser(monkeypatch):
+    # Playwright's sync API runs an event loop in this thread; the ORM calls the test makes
+    # between browser steps are ordinary synchronous calls.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()

@@ -24,31 +24,7 @@ from tests.support.builders import make_hardware, make_model, make_tier_set
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "simulated.yaml"
-
-
-@pytest.fixture
-def browser(monkeypatch):
-    # Playwright's sync API runs an event loop in this thread; the ORM calls the test makes
-    # between browser steps are ordinary synchronous calls.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 @pytest.fixture
