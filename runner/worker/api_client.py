@@ -11,6 +11,7 @@ import json
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 TRANSIENT_STATUSES = (502, 503, 504)
@@ -53,75 +54,78 @@ class RunnerApi:
         headers.update(extra or {})
         return headers
 
+    def _retrying(
+        self,
+        what: str,
+        send: Callable[[], Any],
+        refused: Callable[[urllib.error.HTTPError], Exception],
+    ) -> Any:
+        """`send()`, retried with backoff on connection errors and 502/503/504; any other
+        HTTP error (or the last transient one) is raised as `refused(error)`."""
+        last: Exception | None = None
+        for attempt in range(self.retries + 1):
+            try:
+                return send()
+            except urllib.error.HTTPError as exc:
+                if exc.code not in TRANSIENT_STATUSES or attempt >= self.retries:
+                    raise refused(exc) from None
+                last = exc
+            except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+                last = exc
+                if attempt >= self.retries:
+                    break
+            time.sleep(self.backoff_s * (2**attempt))
+        raise RunnerApiError(0, f"{what} failed: {last}")
+
     def call(self, method: str, path: str, payload: Any = None) -> dict[str, Any]:
         """One JSON call; connection errors and 502/503/504 are retried with backoff."""
         url = self.base_url + path.lstrip("/")
         data = None if payload is None else json.dumps(payload).encode()
         headers = self._headers({"Content-Type": "application/json"} if data else None)
-        last: Exception | None = None
-        for attempt in range(self.retries + 1):
+
+        def send() -> dict[str, Any]:
             request = urllib.request.Request(url, data=data, method=method, headers=headers)
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                body = response.read()
+                return json.loads(body) if body else {}
+
+        def refused(exc: urllib.error.HTTPError) -> Exception:
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                    body = response.read()
-                    return json.loads(body) if body else {}
-            except urllib.error.HTTPError as exc:
-                status = exc.code
-                try:
-                    body = json.loads(exc.read() or b"{}")
-                except ValueError:
-                    body = {}
-                message = (body.get("error") or {}).get("message") or exc.reason
-                if status in TRANSIENT_STATUSES and attempt < self.retries:
-                    last = exc
-                elif status == 409:
-                    raise RunSuperseded(status, str(message), body) from None
-                else:
-                    raise RunnerApiError(status, str(message), body) from None
-            except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
-                last = exc
-                if attempt >= self.retries:
-                    break
-            time.sleep(self.backoff_s * (2**attempt))
-        raise RunnerApiError(0, f"{method} {url} failed: {last}")
+                body = json.loads(exc.read() or b"{}")
+            except ValueError:
+                body = {}
+            message = (body.get("error") or {}).get("message") or exc.reason
+            if exc.code == 409:
+                return RunSuperseded(exc.code, str(message), body)
+            return RunnerApiError(exc.code, str(message), body)
+
+        result: dict[str, Any] = self._retrying(f"{method} {url}", send, refused)
+        return result
 
     def upload(self, target: dict[str, Any], content: bytes) -> None:
         """PUT `content` to a presigned target ({"url", "method", "headers"}) from the API."""
         headers = dict(target.get("headers") or {})
-        last: Exception | None = None
-        for attempt in range(self.retries + 1):
+
+        def send() -> None:
             request = urllib.request.Request(
                 target["url"], data=content, method=target.get("method", "PUT"), headers=headers
             )
-            try:
-                with urllib.request.urlopen(request, timeout=max(self.timeout_s, 120)) as response:
-                    response.read()
-                    return
-            except urllib.error.HTTPError as exc:
-                if exc.code not in TRANSIENT_STATUSES or attempt >= self.retries:
-                    detail = exc.read()[:300].decode(errors="replace")
-                    raise RunnerApiError(exc.code, f"upload refused: {detail}") from None
-                last = exc
-            except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
-                last = exc
-                if attempt >= self.retries:
-                    break
-            time.sleep(self.backoff_s * (2**attempt))
-        raise RunnerApiError(0, f"upload failed: {last}")
+            with urllib.request.urlopen(request, timeout=max(self.timeout_s, 120)) as response:
+                response.read()
+
+        def refused(exc: urllib.error.HTTPError) -> Exception:
+            detail = exc.read()[:300].decode(errors="replace")
+            return RunnerApiError(exc.code, f"upload refused: {detail}")
+
+        self._retrying("upload", send, refused)
 
     def download(self, url: str) -> bytes:
-        last: Exception | None = None
-        for attempt in range(self.retries + 1):
-            try:
-                with urllib.request.urlopen(url, timeout=max(self.timeout_s, 120)) as response:
-                    return bytes(response.read())
-            except urllib.error.HTTPError as exc:
-                if exc.code not in TRANSIENT_STATUSES or attempt >= self.retries:
-                    raise RunnerApiError(exc.code, f"download refused: {exc.reason}") from None
-                last = exc
-            except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
-                last = exc
-                if attempt >= self.retries:
-                    break
-            time.sleep(self.backoff_s * (2**attempt))
-        raise RunnerApiError(0, f"download failed: {last}")
+        def send() -> bytes:
+            with urllib.request.urlopen(url, timeout=max(self.timeout_s, 120)) as response:
+                return bytes(response.read())
+
+        def refused(exc: urllib.error.HTTPError) -> Exception:
+            return RunnerApiError(exc.code, f"download refused: {exc.reason}")
+
+        data: bytes = self._retrying("download", send, refused)
+        return data
