@@ -13,16 +13,18 @@ same code runs on real time against a server and on virtual time against the sim
 from __future__ import annotations
 
 import asyncio
+import bisect
+import itertools
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
 from runner.engine.metrics import RequestRecord
 from runner.engine.trajectory import Message, Trajectory
-from runner.engine.transport import Api, Clock, RequestSpec, Transport
+from runner.engine.transport import Api, Clock, PrimableTransport, RequestSpec, Transport
 
 # Local token estimate of the namespace line (cl100k: "agentperf-session " + 16 hex + "\n").
 NAMESPACE_TOKENS = 12
@@ -50,6 +52,11 @@ class ReplayConfig:
     # Count the streamed output locally (cl100k) beside the server's completion_tokens, the
     # cross-check the verification compares (a few microseconds per answer).
     count_output_tokens: bool = True
+    # Start from a warm prefix cache: before the first request, each agent's context up to
+    # its starting turn is put in the server's cache at no cost, as if the agents had been
+    # running for a while. Only transports that can do that in process (the simulator on
+    # virtual time) accept it; it spares a rack-scale trial the long cold-start warm-up.
+    prime_cache: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -67,6 +74,7 @@ class ReplayConfig:
             "timeout_s": self.timeout_s,
             "extra_body": self.extra_body,
             "count_output_tokens": self.count_output_tokens,
+            "prime_cache": self.prime_cache,
         }
 
 
@@ -219,6 +227,71 @@ def build_request(
     )
 
 
+@dataclass(slots=True)
+class _Session:
+    trajectory: Trajectory
+    k0: int
+    session_id: str
+    namespace: str
+    prompt: SessionPrompt | None = None  # already at turn k0 (set when the cache was primed)
+
+
+class _AgentState:
+    """One agent's seeded choices: trajectory order, starting turn, session namespaces."""
+
+    __slots__ = ("agent_id", "rng", "ns_rng", "order", "position", "session_no", "_first", "_r")
+
+    def __init__(self, replay: Replay, agent_id: int) -> None:
+        config = replay.config
+        self._r = replay
+        self.agent_id = agent_id
+        self.rng = random.Random(f"agentperf:{config.seed}:{agent_id}")
+        # Namespaces come from their own stream, so the salt changes them and nothing else.
+        self.ns_rng = random.Random(
+            f"agentperf-ns:{config.seed}:{config.namespace_salt}:{agent_id}"
+        )
+        self.order = list(range(len(replay.trajectories)))
+        self.rng.shuffle(self.order)
+        self.position = 0
+        self.session_no = 0
+        self._first: _Session | None = None
+
+    def first_session(self) -> _Session:
+        if self._first is None:
+            self._first = self.next_session(first=True)
+        return self._first
+
+    def next_session(self, *, first: bool = False) -> _Session:
+        config = self._r.config
+        if first and config.random_start_turn:
+            # A uniformly random turn of the whole dataset, so a trajectory is picked in
+            # proportion to its turns: an agent that has been running for a while is in a
+            # long trajectory more often than in a short one, and starting agents that way
+            # puts the window's context mix at its steady state from the start. The agent
+            # then goes on in its shuffled order after that trajectory.
+            offsets = self._r.turn_offsets
+            r = self.rng.randrange(offsets[-1])
+            j = bisect.bisect_right(offsets, r) - 1
+            k0 = r - offsets[j]
+            self.position = self.order.index(j) + 1
+            trajectory = self._r.trajectories[j]
+        else:
+            if self.position == len(self.order):
+                self.rng.shuffle(self.order)
+                self.position = 0
+            trajectory = self._r.trajectories[self.order[self.position]]
+            self.position += 1
+            k0 = 0
+        session_id = f"a{self.agent_id}s{self.session_no}"
+        self.session_no += 1
+        namespace = (
+            f"agentperf-session {self.ns_rng.getrandbits(64):016x}\n"
+            if config.cache_namespace
+            else ""
+        )
+        return _Session(trajectory, k0, session_id, namespace)
+
+
 class Replay:
     """``concurrency`` agents sending until ``stop_sending_at_ns``; finished requests are
     appended to ``records`` (and passed to ``on_record``) as they complete."""
@@ -237,9 +310,16 @@ class Replay:
             raise ValueError("no trajectories to replay")
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
+        if config.prime_cache and not callable(getattr(transport, "prime", None)):
+            raise ValueError(
+                "prime_cache needs a transport that can fill its prefix cache in process "
+                "(the simulator on virtual time); a real endpoint warms up by serving"
+            )
         self.transport = transport
         self.clock = clock
         self.trajectories = list(trajectories)
+        # turn_offsets[j] = turns before trajectory j; the last entry is the total.
+        self.turn_offsets = [0, *itertools.accumulate(len(t.turns) for t in self.trajectories)]
         self.config = config
         self.concurrency = concurrency
         self.on_record = on_record
@@ -259,7 +339,13 @@ class Replay:
         start = self.clock.now_ns()
         n = self.concurrency
         ramp_ns = int(self.config.ramp_s * 1e9)
-        agents = [asyncio.ensure_future(self._agent(i, start + ramp_ns * i // n)) for i in range(n)]
+        states = [_AgentState(self, i) for i in range(n)]
+        if self.config.prime_cache:
+            self._prime(states)
+        agents = [
+            asyncio.ensure_future(self._agent(state, start + ramp_ns * i // n))
+            for i, state in enumerate(states)
+        ]
         try:
             await asyncio.gather(*agents)
         finally:
@@ -267,42 +353,44 @@ class Replay:
                 task.cancel()
         return self.records
 
+    def _prime(self, states: Sequence[_AgentState]) -> None:
+        """Put each agent's context before its first turn in the server's prefix cache."""
+        prime = cast(PrimableTransport, self.transport).prime
+        for state in states:
+            session = state.first_session()
+            if session.k0 == 0:
+                continue  # a session's first turn is cold in steady state too
+            prompt = SessionPrompt(session.trajectory, session.k0 - 1, session.namespace)
+            spec = build_request(
+                session.trajectory,
+                session.k0 - 1,
+                self.config,
+                request_id=f"{session.session_id}t{session.k0 - 1}prime",
+                agent_id=state.agent_id,
+                session_id=session.session_id,
+                namespace=session.namespace,
+                prompt=prompt,
+            )
+            prime(spec)
+            prompt.advance()
+            session.prompt = prompt
+
     async def _sleep_until(self, t_ns: int) -> None:
         wait = t_ns - self.clock.now_ns()
         if wait > 0:
             await self.clock.sleep(wait / 1e9)
 
-    async def _agent(self, agent_id: int, start_ns: int) -> None:
+    async def _agent(self, state: _AgentState, start_ns: int) -> None:
         config = self.config
-        rng = random.Random(f"agentperf:{config.seed}:{agent_id}")
-        # Namespaces come from their own stream, so the salt changes them and nothing else.
-        ns_rng = random.Random(f"agentperf-ns:{config.seed}:{config.namespace_salt}:{agent_id}")
-        order = list(range(len(self.trajectories)))
-        rng.shuffle(order)
-        first_turn = True
-        position = 0
+        agent_id = state.agent_id
+        first: _Session | None = state.first_session()  # drawn before the start: same draws
         await self._sleep_until(min(start_ns, self._stop_ns))
-        session_no = 0
         while self.clock.now_ns() < self._stop_ns:
-            if position == len(order):
-                rng.shuffle(order)
-                position = 0
-            trajectory = self.trajectories[order[position]]
-            position += 1
-            k0 = (
-                rng.randrange(len(trajectory.turns))
-                if first_turn and config.random_start_turn
-                else 0
-            )
-            first_turn = False
-            session_id = f"a{agent_id}s{session_no}"
-            session_no += 1
-            namespace = (
-                f"agentperf-session {ns_rng.getrandbits(64):016x}\n"
-                if config.cache_namespace
-                else ""
-            )
-            prompt = SessionPrompt(trajectory, k0, namespace)
+            session = first if first is not None else state.next_session()
+            first = None
+            trajectory, k0 = session.trajectory, session.k0
+            session_id, namespace = session.session_id, session.namespace
+            prompt = session.prompt or SessionPrompt(trajectory, k0, namespace)
             for k in range(k0, len(trajectory.turns)):
                 if self.clock.now_ns() >= self._stop_ns:
                     return

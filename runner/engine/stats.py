@@ -19,8 +19,8 @@ Pure functions of records; seeded, so the same records give the same interval.
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
-import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -117,8 +117,7 @@ def bootstrap_interval(
     estimate = percentile(everything, p)
     if len(per_group) < 2 or resamples < 1:
         return Interval(name, estimate, estimate, estimate, confidence, len(groups), n_req, 0)
-    rng = random.Random(f"agentperf-bootstrap:{seed}:{name}")
-    stats = _resampled_percentiles(per_group, p, resamples, rng)
+    stats = _resampled_percentiles(per_group, p, resamples, bootstrap_rng(seed, name))
     stats.sort()
     alpha = (1 - confidence) / 2
     low = stats[max(0, math.ceil(alpha * len(stats)) - 1)]
@@ -126,10 +125,20 @@ def bootstrap_interval(
     return Interval(name, estimate, low, high, confidence, len(groups), n_req, len(stats))
 
 
+def bootstrap_rng(seed: int, name: str) -> Any:
+    """The seeded generator of one statistic's resamples (a numpy Generator: drawing each
+    resample's groups in one call instead of one Python call per group)."""
+    import numpy as np
+
+    digest = hashlib.sha256(f"agentperf-bootstrap:{seed}:{name}".encode()).digest()
+    return np.random.default_rng(list(digest))
+
+
 def _resampled_percentiles(
-    per_group: Sequence[Sequence[float]], p: float, resamples: int, rng: random.Random
+    per_group: Sequence[Sequence[float]], p: float, resamples: int, rng: Any
 ) -> list[float]:
-    """The nearest-rank p-th percentile of each resample (groups drawn with replacement).
+    """The nearest-rank p-th percentile of each resample (groups drawn with replacement,
+    ``rng.integers(0, k, size=k)`` per resample).
 
     The same draws and the same values as concatenating each resample's groups and sorting
     them, without building the sample: every value is sorted once with its group; a resample
@@ -144,10 +153,9 @@ def _resampled_percentiles(
     values = np.array([v for v, _ in pairs], dtype=np.float64)
     group_of = np.array([g for _, g in pairs], dtype=np.int64)
     size_arr = np.array(sizes, dtype=np.int64)
-    draw = rng.randrange
     out: list[float] = []
     for _ in range(resamples):
-        counts = np.bincount([draw(k) for _ in range(k)], minlength=k)
+        counts = np.bincount(rng.integers(0, k, size=k), minlength=k)
         total = int(counts @ size_arr)
         if not total:
             continue

@@ -84,6 +84,14 @@ class Transport(Protocol):
     async def aclose(self) -> None: ...
 
 
+class PrimableTransport(Transport, Protocol):
+    """A transport that can put a prompt in the server's prefix cache at no cost (the
+    simulator on virtual time): what ``ReplayConfig.prime_cache`` uses instead of a long
+    cold-start warm-up. Nothing is generated and no request is counted."""
+
+    def prime(self, spec: RequestSpec) -> None: ...
+
+
 class Clock(Protocol):
     """Monotonic time in nanoseconds and a way to wait. Real or virtual."""
 

@@ -727,6 +727,28 @@ class Deployment:
             rep = front[i]
         rep.enqueue(req)
 
+    def prime(self, prompt: PromptShape, *, session_key: int | None = None) -> bool:
+        """Cache ``prompt``'s blocks (evictable, most recently used) on the replica its
+        session will be routed to, as if it had been served; no time passes and no counter
+        moves. New sessions go to the replica holding the fewest tokens. Returns False when
+        prefix caching is off or the prompt does not fit."""
+        front = self.front
+        if not front[0].pool.caching:
+            return False
+        if len(front) == 1:
+            rep = front[0]
+        else:
+            key = prompt.session_key if session_key is None else session_key
+            i = self.sessions.get(key)
+            if i is None:
+                i = min(range(len(front)), key=lambda j: (front[j].pool.used, j))
+                self.sessions[key] = i
+            rep = front[i]
+        if rep.pool.acquire(prompt.keys, prompt.cum, 0) is None:
+            return False
+        rep.pool.release(prompt.keys, 0)
+        return True
+
     def handoff(self, req: SimRequest, prefill_end_ns: int) -> None:
         """Prefill done: ship the KV to the least-loaded decode replica."""
         p = self.profile

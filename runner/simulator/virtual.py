@@ -230,6 +230,24 @@ class SimTransport:
             self.in_flight -= 1
         return self._fill(ex, req, spec, stream=bool(body.get("stream", False)))
 
+    def prime(self, spec: RequestSpec) -> None:
+        """Put ``spec``'s prompt in the prefix cache of the replica its session is routed
+        to, at no cost and with no counters touched (``ReplayConfig.prime_cache``)."""
+        body = spec.body
+        if self.dishonesty:
+            body = self.dishonesty.prefix_body(body)
+        try:
+            if spec.api == "chat":
+                shape = self.accountant.chat(
+                    body, spec.message_tokens, session=spec.session_id or None
+                )
+            else:
+                shape = self.accountant.completion(body)
+        except PromptError:
+            return  # the real request will fail the same way, and say so
+        session = hash(spec.session_id) if spec.session_id else None
+        self.deployment.prime(shape, session_key=session)
+
     def _expire_at(
         self, loop: asyncio.AbstractEventLoop, when: float, fut: asyncio.Future[None]
     ) -> None:

@@ -16,7 +16,7 @@ from runner.engine.replay import (
     render_completion_prompt,
 )
 from runner.engine.trajectory import Trajectory, Turn
-from runner.engine.transport import ERROR_WRONG_LENGTH
+from runner.engine.transport import ERROR_WRONG_LENGTH, RequestSpec
 from runner.engine.trial import Tier, TrialConfig, evaluate_tiers, parse_tiers, run_trial
 from tests.engine.virtual_time import PacedTransport, VirtualClock, run_virtual
 
@@ -296,3 +296,94 @@ def test_tiers_json_is_validated() -> None:
         parse_tiers([{"name": "x", "min_p25_output_speed": 1, "max_ttft_s": 1, "speed": 3}])
     with pytest.raises(ValueError, match="missing field"):
         parse_tiers([{"name": "x", "max_ttft_s": 1}])
+
+
+def _first_sessions(transport: PacedTransport) -> dict[int, tuple[str, str, int]]:
+    first: dict[int, tuple[str, str, int]] = {}
+    for spec in transport.specs:
+        first.setdefault(spec.agent_id, (spec.session_id, spec.trajectory_id, spec.turn_index))
+    return first
+
+
+def test_the_first_trajectory_is_picked_in_proportion_to_its_turns() -> None:
+    # One 9-turn and one 1-turn trajectory: an agent caught at a random moment of a long
+    # run is in the long one 9 times out of 10, and that is where a random start puts it.
+    data = [trajectory("LONG", turns=9), trajectory("SHORT", turns=1)]
+
+    async def main(clock: VirtualClock) -> PacedTransport:
+        transport = PacedTransport(clock)
+        r = Replay(transport, clock, data, ReplayConfig(model="m"), 400)
+        await r.run(stop_sending_at_ns=clock.now_ns() + 1)
+        return transport
+
+    first = _first_sessions(run_virtual(main))
+    assert len(first) == 400
+    long_share = sum(1 for _, tid, _ in first.values() if tid == "LONG") / 400
+    assert 0.85 <= long_share <= 0.95
+    long_turns = {k for _, tid, k in first.values() if tid == "LONG"}
+    assert long_turns == set(range(9))  # and at any of its turns
+
+
+class PrimingTransport(PacedTransport):
+    """PacedTransport that also records primes (what the simulator's prime would cache)."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        super().__init__(clock)
+        self.primed: list[tuple[int, RequestSpec]] = []
+
+    def prime(self, spec: RequestSpec) -> None:
+        self.primed.append((self.clock.now_ns(), spec))
+
+
+def test_prime_cache_primes_each_agents_context_before_its_first_turn() -> None:
+    async def main(clock: VirtualClock) -> tuple[PrimingTransport, int]:
+        transport = PrimingTransport(clock)
+        cfg = ReplayConfig(model="m", prime_cache=True, ramp_s=4.0)
+        r = Replay(transport, clock, DATA, cfg, 12)
+        t0 = clock.now_ns()
+        records = await r.run(stop_sending_at_ns=t0 + int(30e9))
+        assert len(records) == len(transport.specs)  # primes are not requests
+        return transport, t0
+
+    transport, t0 = run_virtual(main)
+    first = _first_sessions(transport)
+    primed = {spec.agent_id: spec for _, spec in transport.primed}
+    assert all(t == t0 for t, _ in transport.primed)  # all before the first send
+    for agent, (session, tid, k0) in first.items():
+        if k0 == 0:
+            assert agent not in primed  # a session's first turn starts cold
+            continue
+        spec = primed[agent]
+        # the turn before, in the same session: same namespace line, a prefix of turn k0
+        assert (spec.session_id, spec.trajectory_id, spec.turn_index) == (session, tid, k0 - 1)
+        sent = next(s for s in transport.specs if s.session_id == session)
+        n = len(spec.body["messages"]) - 1  # all but the user message the next turn replaces
+        assert sent.body["messages"][:n] == spec.body["messages"][:n]
+    assert len(primed) == sum(1 for _, _, k0 in first.values() if k0 > 0) > 0
+
+
+def test_prime_cache_is_refused_by_a_transport_that_cannot_prime() -> None:
+    async def main(clock: VirtualClock) -> None:
+        Replay(PacedTransport(clock), clock, DATA, ReplayConfig(model="m", prime_cache=True), 2)
+
+    with pytest.raises(ValueError, match="prime_cache needs a transport"):
+        run_virtual(main)
+
+
+def test_priming_changes_no_choice_of_the_agents() -> None:
+    def plan(prime: bool) -> list[tuple[int, str, int, str]]:
+        async def main(clock: VirtualClock) -> PacedTransport:
+            transport = PrimingTransport(clock)
+            cfg = ReplayConfig(model="m", prime_cache=prime, seed=3)
+            await Replay(transport, clock, DATA, cfg, 6).run(
+                stop_sending_at_ns=clock.now_ns() + int(60e9)
+            )
+            return transport
+
+        specs = run_virtual(main).specs
+        return [
+            (s.agent_id, s.trajectory_id, s.turn_index, s.body["messages"][0]["content"])
+            for s in specs
+        ]
+
+    assert plan(True) == plan(False)

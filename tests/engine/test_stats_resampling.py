@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-import random
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,14 +17,14 @@ values = st.one_of(
 
 
 def _by_building_each_sample(
-    groups: list[list[float]], p: float, resamples: int, rng: random.Random
+    groups: list[list[float]], p: float, resamples: int, rng: np.random.Generator
 ) -> list[float]:
     k = len(groups)
     out = []
     for _ in range(resamples):
         sample: list[float] = []
-        for _ in range(k):
-            sample.extend(groups[rng.randrange(k)])
+        for g in rng.integers(0, k, size=k):
+            sample.extend(groups[g])
         if sample:
             out.append(percentile(sample, p))
     return out
@@ -37,5 +37,5 @@ def _by_building_each_sample(
     seed=st.integers(0, 2**16),
 )
 def test_resampled_percentiles_equal_those_of_the_concatenated_samples(groups, p, seed):
-    expected = _by_building_each_sample(groups, p, 40, random.Random(seed))
-    assert _resampled_percentiles(groups, p, 40, random.Random(seed)) == expected
+    expected = _by_building_each_sample(groups, p, 40, np.random.default_rng(seed))
+    assert _resampled_percentiles(groups, p, 40, np.random.default_rng(seed)) == expected

@@ -137,3 +137,42 @@ def test_a_session_prompt_is_accounted_the_same_with_and_without_its_session_cac
     for messages in (turns[0], grown, shrunk, turns[2], grown):
         body = {"messages": list(messages), "tools": list(tools)}
         assert cached.chat(body, session="s1") == plain.chat(body)
+
+
+def test_a_primed_prompt_is_cached_for_the_next_turn_and_counts_as_no_request():
+    history = [
+        {"role": "system", "content": "You are a coder. " * 200},
+        {"role": "user", "content": "fix the bug " * 300},
+    ]
+    turn = [*history, {"role": "assistant", "content": "done"}, {"role": "user", "content": "ok"}]
+
+    def spec(rid: str, messages: list) -> RequestSpec:
+        body = {"model": "tiny-1b", "messages": messages, "max_tokens": 5, "ignore_eos": True}
+        return RequestSpec(
+            request_id=rid, api="chat", body=body, target_output_tokens=5, session_id="a0s0"
+        )
+
+    def run(prime: bool):
+        sims: list = []
+
+        async def main(transport: Transport, clock: Clock):
+            t0 = clock.now_ns()
+            if prime:
+                transport.prime(spec("p", history))  # type: ignore[attr-defined]
+            assert clock.now_ns() == t0  # priming takes no virtual time
+            return await transport.send(spec("r", turn))
+
+        ex = run_with_simulator("tiny", main, seed=0, transport_out=sims)
+        return ex, sims[0].deployment.totals()
+
+    primed, counters = run(True)
+    cold, _ = run(False)
+    assert primed.ok and cold.ok and primed.prompt_tokens == cold.prompt_tokens
+    assert cold.cached_tokens == 0
+    history_tokens = PromptAccountant().chat({"messages": history}).tokens
+    assert history_tokens - 64 <= primed.cached_tokens <= history_tokens
+    assert primed.t_first_ns - primed.t_send_ns < cold.t_first_ns - cold.t_send_ns
+    # only the real request is counted
+    assert counters.prompt_tokens == primed.prompt_tokens
+    assert counters.prefix_queries == primed.prompt_tokens
+    assert counters.requests_finished == 1
