@@ -42,7 +42,7 @@ from runner.engine.transport import (
     RequestSpec,
 )
 
-PARSE_SLICE_EVENTS = 64  # events parsed between two yields to the event loop
+PARSE_SLICE_EVENTS = 16  # events parsed between two yields (docs/benchmarks.md: 64 doubled p99)
 READ_BUFFER_BYTES = 256 * 1024  # one read can take this much (a 131k-token answer streams fast)
 BODY_EXCERPT_CHARS = 500
 _CHUNKED_END = b"\r\n0\r\n\r\n"
