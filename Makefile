@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: demo test install lint format migrate seed worker web check-migrations typecheck clean
+.PHONY: demo test install browser lint format migrate seed worker web check-migrations typecheck clean
 
 $(PYTHON):
 	$(PY) -m venv $(VENV)
@@ -50,8 +50,17 @@ check-migrations: install
 typecheck: install
 	$(BIN)/mypy
 
+# Debian's Chromium and ChromeDriver for the browser tests (Playwright launches it by path;
+# no browser download), installed when missing.
+browser:
+	@if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
+	  echo "installing Debian's chromium and chromium-driver"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	fi
+
 # Starts PostgreSQL/RabbitMQ/Redis if they are down and a private SeaweedFS for the session.
-test: install lint check-migrations typecheck
+test: install browser lint check-migrations typecheck
 	$(PYTHON) -m tests.services $(PYTEST_ARGS)
 
 clean:

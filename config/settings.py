@@ -259,6 +259,17 @@ RUN_SEARCH_OPTIONS_BY_POOL = _env_json_object(
             "request_timeout_s": 120.0,
             "max_loop_lag_ms": 100.0,
         },
+        # Dry runs on virtual time (the simulator in process): rack-scale searches start from
+        # a primed prefix cache, so a one-minute warm-up reaches steady state (docs/engine.md
+        # "Primed cache"); a virtual minute costs only the requests sent in it.
+        "simulated-virtual": {
+            "warmup_s": 60.0,
+            "ramp_s": 30.0,
+            "duration_s": 60.0,
+            "prime_cache": True,
+            "cap": 16384,
+            "max_trials": 60,
+        },
         "local-cpu": {
             "warmup_s": 3.0,
             # one agent on a CPU server sends few requests: a longer window for enough of them

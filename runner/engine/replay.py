@@ -26,6 +26,10 @@ from runner.engine.metrics import RequestRecord
 from runner.engine.trajectory import Message, Trajectory
 from runner.engine.transport import Api, Clock, PrimableTransport, RequestSpec, Transport
 
+# RequestRecord.extra key on a primed session's first request: the turn whose prompt was
+# put in the cache before the trial (ReplayConfig.prime_cache).
+PRIMED_TURN = "primed_turn"
+
 # Local token estimate of the namespace line (cl100k: "agentperf-session " + 16 hex + "\n").
 NAMESPACE_TOKENS = 12
 
@@ -413,6 +417,10 @@ class Replay:
                 finally:
                     self.in_flight -= 1
                 record = RequestRecord.from_exchange(spec, exchange, count_tokens=self._count)
+                if k == k0 and session.prompt is not None:
+                    # the server's cache held turn k0-1 of this session before it was sent:
+                    # verification's cache bound counts it as sent (cache_honesty)
+                    record.extra[PRIMED_TURN] = k0 - 1
                 self.records.append(record)
                 if self.on_record is not None:
                     self.on_record(record)

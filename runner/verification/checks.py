@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runner.engine.metrics import RequestRecord
-from runner.engine.replay import NAMESPACE_TOKENS
+from runner.engine.replay import NAMESPACE_TOKENS, PRIMED_TURN
 from runner.engine.trajectory import Trajectory, common_prefix_length
 from runner.verification import speculative
 from runner.verification.fingerprint import compare_canaries
@@ -181,7 +181,8 @@ def honest_cache_bounds(
 
     An honest server can have cached, for a request, the longest prefix that this agent
     session sent before (its namespace line makes every session's prefix its own) plus a
-    tools block rendered ahead of the messages. Sessions are keyed by trial, agent, session
+    tools block rendered ahead of the messages; on a primed cache (virtual time), a session's
+    first request also finds the turn the replay primed (``extra["primed_turn"]``). Sessions are keyed by trial, agent, session
     and trajectory: the search salts every trial's namespaces, so no session can find a
     prefix cached in another trial. Local token counts are scaled to the server's by the
     request's prompt_tokens / local total.
@@ -200,6 +201,9 @@ def honest_cache_bounds(
                 tp = prompts[traj.id] = _TrajectoryPrompts(traj, count_tools)
             key = (t.index, r.agent_id, r.session_id, r.trajectory_id)
             earlier = sent.setdefault(key, [])
+            primed = (r.extra or {}).get(PRIMED_TURN)
+            if isinstance(primed, int) and not earlier:
+                earlier.append(primed)  # the replay put that turn's prompt in the cache
             if r.n_cached is not None and r.n_in:
                 bound_local = max((tp.lcp_tokens(j, r.turn_index) for j in earlier), default=0)
                 bound_local += tp.tools_tokens[r.turn_index]

@@ -139,7 +139,9 @@ class Heartbeat:
             raise RunCancelled("the run was cancelled on the web side")
 
 
-def trial_config(spec: dict[str, Any], model: str) -> TrialConfig:
+def trial_config(spec: dict[str, Any], model: str, *, virtual: bool = False) -> TrialConfig:
+    """Every trial's settings but concurrency. ``prime_cache`` in the search options applies
+    only on virtual time (the simulator in process), the one transport that can prime."""
     search = spec["search"]
     accelerators = spec["accelerators"]
     return TrialConfig(
@@ -160,6 +162,7 @@ def trial_config(spec: dict[str, Any], model: str) -> TrialConfig:
             timeout_s=float(search["request_timeout_s"]),
             # unique per run; the search adds the trial index (fresh namespaces per trial)
             namespace_salt=f"run{spec['run_id']}.",
+            prime_cache=virtual and bool(search.get("prime_cache", False)),
         ),
     )
 
@@ -293,7 +296,7 @@ class RunExecution:
         self.sampler.start()
         tiers: list[Tier] = parse_tiers(spec["tiers"])
         search = spec["search"]
-        base = trial_config(spec, endpoint.served_model_name)
+        base = trial_config(spec, endpoint.served_model_name, virtual=endpoint.virtual)
 
         def progress(phase: str, index: int, concurrency: int) -> None:
             self.heartbeat.check()

@@ -50,7 +50,9 @@ def pipeline_settings(settings, live_server, catalog):
     settings.RUN_HEARTBEAT_INTERVAL_S = 2
     settings.RUN_SEARCH_OPTIONS_BY_POOL = {
         "simulated-realtime": dict(FAST_SEARCH),
-        "simulated-virtual": dict(FAST_SEARCH, warmup_s=5.0, duration_s=20.0, cap=16),
+        "simulated-virtual": dict(
+            FAST_SEARCH, warmup_s=5.0, duration_s=20.0, cap=16, prime_cache=True
+        ),
         "local-cpu": dict(FAST_SEARCH, duration_s=10.0, cap=2, max_trials=4, min_requests=3),
     }
     return settings

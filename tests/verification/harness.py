@@ -54,12 +54,15 @@ def simulated_run(
     cap: int = 8,
     config: dict[str, Any] | None = None,
     max_trials: int = 9,
+    prime_cache: bool = False,
 ) -> dict[str, dict[str, Any]]:
     """{check name: check} of one simulated run (tiny profile, virtual time)."""
     dataset = small_dataset()
     base = TrialConfig(
         concurrency=1, warmup_s=10.0, duration_s=40.0, accelerators=1, min_requests=10,
-        replay=ReplayConfig(model=MODEL, seed=3, ramp_s=10.0, tool_delay_scale=0.5),
+        replay=ReplayConfig(
+            model=MODEL, seed=3, ramp_s=10.0, tool_delay_scale=0.5, prime_cache=prime_cache
+        ),
         bootstrap_resamples=200,
     )  # fmt: skip
 

@@ -55,3 +55,17 @@ def test_forced_acceptance_reads_as_every_draft_accepted_in_the_metrics_deltas()
     figures = checks["speculative_decoding"]["evidence"]["metrics"]
     assert figures["acceptance_rate"] == 1.0
     assert figures["mean_acceptance_length"] == pytest.approx(4.0)
+
+
+def test_a_primed_cache_is_within_every_sessions_honest_bound():
+    # Virtual-time searches start from a primed cache: a session's first request finds the
+    # turn before it cached, which the replay marks on the record, so it is no violation...
+    checks = simulated_run(None, prime_cache=True)
+    assert failing(checks) == set(), {n: c["summary"] for n, c in checks.items()}
+    assert checks["cache_honesty"]["evidence"]["over_bound"] == 0
+
+
+def test_a_shared_cache_is_still_caught_on_a_primed_cache():
+    # ...and a server sharing cache across agents is still caught beside it.
+    checks = simulated_run("cache_shared", prime_cache=True)
+    assert "cache_honesty" in failing(checks)
