@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: demo test install browser lint format migrate seed worker web check-migrations typecheck clean
+.PHONY: demo test install browser lint format migrate seed worker beat web check-migrations typecheck clean
 
 $(PYTHON):
 	$(PY) -m venv $(VENV)
@@ -32,6 +32,10 @@ demo: seed
 
 worker: install
 	$(BIN)/celery -A config worker -Q "$${QUEUES:-web}" --concurrency "$${CONCURRENCY:-1}" --loglevel INFO
+
+# The periodic reaper (runner.reap_stale_runs every RUN_REAPER_INTERVAL_S, on the web queue).
+beat: install
+	$(BIN)/celery -A config beat --loglevel INFO --schedule var/celerybeat-schedule
 
 web: install
 	$(BIN)/gunicorn config.wsgi -b $(HOST):$(PORT) -w 2

@@ -43,6 +43,14 @@ def _configure(sender: Celery, **_: object) -> None:
         task_create_missing_queues=True,
         task_always_eager=settings.CELERY_TASK_ALWAYS_EAGER,
         result_expires=3600,
+        # `celery -A config beat` (make beat): the reaper retries or fails stale runs.
+        beat_schedule={
+            "reap-stale-runs": {
+                "task": "runner.reap_stale_runs",
+                "schedule": float(settings.RUN_REAPER_INTERVAL_S),
+                "options": {"queue": web_queue(), "expires": float(settings.RUN_REAPER_INTERVAL_S)},
+            }
+        },
         worker_hijack_root_logger=False,
         timezone="UTC",
     )

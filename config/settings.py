@@ -184,6 +184,11 @@ else:
 RUN_HARD_TIME_LIMIT_S = env_int("RUN_HARD_TIME_LIMIT_S", 6 * 3600, minimum=60)
 RUN_SOFT_TIME_LIMIT_S = env_int("RUN_SOFT_TIME_LIMIT_S", RUN_HARD_TIME_LIMIT_S - 300, minimum=30)
 RUN_HEARTBEAT_STALE_S = env_int("RUN_HEARTBEAT_STALE_S", 300, minimum=10)
+# A run no pool worker has started (pool offline, message lost) is failed with a reason
+# after this long in "pending"; a busy pool legitimately keeps runs queued for hours.
+RUN_PENDING_STALE_S = env_int("RUN_PENDING_STALE_S", 24 * 3600, minimum=60)
+# How often `celery beat` sends runner.reap_stale_runs to the web queue.
+RUN_REAPER_INTERVAL_S = env_int("RUN_REAPER_INTERVAL_S", 60, minimum=5)
 CELERY_BROKER_VISIBILITY_TIMEOUT_S = RUN_HARD_TIME_LIMIT_S + 3600
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 # Prefix for every queue name, so several deployments (or test sessions) can share a broker.

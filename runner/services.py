@@ -15,6 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.core.files.storage import storages
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from runner.models import BenchmarkRun, Trial
@@ -351,6 +352,29 @@ def reap_stale_runs(
                 run_fail(run=run, reason=reason, actor_label="reaper")
                 actions.append((run.pk, "failed"))
         except (TransitionError, RunConflict) as exc:  # changed under us: next pass decides
+            log.info("reaper skipped run #%s: %s", run.pk, exc)
+    actions += _reap_never_started(now or timezone.now())
+    return actions
+
+
+def _reap_never_started(now: dt.datetime) -> list[tuple[int, str]]:
+    """Fail runs left pending (never started, or requeued and never restarted) for longer
+    than RUN_PENDING_STALE_S: no pool worker took their message."""
+    wait = settings.RUN_PENDING_STALE_S
+    cutoff = now - dt.timedelta(seconds=wait)
+    pending = BenchmarkRun.objects.filter(
+        status=BenchmarkRun.STATUS_PENDING, created_at__lt=cutoff
+    ).filter(Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=cutoff))
+    actions: list[tuple[int, str]] = []
+    for run in pending.select_related("submission"):
+        reason = (
+            f"no pool worker started this run within {wait} s on queue '{run.queue}' "
+            "(its pool is offline or the message was lost); submit it again"
+        )
+        try:
+            run_fail(run=run, reason=reason, actor_label="reaper")
+            actions.append((run.pk, "failed"))
+        except (TransitionError, RunConflict) as exc:
             log.info("reaper skipped run #%s: %s", run.pk, exc)
     return actions
 

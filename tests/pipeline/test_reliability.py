@@ -114,3 +114,33 @@ def test_a_fresh_heartbeat_is_left_alone_by_the_reaper(catalog, cast):
     assert reap_stale_runs() == []
     run.refresh_from_db()
     assert run.status == "running"
+
+
+@pytest.mark.django_db
+def test_a_run_no_worker_ever_started_is_failed_after_the_pending_limit(catalog, cast, settings):
+    settings.RUN_PENDING_STALE_S = 3600
+    waiting, _ = prepared_run(cast.org_a)  # queued, not started
+    lost, _ = prepared_run(cast.org_b)
+    old = timezone.now() - dt.timedelta(seconds=7200)
+    BenchmarkRun.objects.filter(pk=lost.pk).update(created_at=old)
+    BenchmarkRun.objects.filter(pk=waiting.pk).update(
+        created_at=timezone.now() - dt.timedelta(seconds=600)
+    )
+    assert reap_stale_runs() == [(lost.pk, "failed")]
+    lost.refresh_from_db()
+    waiting.refresh_from_db()
+    assert (lost.status, waiting.status) == ("failed", "pending")
+    submission = Submission.objects.get(pk=lost.submission_id)
+    assert submission.status == c.FAILED
+    assert "no pool worker started this run" in submission.status_reason
+    assert reap_stale_runs() == []  # a failed run is not reaped twice
+
+
+def test_the_beat_schedule_sends_the_reaper_to_the_web_queue() -> None:
+    from config.celery import app, web_queue
+
+    app.loader.import_default_modules()
+    entry = app.conf.beat_schedule["reap-stale-runs"]
+    assert entry["task"] == "runner.reap_stale_runs"
+    assert entry["task"] in app.tasks
+    assert entry["options"]["queue"] == web_queue()
