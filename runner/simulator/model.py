@@ -20,9 +20,10 @@ per-draft acceptance α (seeded), so E[tokens/step] = (1 − α^(k+1)) / (1 − 
 from __future__ import annotations
 
 import heapq
+import itertools
 import zlib
-from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -104,113 +105,205 @@ class KvPool:
     Blocks are keyed by prefix-chain keys. A running request pins the blocks of its prompt
     and reserves room for its output; on release its blocks become evictable, tail first, so
     LRU eviction drops the ends of old prefixes before their beginnings (as vLLM does).
+
+    With prefix caching the bookkeeping is per prompt rather than per block, so a request
+    costs a few C-level passes over its keys instead of several Python steps per block
+    (the decisions are those of per-block reference counting, checked against it):
+
+    - a block is *pinned* while a pinned prompt (``active``) contains its key; the exact
+      pinned total is computed only when a cheap upper bound (the pinned prompts' token sum)
+      cannot settle an admission;
+    - LRU order: each release stamps its keys with a new generation and logs the prompt
+      once; eviction walks the log from the oldest release, tail first, and evicts a block
+      only where its stamp is still that release's (a later release moved it) and it is not
+      pinned. The log is compacted when it outgrows the cache.
     """
 
-    __slots__ = ("capacity", "caching", "used", "evictable", "entries", "lru")
+    __slots__ = (
+        "capacity",
+        "caching",
+        "used",
+        "reserved",
+        "sizes",
+        "stamp",
+        "log",
+        "gen",
+        "active",
+        "active_tokens",
+        "refs",
+        "_compact_at",
+    )
 
     def __init__(self, capacity: int, *, caching: bool) -> None:
         self.capacity = capacity
         self.caching = caching
-        self.used = 0
-        self.evictable = 0
-        self.entries: dict[int, list[int]] = {}  # key -> [size, refs]
-        self.lru: OrderedDict[int, None] = OrderedDict()
+        self.used = 0  # tokens in cached blocks + reservations
+        self.reserved = 0  # reservations (output room; decode KV)
+        self.sizes: dict[int, int] = {}  # key -> tokens of the block
+        # caching: key -> generation of the release that last logged it (-1: never released)
+        self.stamp: dict[int, int] = {}
+        self.log: deque[tuple[tuple[int, ...], int, int]] = deque()  # (keys, generation, done)
+        self.gen = 0
+        self.active: dict[int, list[Any]] = {}  # id(keys) -> [keys, pins, prompt tokens]
+        self.active_tokens = 0  # Σ tokens of pinned prompts: >= the pinned blocks' tokens
+        self.refs: dict[int, int] = {}  # without caching: key -> pins
+        self._compact_at = 4096
 
+    # ------------------------------------------------------------------ pins
+    def _pinned(self, extra: Sequence[int] = ()) -> set[int]:
+        keys: set[int] = set(extra)
+        for prompt in self.active.values():
+            keys.update(prompt[0])
+        return keys
+
+    def _pin(self, keys: tuple[int, ...], tokens: int) -> None:
+        entry = self.active.get(id(keys))
+        if entry is None:
+            self.active[id(keys)] = [keys, 1, tokens]
+        else:
+            entry[1] += 1
+        self.active_tokens += tokens
+
+    def _unpin(self, keys: tuple[int, ...]) -> None:
+        entry = self.active[id(keys)]
+        entry[1] -= 1
+        self.active_tokens -= entry[2]
+        if not entry[1]:
+            del self.active[id(keys)]
+
+    # ------------------------------------------------------------------ public
     def acquire(self, keys: tuple[int, ...], cum: tuple[int, ...], reserve: int) -> int | None:
         """Pin the prompt's blocks; return matched prefix tokens, or None if it cannot fit."""
-        entries = self.entries
-        m = 0
-        repinned = 0  # evictable tokens among the matched blocks (pinning them frees nothing)
-        hits: list[list[int]] = []
-        if self.caching:
-            get = entries.get
-            for k in keys:
-                e = get(k)
-                if e is None:
-                    break
-                if e[1] == 0:
-                    repinned += e[0]
-                hits.append(e)
-            m = len(hits)
+        if not self.caching:
+            return self._acquire_uncached(keys, cum, reserve)
+        sizes = self.sizes
+        found = list(map(sizes.get, keys))
+        try:
+            m = found.index(None)
+        except ValueError:
+            m = len(keys)
         matched = cum[m - 1] if m else 0
         need = cum[-1] - matched + reserve
-        if self.capacity - self.used + self.evictable - repinned < need:
-            return None
-        if repinned:
-            lru = self.lru
-            for k, e in zip(keys, hits, strict=False):
-                if e[1] == 0:
-                    del lru[k]
-                e[1] += 1
-            self.evictable -= repinned
-        else:
-            for e in hits:
-                e[1] += 1
-        lru = self.lru
-        while self.capacity - self.used < need and lru:
-            k, _ = lru.popitem(last=False)
-            size = entries.pop(k)[0]
-            self.used -= size
-            self.evictable -= size
-        prev = matched
+        # Fits if the unpinned blocks (hits excluded: pinning them frees nothing) could make
+        # room: capacity - reservations - tokens of (pinned ∪ hits) >= need.
+        room = self.capacity - self.reserved - need
+        if room < self.active_tokens + matched:  # the cheap bound cannot tell: exact
+            pinned = self._pinned(keys[:m])
+            if room < sum(map(sizes.__getitem__, pinned)):
+                return None
+        if self.capacity - self.used < need:
+            self._evict(need, keys[:m])
+        self._pin(keys, cum[-1])
         added = 0
-        get = entries.get
+        prev = matched
+        stamp = self.stamp
         for i in range(m, len(keys)):
             k = keys[i]
             end = cum[i]
-            e = get(k)
-            if e is None:
-                entries[k] = [end - prev, 1]
+            if k not in sizes:  # (a block further down a chain cut in the middle stays)
+                sizes[k] = end - prev
+                stamp[k] = -1
                 added += end - prev
-            else:  # a block further down a chain that was cut in the middle
-                if e[1] == 0:
-                    del lru[k]
-                    self.evictable -= e[0]
-                e[1] += 1
             prev = end
         self.used += added + reserve
+        self.reserved += reserve
         return matched
 
     def release(self, keys: tuple[int, ...], reserve: int) -> None:
         self.used -= reserve
-        entries, lru = self.entries, self.lru
-        freed = 0
-        if self.caching:
-            for k in reversed(keys):
-                e = entries[k]
-                refs = e[1] - 1
-                e[1] = refs
-                if not refs:
-                    lru[k] = None
-                    freed += e[0]
-            self.evictable += freed
-        else:
-            for k in reversed(keys):
-                e = entries[k]
-                refs = e[1] - 1
-                e[1] = refs
-                if not refs:
-                    del entries[k]
-                    freed += e[0]
-            self.used -= freed
+        self.reserved -= reserve
+        if not self.caching:
+            self._release_uncached(keys)
+            return
+        self._unpin(keys)
+        self.gen += 1
+        g = self.gen
+        self.stamp.update(zip(keys, itertools.repeat(g)))
+        self.log.append((keys, g, 0))
+        if len(self.log) > self._compact_at:
+            self._compact()
 
     def reserve(self, n: int) -> bool:
-        while self.capacity - self.used < n and self.lru:
-            k, _ = self.lru.popitem(last=False)
-            size = self.entries.pop(k)[0]
-            self.used -= size
-            self.evictable -= size
+        if self.capacity - self.used < n and self.log:
+            self._evict(n, ())
         if self.capacity - self.used < n:
             return False
         self.used += n
+        self.reserved += n
         return True
 
     def unreserve(self, n: int) -> None:
         self.used -= n
+        self.reserved -= n
 
     @property
     def in_use(self) -> int:
-        return self.used - self.evictable
+        """Tokens that cannot be evicted: pinned blocks and reservations."""
+        if not self.caching:
+            return self.used
+        return self.reserved + sum(map(self.sizes.__getitem__, self._pinned()))
+
+    # ------------------------------------------------------------------ eviction
+    def _evict(self, need: int, protect: Sequence[int]) -> None:
+        """Evict least recently released blocks, tail first, until ``need`` tokens fit."""
+        pinned: set[int] | None = None
+        log, stamp, sizes = self.log, self.stamp, self.sizes
+        while self.capacity - self.used < need and log:
+            keys, g, done = log[0]
+            if pinned is None:
+                pinned = self._pinned(protect)
+            i = len(keys) - 1 - done
+            while i >= 0 and self.capacity - self.used < need:
+                k = keys[i]
+                i -= 1
+                if stamp.get(k) == g and k not in pinned:
+                    del stamp[k]
+                    self.used -= sizes.pop(k)
+            if i < 0:
+                log.popleft()
+            else:
+                log[0] = (keys, g, len(keys) - 1 - i)
+
+    def _compact(self) -> None:
+        """Drop log records none of whose blocks still carry their stamp."""
+        stamp = self.stamp
+        self.log = deque(rec for rec in self.log if list(map(stamp.get, rec[0])).count(rec[1]))
+        self._compact_at = max(4096, 2 * len(self.log))
+
+    # ------------------------------------------------------------------ no caching
+    def _acquire_uncached(
+        self, keys: tuple[int, ...], cum: tuple[int, ...], reserve: int
+    ) -> int | None:
+        need = cum[-1] + reserve
+        if self.capacity - self.used < need:
+            return None
+        sizes, refs = self.sizes, self.refs
+        prev = 0
+        added = 0
+        for k, end in zip(keys, cum, strict=True):
+            n = refs.get(k)
+            if n is None:
+                sizes[k] = end - prev
+                refs[k] = 1
+                added += end - prev
+            else:  # the same prompt twice at once: one copy
+                refs[k] = n + 1
+            prev = end
+        self.used += added + reserve
+        self.reserved += reserve
+        return 0
+
+    def _release_uncached(self, keys: tuple[int, ...]) -> None:
+        sizes, refs = self.sizes, self.refs
+        freed = 0
+        for k in reversed(keys):
+            n = refs[k] - 1
+            if n:
+                refs[k] = n
+            else:
+                del refs[k]
+                freed += sizes.pop(k)
+        self.used -= freed
 
 
 @dataclass(slots=True)
