@@ -51,6 +51,20 @@ def _stop(proc: subprocess.Popen, name: str) -> None:
     print(f"stopped {name}")
 
 
+def _declare_queues(names: list[str]) -> None:
+    """Create the broker's queues once, before the worker and the web server start: on the
+    embedded SQLite broker, processes declaring the same new queue at the same moment race
+    on its unique name, and the loser (once, the worker) dies with an IntegrityError."""
+    from kombu import Queue
+
+    from config.celery import app
+
+    with app.connection_for_write() as conn:
+        channel = conn.default_channel
+        for name in names:
+            Queue(name, routing_key=name).bind(channel).declare()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
@@ -74,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
 
         prepare_environment(base_url=f"http://{args.host}:{args.port}")
     queues = os.environ.get("DEMO_QUEUES", "web,pool.local-cpu,pool.simulated")
+    _declare_queues(queues.split(","))
     worker = _spawn(
         [
             python,
