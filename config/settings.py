@@ -270,7 +270,8 @@ RUN_SEARCH_OPTIONS_BY_POOL = _env_json_object(
         "simulated-virtual": {
             "warmup_s": 60.0,
             "ramp_s": 30.0,
-            "duration_s": 60.0,
+            # one agent must send min_requests in the window (60 s gave 17 on an 8-GPU H100)
+            "duration_s": 120.0,
             "prime_cache": True,
             "cap": 16384,
             "max_trials": 60,

@@ -101,7 +101,7 @@ REAL_WARMUP_S = 30.0
 REAL_DURATION_S = 120.0
 VIRTUAL_WARMUP_S = 60.0
 VIRTUAL_RAMP_S = 30.0
-VIRTUAL_DURATION_S = 60.0
+VIRTUAL_DURATION_S = 120.0  # one agent must send min_requests (20) in the window
 
 
 def _resolve_search_defaults(args: argparse.Namespace) -> None:

@@ -37,3 +37,32 @@ def test_the_virtual_pool_defaults_prime_and_reach_rack_scale() -> None:
     assert virtual["prime_cache"] is True
     assert virtual["cap"] >= 8192  # a 72-GPU rack serves thousands of agents
     assert virtual["ramp_s"] < virtual["warmup_s"]
+
+
+def test_with_the_shipped_virtual_defaults_one_agent_sends_enough_requests() -> None:
+    # The search's first trial is N=1: if one agent cannot send min_requests in the window,
+    # every tier fails there and a dry run ends with nothing (a 60 s window gave 17 < 20 for
+    # the demo's 8-GPU H100 profile on the full-shape test set).
+    import dataclasses
+
+    from config import settings as project
+    from runner.engine.datasets.synthetic import ShapeParams, generate_dataset
+    from runner.engine.runs import Target, trial_job
+
+    options = {
+        **project.RUN_SEARCH_OPTIONS,
+        **project.RUN_SEARCH_OPTIONS_BY_POOL["simulated-virtual"],
+    }
+    spec = {"search": options, "accelerators": {"used": 8, "total": 8}, "run_id": 1}
+    config = trial_config(spec, "deepseek-v4.1-flash-max", virtual=True)
+    config = dataclasses.replace(config, concurrency=1, bootstrap_resamples=0)
+    dataset = generate_dataset(  # the full-shape private test set, as the pipeline makes it
+        seed=project.RUN_DATASET_SEED, trajectories=project.RUN_DATASET_TRAJECTORIES,
+        params=ShapeParams(), name="t", version="1",
+    )  # fmt: skip
+    result = trial_job(
+        target=Target(sim_profile="h100-sxm-hgx8-dsv41-flash"),
+        trajectories=dataset.trajectories,
+        config=config,
+    )
+    assert result.summary.requests >= options["min_requests"]
