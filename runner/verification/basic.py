@@ -222,7 +222,9 @@ def report_checks(
         ext.check_cache_honesty(trajectories, trials),
         ext.check_speculative(run.submission.config or {}, trials),
         ext.check_model_identity(run.qualification or [], reference, model=slug),
-        ext.check_repeatability(trials),
+        ext.check_repeatability(
+            trials, shared_host=bool((spec.get("search") or {}).get("shared_host"))
+        ),
         ext.check_statistics(trials, result_ns),
         check_raw_records(trials),
         check_private_test_set(run),

@@ -403,13 +403,26 @@ def _intervals_overlap(trials: Sequence[TrialData], name: str) -> bool:
     return max(lo for lo, _ in bounds) <= min(hi for _, hi in bounds)
 
 
-def check_repeatability(trials: Sequence[TrialData]) -> dict[str, Any]:
+def _noise_text(noise: list[str]) -> list[str]:
+    shared = [x for x in noise if x.startswith("the host")]
+    figures = [x for x in noise if not x.startswith("the host")]
+    out = [f"{' and '.join(figures)} within sampling noise: intervals overlap"] if figures else []
+    return out + [f"{x}: reported, not failed" for x in shared]
+
+
+def check_repeatability(
+    trials: Sequence[TrialData], *, shared_host: bool = False
+) -> dict[str, Any]:
+    """``shared_host``: the pool's search options say its host also runs other work (the
+    local CPU pool shares the web tier's host), so a spread beyond tolerance is reported as
+    a warning, not a failure: it measures the host's other load as much as the system."""
     rule = (
         f"trials repeated at the same N (confirmations, marginal repeats) agree: p25 speed "
         f"spread <= {SPEED_TOLERANCE:.0%} of its mean, TTFT p75 spread <= "
         f"{TTFT_TOLERANCE:.0%} (or {TTFT_TOLERANCE_ABS_S * 1000:.0f} ms); up to twice that "
         "warns, beyond fails — unless the trials' 95% session-bootstrap intervals overlap, "
         "when the spread is sampling noise and only warns"
+        + ("; on a pool whose host is shared with other work it only warns" if shared_host else "")
     )
     by_n: dict[int, list[TrialData]] = {}
     for t in trials:
@@ -445,15 +458,14 @@ def check_repeatability(trials: Sequence[TrialData]) -> dict[str, Any]:
                     status = FAIL
             elif ttft_spread > TTFT_TOLERANCE and status == PASS:
                 status = WARN
+        if status == FAIL and shared_host:
+            status = WARN
+            noise.append("the host is shared with other work")
         if status != PASS:
             notes.append(
                 f"N={n}: p25 speed spread {speed_spread:.1%}"
                 + (f", TTFT p75 spread {ttft_spread:.1%}" if ttft_spread else "")
-                + (
-                    f" ({' and '.join(noise)} within sampling noise: intervals overlap)"
-                    if noise
-                    else ""
-                )
+                + (f" ({'; '.join(_noise_text(noise))})" if noise else "")
             )
         worst = FAIL if FAIL in (worst, status) else (WARN if WARN in (worst, status) else PASS)
         groups.append({"concurrency": n, "trials": [t.index for t in ts],

@@ -53,7 +53,9 @@ def pipeline_settings(settings, live_server, catalog):
         "simulated-virtual": dict(
             FAST_SEARCH, warmup_s=5.0, duration_s=20.0, cap=16, prime_cache=True
         ),
-        "local-cpu": dict(FAST_SEARCH, duration_s=10.0, cap=2, max_trials=4, min_requests=3),
+        "local-cpu": dict(
+            FAST_SEARCH, duration_s=10.0, cap=2, max_trials=4, min_requests=3, shared_host=True
+        ),
     }
     return settings
 
