@@ -140,7 +140,7 @@ class KvPool:
         self.used = 0  # tokens in cached blocks + reservations
         self.reserved = 0  # reservations (output room; decode KV)
         self.sizes: dict[int, int] = {}  # key -> tokens of the block
-        # caching: key -> generation of the release that last logged it (-1: never released)
+        # caching: key -> generation of the release that last logged it (absent: never released)
         self.stamp: dict[int, int] = {}
         self.log: deque[tuple[tuple[int, ...], int, int]] = deque()  # (keys, generation, done)
         self.gen = 0
@@ -196,13 +196,11 @@ class KvPool:
         self._pin(keys, cum[-1])
         added = 0
         prev = matched
-        stamp = self.stamp
         for i in range(m, len(keys)):
             k = keys[i]
             end = cum[i]
             if k not in sizes:  # (a block further down a chain cut in the middle stays)
                 sizes[k] = end - prev
-                stamp[k] = -1
                 added += end - prev
             prev = end
         self.used += added + reserve
@@ -808,35 +806,30 @@ class Deployment:
 
     def submit(self, req: SimRequest, *, session_key: int | None = None) -> None:
         req.t_arrival_ns = self.timeline.now_ns()
+        key = req.prompt.session_key if session_key is None else session_key
+        self._route(key, lambda rep: rep.load).enqueue(req)
+
+    def _route(self, key: int, load: Callable[[Replica], int]) -> Replica:
+        """The front replica of session ``key``: sticky once chosen; a new session goes to
+        the replica with the least ``load``."""
         front = self.front
         if len(front) == 1:
-            rep = front[0]
-        else:
-            key = req.prompt.session_key if session_key is None else session_key
-            i = self.sessions.get(key)
-            if i is None:
-                i = min(range(len(front)), key=lambda j: (front[j].load, j))
-                self.sessions[key] = i
-            rep = front[i]
-        rep.enqueue(req)
+            return front[0]
+        i = self.sessions.get(key)
+        if i is None:
+            i = min(range(len(front)), key=lambda j: (load(front[j]), j))
+            self.sessions[key] = i
+        return front[i]
 
     def prime(self, prompt: PromptShape, *, session_key: int | None = None) -> bool:
         """Cache ``prompt``'s blocks (evictable, most recently used) on the replica its
         session will be routed to, as if it had been served; no time passes and no counter
         moves. New sessions go to the replica holding the fewest tokens. Returns False when
         prefix caching is off or the prompt does not fit."""
-        front = self.front
-        if not front[0].pool.caching:
+        if not self.front[0].pool.caching:
             return False
-        if len(front) == 1:
-            rep = front[0]
-        else:
-            key = prompt.session_key if session_key is None else session_key
-            i = self.sessions.get(key)
-            if i is None:
-                i = min(range(len(front)), key=lambda j: (front[j].pool.used, j))
-                self.sessions[key] = i
-            rep = front[i]
+        key = prompt.session_key if session_key is None else session_key
+        rep = self._route(key, lambda r: r.pool.used)
         if rep.pool.acquire(prompt.keys, prompt.cum, 0) is None:
             return False
         rep.pool.release(prompt.keys, 0)

@@ -31,7 +31,7 @@ from runner.engine.transport import (
 from runner.simulator.dishonest import Dishonesty
 from runner.simulator.model import Deployment, RejectedRequest, SimRequest, Timeline
 from runner.simulator.profile import Profile, load_profile
-from runner.simulator.prompts import PromptAccountant, PromptError, filler
+from runner.simulator.prompts import PromptAccountant, PromptError, PromptShape, filler
 
 T = TypeVar("T")
 
@@ -145,6 +145,11 @@ def _int_field(body: dict[str, Any], *names: str) -> int | None:
     return None
 
 
+def _session_key(spec: RequestSpec) -> int | None:
+    """The routing key of ``spec``'s agent session (sticky routing to a front replica)."""
+    return hash(spec.session_id) if spec.session_id else None
+
+
 class SimTransport:
     """The engine's Transport, answered by the simulated deployment in process."""
 
@@ -182,15 +187,10 @@ class SimTransport:
         if model is not None and model not in self.served:
             return self._fail(ex, 404, f"The model `{model}` does not exist.")
         try:
+            shape = self._shape(spec)
             if spec.api == "chat":
-                shape = self.accountant.chat(
-                    self.dishonesty.prefix_body(body) if self.dishonesty else body,
-                    spec.message_tokens,
-                    session=spec.session_id or None,
-                )
                 max_tokens = _int_field(body, "max_completion_tokens", "max_tokens")
             else:
-                shape = self.accountant.completion(body)
                 max_tokens = _int_field(body, "max_tokens")
             req = self.deployment.new_request(
                 spec.request_id,
@@ -215,10 +215,9 @@ class SimTransport:
 
         req.on_done = done
         self._expire_at(loop, loop.time() + spec.timeout_s, fut)
-        session = hash(spec.session_id) if spec.session_id else None
         self.in_flight += 1
         try:
-            self.deployment.submit(req, session_key=session)
+            self.deployment.submit(req, session_key=_session_key(spec))
             await fut
         except TimeoutError:
             self.deployment.cancel(req)
@@ -233,20 +232,22 @@ class SimTransport:
     def prime(self, spec: RequestSpec) -> None:
         """Put ``spec``'s prompt in the prefix cache of the replica its session is routed
         to, at no cost and with no counters touched (``ReplayConfig.prime_cache``)."""
-        body = spec.body
-        if self.dishonesty:
-            body = self.dishonesty.prefix_body(body)
         try:
-            if spec.api == "chat":
-                shape = self.accountant.chat(
-                    body, spec.message_tokens, session=spec.session_id or None
-                )
-            else:
-                shape = self.accountant.completion(body)
+            shape = self._shape(spec)
         except PromptError:
             return  # the real request will fail the same way, and say so
-        session = hash(spec.session_id) if spec.session_id else None
-        self.deployment.prime(shape, session_key=session)
+        self.deployment.prime(shape, session_key=_session_key(spec))
+
+    def _shape(self, spec: RequestSpec) -> PromptShape:
+        """Token count and prefix keys of ``spec``'s prompt (what the cache keys on)."""
+        body = spec.body
+        if spec.api != "chat":
+            return self.accountant.completion(body)
+        return self.accountant.chat(
+            self.dishonesty.prefix_body(body) if self.dishonesty else body,
+            spec.message_tokens,
+            session=spec.session_id or None,
+        )
 
     def _expire_at(
         self, loop: asyncio.AbstractEventLoop, when: float, fut: asyncio.Future[None]
