@@ -182,9 +182,9 @@ def honest_cache_bounds(
     An honest server can have cached, for a request, the longest prefix that this agent
     session sent before (its namespace line makes every session's prefix its own) plus a
     tools block rendered ahead of the messages; on a primed cache (virtual time), a session's
-    first request also finds the turn the replay primed (``extra["primed_turn"]``). Sessions are keyed by trial, agent, session
-    and trajectory: the search salts every trial's namespaces, so no session can find a
-    prefix cached in another trial. Local token counts are scaled to the server's by the
+    first request also finds the turn the replay primed (``extra["primed_turn"]``). Sessions
+    are keyed by trial, agent, session and trajectory: the search salts every trial's
+    namespaces, so no session can find a prefix cached in another trial. Local token counts are scaled to the server's by the
     request's prompt_tokens / local total.
     """
     count_tools = _tools_counter()
@@ -403,13 +403,6 @@ def _intervals_overlap(trials: Sequence[TrialData], name: str) -> bool:
     return max(lo for lo, _ in bounds) <= min(hi for _, hi in bounds)
 
 
-def _noise_text(noise: list[str]) -> list[str]:
-    shared = [x for x in noise if x.startswith("the host")]
-    figures = [x for x in noise if not x.startswith("the host")]
-    out = [f"{' and '.join(figures)} within sampling noise: intervals overlap"] if figures else []
-    return out + [f"{x}: reported, not failed" for x in shared]
-
-
 def check_repeatability(
     trials: Sequence[TrialData], *, shared_host: bool = False
 ) -> dict[str, Any]:
@@ -458,21 +451,26 @@ def check_repeatability(
                     status = FAIL
             elif ttft_spread > TTFT_TOLERANCE and status == PASS:
                 status = WARN
-        if status == FAIL and shared_host:
+        downgraded = status == FAIL and shared_host
+        if downgraded:
             status = WARN
-            noise.append("the host is shared with other work")
         if status != PASS:
+            why = (
+                [f"{' and '.join(noise)} within sampling noise: intervals overlap"] if noise else []
+            )
+            if downgraded:
+                why.append("the host is shared with other work: reported, not failed")
             notes.append(
                 f"N={n}: p25 speed spread {speed_spread:.1%}"
                 + (f", TTFT p75 spread {ttft_spread:.1%}" if ttft_spread else "")
-                + (f" ({'; '.join(_noise_text(noise))})" if noise else "")
+                + (f" ({'; '.join(why)})" if why else "")
             )
         worst = FAIL if FAIL in (worst, status) else (WARN if WARN in (worst, status) else PASS)
         groups.append({"concurrency": n, "trials": [t.index for t in ts],
                        "phases": [t.phase for t in ts], "p25_output_speed": speeds,
                        "ttft_p75_s": ttfts, "speed_spread": speed_spread,
                        "ttft_spread": ttft_spread, "sampling_noise": noise,
-                       "status": status})  # fmt: skip
+                       "shared_host_warning": downgraded, "status": status})  # fmt: skip
     if not groups:
         return result("repeatability", WARN, "no trial was repeated: nothing confirms the "
                       "results", rule, {"groups": []})  # fmt: skip
