@@ -317,6 +317,19 @@ def run_complete(
     return locked
 
 
+def run_cancel(*, run: BenchmarkRun, reason: str, actor_label: str = ACTOR) -> bool:
+    """pending/running → cancelled with a finish time (a conditional UPDATE, so a worker's
+    report and the reaper cannot both do it). True when this call cancelled it."""
+    now = timezone.now()
+    with transaction.atomic():
+        updated = BenchmarkRun.objects.filter(
+            pk=run.pk, status__in=(BenchmarkRun.STATUS_PENDING, BenchmarkRun.STATUS_RUNNING)
+        ).update(status=BenchmarkRun.STATUS_CANCELLED, finished_at=now, error=reason[:5000])
+        if updated:
+            audit_record(actor_label=actor_label, obj=run, action="run_cancelled", reason=reason)
+    return bool(updated)
+
+
 def stale_runs(*, now: dt.datetime | None = None, stale_s: int | None = None):
     now = now or timezone.now()
     cutoff = now - dt.timedelta(seconds=stale_s or settings.RUN_HEARTBEAT_STALE_S)
@@ -334,8 +347,15 @@ def reap_stale_runs(
     limit = max_attempts or settings.RUN_MAX_ATTEMPTS
     stale = stale_s or settings.RUN_HEARTBEAT_STALE_S
     actions: list[tuple[int, str]] = []
+    actions += _reap_withdrawn()
     for run in stale_runs(now=now, stale_s=stale).select_related("submission"):
         last = run.heartbeat_at.isoformat() if run.heartbeat_at else "never"
+        if run.submission.status == c.WITHDRAWN:
+            if run_cancel(
+                run=run, reason=f"withdrawn; no heartbeat since {last}", actor_label="reaper"
+            ):
+                actions.append((run.pk, "cancelled"))
+            continue
         try:
             if run.attempt < limit:
                 reason = (
@@ -354,6 +374,18 @@ def reap_stale_runs(
         except (TransitionError, RunConflict) as exc:  # changed under us: next pass decides
             log.info("reaper skipped run #%s: %s", run.pk, exc)
     actions += _reap_never_started(now or timezone.now())
+    return actions
+
+
+def _reap_withdrawn() -> list[tuple[int, str]]:
+    """Pending runs of withdrawn submissions: nothing will ever start them."""
+    actions: list[tuple[int, str]] = []
+    pending = BenchmarkRun.objects.filter(
+        status=BenchmarkRun.STATUS_PENDING, submission__status=c.WITHDRAWN
+    )
+    for run in pending:
+        if run_cancel(run=run, reason="the submission was withdrawn", actor_label="reaper"):
+            actions.append((run.pk, "cancelled"))
     return actions
 
 

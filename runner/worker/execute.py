@@ -242,7 +242,7 @@ class RunExecution:
         except RunSuperseded as exc:
             outcome = {"status": "superseded", "reason": str(exc)}
         except RunCancelled as exc:
-            outcome = {"status": "cancelled", "reason": str(exc)}
+            outcome = self._cancelled(str(exc))
         except (RunFailure, LauncherError) as exc:
             outcome = self._fail(str(exc), launcher)
         except Exception as exc:
@@ -253,6 +253,14 @@ class RunExecution:
             self.sampler.stop()
             launcher.stop()
         return outcome
+
+    def _cancelled(self, reason: str) -> dict[str, Any]:
+        """Tell the web side the run stopped, so it ends `cancelled` with a finish time."""
+        try:
+            self.api.call("POST", "fail", {"reason": f"cancelled: {reason}", "logs": []})
+        except RunnerApiError as exc:  # the reaper cancels it when this report is lost
+            log.warning("could not report the cancel of run %s: %s", self.spec["run_id"], exc)
+        return {"status": "cancelled", "reason": reason}
 
     def _fail(self, reason: str, launcher: Any) -> dict[str, Any]:
         logs = self._upload_log(launcher)

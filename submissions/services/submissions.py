@@ -9,6 +9,7 @@ import logging
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
+from django.utils import timezone
 
 from leaderboard.models import AIModel, HardwareSystem
 from submissions import constants as c
@@ -171,13 +172,25 @@ def submission_withdraw(
             f"submission #{submission.pk} is {submission.status!r}; only submissions that are "
             "not yet published or decided can be withdrawn"
         )
-    return submission_transition(
-        submission=submission,
-        to=c.WITHDRAWN,
-        actor=actor,
-        actor_label=_actor_label(actor, actor_label),
-        reason=reason or "withdrawn by the vendor",
-    )
+    from runner.models import BenchmarkRun
+
+    label = _actor_label(actor, actor_label)
+    with transaction.atomic():
+        submission_transition(
+            submission=submission,
+            to=c.WITHDRAWN,
+            actor=actor,
+            actor_label=label,
+            reason=reason or "withdrawn by the vendor",
+        )
+        # A queued run ends now; a running one is stopped by its worker at its next
+        # heartbeat (or by the reaper when the worker is gone): docs/pipeline.md "Cancelling".
+        submission.runs.filter(status=BenchmarkRun.STATUS_PENDING).update(
+            status=BenchmarkRun.STATUS_CANCELLED,
+            finished_at=timezone.now(),
+            error=f"withdrawn by {label}",
+        )
+    return submission
 
 
 def submission_resubmit(

@@ -144,3 +144,63 @@ def test_the_beat_schedule_sends_the_reaper_to_the_web_queue() -> None:
     assert entry["task"] == "runner.reap_stale_runs"
     assert entry["task"] in app.tasks
     assert entry["options"]["queue"] == web_queue()
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_withdrawing_a_running_submission_stops_its_worker_and_the_run_ends_cancelled(
+    pipeline_settings, live_server, vendor, pool_worker_factory
+):
+    from tests.pipeline.conftest import http
+
+    pipeline_settings.RUN_SEARCH_OPTIONS_BY_POOL["simulated-realtime"].update(LONGER_SEARCH)
+    pipeline_settings.RUN_HEARTBEAT_INTERVAL_S = 1
+    _, token = vendor
+    worker = pool_worker_factory(pools=("simulated",), name="cancel")
+    created = submit(live_server.url, token, small_profile_config())
+    run = BenchmarkRun.objects.get(submission_id=created["id"])
+    deadline = time.monotonic() + 300
+    while not Trial.objects.filter(run=run).exists():
+        assert time.monotonic() < deadline, worker.log()[-3000:]
+        time.sleep(0.5)
+    status, body = http("POST", f"{live_server.url}/api/v1/submissions/{created['id']}/withdraw/",
+                        token=token, body=b'{"reason": "changed our mind"}')  # fmt: skip
+    assert status == 200, body
+    while BenchmarkRun.objects.get(pk=run.pk).status == BenchmarkRun.STATUS_RUNNING:
+        assert time.monotonic() < deadline, worker.log()[-3000:]
+        time.sleep(0.5)
+    run.refresh_from_db()
+    assert run.status == BenchmarkRun.STATUS_CANCELLED
+    assert run.finished_at is not None
+    assert "cancelled" in run.error
+    trials_at_cancel = Trial.objects.filter(run=run).count()
+    time.sleep(3)  # the worker stopped: no trial lands after the cancel
+    assert Trial.objects.filter(run=run).count() == trials_at_cancel
+
+
+@pytest.mark.django_db
+def test_withdrawing_a_queued_submission_cancels_its_pending_run_at_once(catalog, cast):
+    from submissions.services.submissions import submission_withdraw
+
+    run, _ = prepared_run(cast.org_a)
+    submission = Submission.objects.get(pk=run.submission_id)
+    submission_withdraw(submission=submission, actor_label="alice")
+    run.refresh_from_db()
+    assert (run.status, submission.status) == (BenchmarkRun.STATUS_CANCELLED, c.WITHDRAWN)
+    assert run.finished_at is not None
+
+
+@pytest.mark.django_db
+def test_the_reaper_cancels_a_withdrawn_run_whose_worker_went_silent(catalog, cast):
+    run, token = prepared_run(cast.org_a)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert client.post(f"/api/v1/runner/runs/{run.pk}/start", {}, format="json").status_code == 200
+    Submission.objects.filter(pk=run.submission_id).update(status=c.WITHDRAWN)
+    BenchmarkRun.objects.filter(pk=run.pk).update(
+        heartbeat_at=timezone.now() - dt.timedelta(seconds=3600)
+    )
+    assert reap_stale_runs() == [(run.pk, "cancelled")]
+    run.refresh_from_db()
+    assert run.status == BenchmarkRun.STATUS_CANCELLED and run.finished_at is not None
+    assert reap_stale_runs() == []
