@@ -12,18 +12,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-# Name segments (split on "_", "-", ".") that mark a value as secret, as the config schema does.
-SECRET_SEGMENTS = {
-    "secret",
-    "password",
-    "passwd",
-    "pwd",
-    "token",
-    "apikey",
-    "credential",
-    "credentials",
-    "authorization",
-}
+from submissions.schema.secrets import (
+    credential_kind,
+    is_secret_ref,
+    looks_secret_name,
+    secret_flag_values,
+)
+
 REDACTED = "[redacted]"
 SECRET_REFERENCE = "secret (resolved on the runner host)"
 _ACRONYMS = {
@@ -56,22 +51,25 @@ def humanize(key: str) -> str:
 
 
 def is_secret_name(key: str) -> bool:
-    lowered = key.lower()
-    if "api_key" in lowered or "api-key" in lowered:
-        return True
-    return any(part in SECRET_SEGMENTS for part in re.split(r"[_\-.\s]+", lowered))
+    return looks_secret_name(key)
 
 
 def redact(value: Any, key: str = "") -> Any:
-    """Secrets out: a {secret: true} reference is named as such, a clear value is hidden."""
-    if isinstance(value, dict) and value.get("secret") is True and len(value) <= 2:
+    """Secrets out: a {secret: true} reference is named as such, a clear value is hidden.
+
+    The same detector that refuses clear secrets at submission (docs/security.md) decides
+    here, so a config stored before a rule existed is still shown without the value."""
+    if is_secret_ref(value) and len(value) <= 2:
         return SECRET_REFERENCE
     if key and is_secret_name(key) and value not in (None, "", False, True):
         return REDACTED
     if isinstance(value, dict):
         return {k: redact(v, str(k)) for k, v in value.items()}
     if isinstance(value, list):
-        return [redact(v) for v in value]
+        flagged = set(secret_flag_values(value))
+        return [REDACTED if i in flagged else redact(v) for i, v in enumerate(value)]
+    if isinstance(value, str) and credential_kind(value):
+        return REDACTED
     return value
 
 

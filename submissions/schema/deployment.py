@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
@@ -28,6 +28,8 @@ from pydantic import (
     model_validator,
 )
 from pydantic_core import PydanticCustomError
+
+from submissions.schema.secrets import clear_secrets, looks_secret_name
 
 SCHEMA_VERSION = 1
 SCHEMA_ID = "https://agentperf.example/schemas/deployment-config/v1.json"
@@ -67,26 +69,10 @@ ENGINES = ("vllm", "sglang", "trtllm", "dynamo", "llamacpp", "other")
 # Engines whose builds are not shipped as container images (a pinned pip/wheel version instead).
 IMAGE_OPTIONAL_ENGINES = ("llamacpp",)
 
-# Name segments (split on "_") that mark an environment variable as a secret.
-_SECRET_SEGMENTS = {
-    "KEY",
-    "APIKEY",
-    "TOKEN",
-    "SECRET",
-    "PASSWORD",
-    "PASSWD",
-    "PWD",
-    "CREDENTIAL",
-    "CREDENTIALS",
-}
-# Values that are recognisably credentials whatever the variable is called.
-_SECRET_VALUE = re.compile(r"^(sk-|hf_|ghp_|gho_|github_pat_|apf_|xox[bp]-|AKIA[0-9A-Z]{12})")
-
 
 def looks_secret(name: str) -> bool:
     """True when an environment variable's name says it holds a credential."""
-    parts = {p for p in re.split(r"[_\-.]", name.upper()) if p}
-    return bool(parts & _SECRET_SEGMENTS) or name.upper().endswith(("APIKEY", "PASSWORD"))
+    return looks_secret_name(name)
 
 
 def _field_error(path: str, message: str) -> PydanticCustomError:
@@ -95,7 +81,21 @@ def _field_error(path: str, message: str) -> PydanticCustomError:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+    # strict types (DESIGN.md §7): `true` is not an integer, `"2"` not a number, 1 not a bool
+    model_config = ConfigDict(extra="forbid", validate_default=True, strict=True)
+
+
+def _iso_date(value: Any) -> Any:
+    """JSON has no date type: an ISO `YYYY-MM-DD` string is the date (YAML gives a date)."""
+    if isinstance(value, str):
+        try:
+            return dt.date.fromisoformat(value) if len(value) == 10 else value
+        except ValueError:
+            return value  # the strict date check names the field
+    return value
+
+
+IsoDate = Annotated[dt.date, BeforeValidator(_iso_date)]
 
 
 class SecretRef(_Strict):
@@ -107,22 +107,15 @@ class SecretRef(_Strict):
 EnvValue = Annotated[str, StringConstraints(max_length=4000)] | SecretRef
 
 
-def _check_env(env: dict[str, Any]) -> dict[str, Any]:
-    for name, value in env.items():
-        if isinstance(value, str):
-            if looks_secret(name):
-                raise _field_error(
-                    name,
-                    "looks like a secret: give it as {secret: true} and set the value on the "
-                    "runner host; clear secret values are refused and were not stored",
-                )
-            if _SECRET_VALUE.match(value.strip()):
-                raise _field_error(
-                    name,
-                    "the value looks like a credential: give it as {secret: true}; it was "
-                    "not stored",
-                )
-    return env
+class SecretArg(_Strict):
+    """A secret as a command argument: the runner host puts the value of its environment
+    variable `name` there; the config, the approval and every page hold only the name."""
+
+    secret: Literal[True] = Field(description="Always true: the value is not in the config.")
+    name: EnvName = Field(description="Environment variable on the runner host.")
+
+
+ArgText = Annotated[str, StringConstraints(min_length=1, max_length=4000)]
 
 
 class ModelSpec(_Strict):
@@ -285,7 +278,7 @@ class Launch(_Strict):
     """How the engine was started (documentation of a deployment the runner may not start)."""
 
     command: ShortText
-    args: list[Annotated[str, StringConstraints(max_length=2000)]] = Field(
+    args: list[Annotated[str, StringConstraints(max_length=2000)] | SecretArg] = Field(
         default_factory=list, max_length=500
     )
 
@@ -295,7 +288,7 @@ class Availability(_Strict):
         description="available: buyable today; preview: announced, limited access; "
         "rdi: research/development/internal."
     )
-    date: dt.date | None = Field(
+    date: IsoDate | None = Field(
         default=None, description="Since when (available) or expected date (preview, rdi)."
     )
 
@@ -320,18 +313,11 @@ class ProcessLauncher(_Strict):
     ``${VAR}`` in command items is replaced from ``env`` and the runner host's environment;
     no shell is involved."""
 
-    command: list[Annotated[str, StringConstraints(min_length=1, max_length=4000)]] = Field(
-        min_length=1, max_length=500
-    )
+    command: list[ArgText | SecretArg] = Field(min_length=1, max_length=500)
     env: dict[EnvName, EnvValue] = Field(default_factory=dict, max_length=200)
     port: int = Field(ge=1024, le=65535, description="Port the server listens on (127.0.0.1).")
     ready_timeout_s: int = Field(default=600, ge=1, le=7200)
     served_model_name: ShortText
-
-    @field_validator("env")
-    @classmethod
-    def _no_clear_secrets(cls, value: dict[str, Any]) -> dict[str, Any]:
-        return _check_env(value)
 
 
 def _profiles_dir() -> Path:
@@ -423,6 +409,7 @@ class DeploymentConfig(_Strict):
     model_config = ConfigDict(
         extra="forbid",
         validate_default=True,
+        strict=True,
         title="AgentPerf deployment config",
         json_schema_extra={"$id": SCHEMA_ID},
     )
@@ -449,11 +436,6 @@ class DeploymentConfig(_Strict):
     launcher: Launcher
     benchmark: BenchmarkOptions = Field(default_factory=BenchmarkOptions)
     notes: LongText = ""
-
-    @field_validator("env")
-    @classmethod
-    def _no_clear_secrets(cls, value: dict[str, Any]) -> dict[str, Any]:
-        return _check_env(value)
 
     @model_validator(mode="after")
     def _cross_checks(self) -> DeploymentConfig:
@@ -608,11 +590,19 @@ def load_document(text: str | bytes, content_type: str = "") -> Any:
         )
     if not body.strip():
         raise ConfigError("the config is empty", code="unparseable", fields={NON_FIELD: ["empty"]})
+    from submissions.schema import limits  # depth first: the readers below recurse
+
     try:
         if media in JSON_TYPES:
-            data = json.loads(body, object_pairs_hook=_json_pairs)
+            limits.check_json_depth(body)
+            # non-finite constants are kept here and refused by path in check_values
+            data = json.loads(body, object_pairs_hook=_json_pairs, parse_constant=float)
         else:
+            limits.check_yaml_depth(body)
             data = yaml.load(body, Loader=_StrictYamlLoader)  # noqa: S506 - a SafeLoader
+        limits.check_values(data, code="invalid_config")
+    except limits.LimitError as exc:
+        raise ConfigError(exc.message, code=exc.code, fields=exc.fields) from None
     except (ValueError, yaml.YAMLError) as exc:
         kind = "JSON" if media in JSON_TYPES else "YAML"
         raise ConfigError(
@@ -648,16 +638,24 @@ def errors_by_path(exc: ValidationError) -> dict[str, list[str]]:
 
 
 def validate_config(data: dict[str, Any]) -> DeploymentConfig:
-    """Validate already-parsed data; ConfigError with field paths when it does not fit."""
+    """Validate already-parsed data; ConfigError with field paths when it does not fit.
+
+    Every string goes through the one secret detector (`submissions.schema.secrets`) first;
+    its findings and the schema's errors are reported together."""
+    fields = clear_secrets(data)
     try:
-        return DeploymentConfig.model_validate(data)
+        config = DeploymentConfig.model_validate(data)
     except ValidationError as exc:
-        fields = errors_by_path(exc)
+        for path, messages in errors_by_path(exc).items():
+            fields.setdefault(path, []).extend(messages)
+        config = None
+    if fields or config is None:
         raise ConfigError(
             f"the config has {sum(len(v) for v in fields.values())} error(s)",
             code="invalid_config",
             fields=fields,
-        ) from None
+        )
+    return config
 
 
 def parse_config(text: str | bytes, content_type: str = "") -> DeploymentConfig:
