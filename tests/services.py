@@ -154,6 +154,9 @@ def start_seaweedfs() -> SeaweedFS:
         "-webdav=false",
         "-admin.ui=false",
         f"-bucket={','.join(S3_BUCKETS)}",
+        # fixed default ports otherwise (8181, 9101): two test sessions would collide
+        "-s3.port.iceberg=0",
+        "-s3.port.lance=0",
         *[f"-{name}={port}" for name, port in ports.items()],
     ]
     (data_dir / "data").mkdir()
