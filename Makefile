@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: demo test install browser lint format migrate seed worker beat web check-migrations typecheck clean
+.PHONY: demo test install browser sandbox lint format migrate seed worker beat web check-migrations typecheck clean
 
 $(PYTHON):
 	$(PY) -m venv $(VENV)
@@ -27,7 +27,7 @@ seed: migrate
 	$(PYTHON) manage.py seed_catalog
 
 # Embedded default: SQLite, kombu's SQLite broker and a local artifacts folder under var/.
-demo: seed
+demo: seed sandbox
 	$(PYTHON) -m config.demo --host $(HOST) --port $(PORT)
 
 worker: install
@@ -63,8 +63,16 @@ browser:
 	  apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null; \
 	fi
 
+# Debian's bubblewrap: every launched server runs in its sandbox (docs/security.md).
+sandbox:
+	@if ! command -v bwrap >/dev/null 2>&1; then \
+	  echo "installing Debian's bubblewrap"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null; \
+	fi
+
 # Starts PostgreSQL/RabbitMQ/Redis if they are down and a private SeaweedFS for the session.
-test: install browser lint check-migrations typecheck
+test: install browser sandbox lint check-migrations typecheck
 	$(PYTHON) -m tests.services $(PYTEST_ARGS)
 
 clean:

@@ -36,7 +36,15 @@ LABELS = {
     "simulated.yaml": "H100 SXM ×8 dry run (simulated, demo)",
     "process.yaml": "llama.cpp on this CPU (measured, demo)",
 }
-ON_ITS_WAY = ("validated", "queued", "running", "verifying", "in_review", "published")
+ON_ITS_WAY = (
+    "validated",
+    "awaiting_approval",
+    "queued",
+    "running",
+    "verifying",
+    "in_review",
+    "published",
+)
 POLL_S = 3.0
 
 
@@ -48,6 +56,8 @@ def prepare_environment(*, base_url: str) -> None:
     os.environ.setdefault(
         "AGENTPERF_TINY_GGUF", str(Path(settings.VAR_DIR) / "models" / "tiny-llamacpp.gguf")
     )
+    # The pool host shares the model file with the sandboxed server (docs/security.md).
+    os.environ.setdefault("RUNNER_LAUNCH_VARS", "AGENTPERF_TINY_GGUF")
     bindir = os.path.dirname(sys.executable)
     if not os.environ.get("PATH", "").startswith(bindir + os.pathsep):
         os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
@@ -127,10 +137,9 @@ def _recover_unfinished(org) -> None:
 def demo_runs(*, base_url: str) -> dict[int, str]:
     from django.contrib.auth import get_user_model
 
-    from runner.models import BenchmarkRun
-    from runner.review import ReviewRefused, run_approve
     from runner.services import reap_stale_runs
     from submissions.models import Membership, Organization, Submission
+    from submissions.review.services import ReviewError, review_approve_launch, review_publish
     from submissions.services.tokens import api_token_create
 
     ensure_tiny_model(Path(os.environ["AGENTPERF_TINY_GGUF"]))
@@ -177,16 +186,24 @@ def demo_runs(*, base_url: str) -> dict[int, str]:
         for submission in Submission.objects.filter(pk__in=list(labels)).exclude(
             pk__in=list(outcome)
         ):
-            if submission.status == "in_review":
-                run = submission.runs.filter(status=BenchmarkRun.STATUS_DONE).latest("created_at")
+            if submission.status == "awaiting_approval":
+                # The demo reviewer approves the launch of the repository's own llama.cpp
+                # wrapper through the same review service a reviewer uses.
+                review_approve_launch(
+                    submission=submission,
+                    actor=reviewer,
+                    reason="the demo's llama.cpp wrapper from this repository, tiny test model",
+                )
+                _say(f"#{submission.pk}: launch approved by the demo reviewer; queued")
+            elif submission.status == "in_review":
                 try:
-                    result = run_approve(
-                        run=run,
+                    result = review_publish(
+                        submission=submission,
                         actor=reviewer,
                         label=labels[submission.pk],
                         reason="auto-approved by the demo reviewer",
                     )
-                except ReviewRefused as exc:
+                except ReviewError as exc:
                     _say(f"#{submission.pk}: not published: {exc}")
                     outcome[submission.pk] = "in_review"
                     continue

@@ -1,9 +1,12 @@
-"""Runs in the Django admin, with the minimal review: approve (publish) or reject."""
+"""Runs in the Django admin, with a per-run review that goes through the review services
+(`submissions.review.services`): change permission here, then the same rules as the console
+(staff outside the submitting organization, a reason, the vendor notified)."""
 
 from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -11,8 +14,8 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from runner.models import BenchmarkRun, Trial, VerificationReport
-from runner.review import ReviewRefused, run_approve, run_reject
 from submissions import constants as c
+from submissions.review.services import ReviewError, review_publish, review_reject
 
 
 class TrialInline(admin.TabularInline):
@@ -30,18 +33,11 @@ class ReviewForm(forms.Form):
     decision = forms.ChoiceField(choices=[("approve", "Approve and publish"), ("reject", "Reject")])
     reason = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3}),
-        required=False,
-        help_text="Required to reject; the vendor reads it.",
+        help_text="Required; the vendor reads it and the audit trail keeps it.",
     )
     label = forms.CharField(
         required=False, max_length=200, help_text='Result label, e.g. "GB300 now (28 Oct)"'
     )
-
-    def clean(self):
-        data = super().clean()
-        if data.get("decision") == "reject" and not (data.get("reason") or "").strip():
-            self.add_error("reason", "A rejection needs a reason.")
-        return data
 
 
 @admin.register(BenchmarkRun)
@@ -53,7 +49,8 @@ class BenchmarkRunAdmin(admin.ModelAdmin):
     list_filter = ("status", "queue")
     readonly_fields = ("token_hash",)
     inlines = [TrialInline]
-    actions = ["approve_selected"]
+    # No bulk publish: every decision is one run, read, with its own reason.
+    actions = None
 
     @admin.display(description="submission status")
     def submission_status(self, obj: BenchmarkRun) -> str:
@@ -78,22 +75,24 @@ class BenchmarkRunAdmin(admin.ModelAdmin):
 
     def review_view(self, request: HttpRequest, run_id: int):
         if not self.has_change_permission(request):
-            return HttpResponseRedirect(reverse("admin:index"))
+            raise PermissionDenied("reviewing a run needs the change permission on runs")
         run = get_object_or_404(BenchmarkRun.objects.select_related("submission"), pk=run_id)
         form = ReviewForm(request.POST or None)
         if request.method == "POST" and form.is_valid():
             data = form.cleaned_data
+            submission = run.submission
             try:
                 if data["decision"] == "approve":
-                    result = run_approve(
-                        run=run, actor=request.user, label=data["label"], reason=data["reason"]
-                    )
+                    result = review_publish(
+                        submission=submission, actor=request.user, reason=data["reason"],
+                        label=data["label"] or None,
+                    )  # fmt: skip
                     self.message_user(request, f"Published result #{result.pk}: {result.label}")
                 else:
-                    run_reject(run=run, actor=request.user, reason=data["reason"])
+                    review_reject(submission=submission, actor=request.user, reason=data["reason"])
                     self.message_user(request, f"Rejected submission #{run.submission_id}")
                 return HttpResponseRedirect(reverse("admin:runner_benchmarkrun_changelist"))
-            except ReviewRefused as exc:
+            except ReviewError as exc:
                 self.message_user(request, str(exc), level=messages.ERROR)
         report = VerificationReport.objects.filter(run=run).first()
         context = {
@@ -106,15 +105,6 @@ class BenchmarkRunAdmin(admin.ModelAdmin):
             "opts": self.model._meta,
         }
         return TemplateResponse(request, "admin/runner/benchmarkrun/review.html", context)
-
-    @admin.action(description="Approve and publish the selected finished runs")
-    def approve_selected(self, request: HttpRequest, queryset) -> None:
-        for run in queryset.select_related("submission"):
-            try:
-                result = run_approve(run=run, actor=request.user)
-                self.message_user(request, f"run #{run.pk}: published result #{result.pk}")
-            except ReviewRefused as exc:
-                self.message_user(request, f"run #{run.pk}: {exc}", level=messages.ERROR)
 
 
 @admin.register(VerificationReport)

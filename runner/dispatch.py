@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 import logging
 import secrets
 from typing import Any
@@ -28,7 +29,7 @@ from leaderboard.services import default_tier_set_for
 from runner.datasets import SIZE_SMALL, SIZE_STANDARD, file_sha256, private_test_set
 from runner.models import BenchmarkRun
 from submissions import constants as c
-from submissions.models import PoolEndpoint, Submission
+from submissions.models import LaunchApproval, PoolEndpoint, RunnerPool, Submission
 from submissions.services.lifecycle import TransitionError, submission_transition
 
 log = logging.getLogger(__name__)
@@ -118,6 +119,58 @@ def launcher_spec(submission: Submission) -> tuple[str, dict[str, Any]]:
         "ready_timeout_s": int(spec.get("ready_timeout_s") or 600),
         "served_model_name": spec["served_model_name"],
     }
+
+
+def launch_identity(submission: Submission) -> dict[str, Any] | None:
+    """What a reviewer approves for a `process` launch, canonical (None for other kinds):
+    the command with its arguments (secrets by name), the environment (names, clear values,
+    secrets by name), the port and the image digest. Any change gives another digest."""
+    config = submission.config or {}
+    process = (config.get("launcher") or {}).get("process")
+    if not process:
+        return None
+    return {
+        "kind": "process",
+        "pool": submission.hardware.runner_pool,
+        "command": list(process.get("command") or []),
+        "env": dict(sorted((process.get("env") or {}).items())),
+        "port": process.get("port"),
+        "image": (config.get("engine") or {}).get("image"),
+    }
+
+
+def launch_digest(identity: dict[str, Any]) -> str:
+    canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def launch_gate(submission: Submission) -> str | None:
+    """Who may run this submission's launch where (docs/security.md "Vendor commands").
+
+    Raises DispatchError when a vendor-operated pool belongs to another organization;
+    returns the launch digest that still needs a reviewer's approval, or None when the
+    submission may run now (no launched process, a vendor on its own pool, or an approval
+    of exactly this launch on a platform pool)."""
+    kind, _ = _launcher(submission.config or {})
+    if kind == "simulated":
+        return None
+    pool = RunnerPool.objects.filter(slug=submission.hardware.runner_pool).first()
+    if pool is not None and pool.vendor_operated:
+        if pool.operator_org_id != submission.org_id:
+            raise DispatchError(
+                f"pool {pool.slug!r} is operated by another organization; only its "
+                "operator's submissions run there"
+            )
+        return None
+    identity = launch_identity(submission)
+    if identity is None:
+        return None
+    digest = launch_digest(identity)
+    approved = LaunchApproval.objects.filter(
+        pool=identity["pool"], org_id=submission.org_id, launch_sha256=digest,
+        revoked_at__isnull=True,
+    ).exists()  # fmt: skip
+    return None if approved else digest
 
 
 def search_options(submission: Submission, pool: str, launcher: dict[str, Any]) -> dict[str, Any]:
@@ -257,8 +310,9 @@ def run_prepare(*, submission: Submission) -> tuple[BenchmarkRun, Signature]:
     return run, run_signature(run, token)
 
 
-# validated: first run; failed / in_review: a re-run decided by a reviewer or operator.
-DISPATCHABLE_STATES = (c.VALIDATED, c.FAILED, c.IN_REVIEW)
+# validated: first run; awaiting_approval: a reviewer approved the launch; failed /
+# in_review: a re-run decided by a reviewer or operator.
+DISPATCHABLE_STATES = (c.VALIDATED, c.AWAITING_APPROVAL, c.FAILED, c.IN_REVIEW)
 
 
 def submission_dispatch(*, submission: Submission) -> BenchmarkRun | None:
@@ -270,6 +324,18 @@ def submission_dispatch(*, submission: Submission) -> BenchmarkRun | None:
             log.info("submission #%s is %s; not dispatched", locked.pk, locked.status)
             return None
         try:
+            needs_approval = launch_gate(locked)
+            if needs_approval is not None:
+                if locked.status != c.AWAITING_APPROVAL:
+                    submission_transition(
+                        submission=locked,
+                        to=c.AWAITING_APPROVAL,
+                        actor_label=ACTOR,
+                        reason="the launch waits for a reviewer's approval before it runs",
+                        data={"launch_sha256": needs_approval},
+                    )
+                submission.status = locked.status
+                return None
             run, signature = run_prepare(submission=locked)
         except DispatchError as exc:
             if locked.status != c.FAILED:

@@ -262,3 +262,70 @@ class PoolEndpoint(models.Model):
 
     def __str__(self) -> str:
         return f"{self.pool}/{self.endpoint_id}"
+
+
+class RunnerPool(models.Model):
+    """A hardware pool (HardwareSystem.runner_pool) and who operates its runner hosts.
+
+    A platform pool (no operator organization) runs a vendor's launched process only after a
+    reviewer approved that exact launch; a vendor-operated pool runs only its operator's
+    submissions, without approval (docs/security.md "Vendor commands"). A pool with no row
+    here is treated as platform-operated.
+    """
+
+    slug = models.SlugField(max_length=100, unique=True)
+    name = models.CharField(max_length=200, blank=True)
+    operator_org = models.ForeignKey(
+        Organization,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="operated_pools",
+        help_text="the vendor organization that operates this pool; empty = the platform",
+    )
+    description = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        who = self.operator_org.name if self.operator_org_id else "platform"
+        return f"{self.slug} ({who})"
+
+    @property
+    def vendor_operated(self) -> bool:
+        return self.operator_org_id is not None
+
+
+class LaunchApproval(models.Model):
+    """A reviewer's approval of one exact process launch (command, arguments, environment
+    names and values, port, image digest) of one organization on one platform pool.
+    Re-runs of the same launch reuse it; any change to the launch has another digest."""
+
+    pool = models.SlugField(max_length=100)
+    org = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="launch_approvals")
+    launch_sha256 = models.CharField(max_length=64)
+    launch = models.JSONField(help_text="the canonical launch the digest covers")
+    approved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    reason = models.TextField()
+    submission = models.ForeignKey(
+        Submission, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["pool", "org", "launch_sha256"],
+                condition=Q(revoked_at__isnull=True),
+                name="launch_approval_unique_live",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.pool}/{self.org} launch {self.launch_sha256[:12]}"

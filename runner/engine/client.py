@@ -22,6 +22,7 @@ Event times are the arrival time of the network read that completed the event, s
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl as ssl_module
 import time
 from collections.abc import Callable
@@ -541,8 +542,10 @@ class HttpTransport:
         check_output_length: bool = True,
         ssl_context: ssl_module.SSLContext | None = None,
         clock_ns: Callable[[], int] = time.perf_counter_ns,
+        connect: Callable[[str, int, float | None], socket.socket] | None = None,
     ) -> None:
         parts = urlsplit(base_url)
+        self._open_socket = connect
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"base URL must be http(s)://host[:port][/path], got {base_url!r}")
         self.host = parts.hostname
@@ -575,16 +578,31 @@ class HttpTransport:
     async def _connect(self) -> _Connection:
         loop = asyncio.get_running_loop()
         try:
-            _, proto = await asyncio.wait_for(
-                loop.create_connection(
+            if self._open_socket is not None:
+                # A sandboxed server: the socket is made in its network namespace, then
+                # connected here without blocking; no proxy in the measured path.
+                sock = await asyncio.wait_for(
+                    asyncio.to_thread(
+                        self._open_socket, self.host, self.port, self.connect_timeout_s
+                    ),
+                    self.connect_timeout_s,
+                )
+                sock.setblocking(False)
+                connecting = loop.create_connection(
+                    lambda: _Connection(self._read_buffer),
+                    sock=sock,
+                    ssl=self._ssl,
+                    server_hostname=self.host if self._ssl is not None else None,
+                )
+            else:
+                connecting = loop.create_connection(
                     lambda: _Connection(self._read_buffer),
                     self.host,
                     self.port,
                     ssl=self._ssl,
                     server_hostname=self.host if self._ssl is not None else None,
-                ),
-                self.connect_timeout_s,
-            )
+                )
+            _, proto = await asyncio.wait_for(connecting, self.connect_timeout_s)
         except TimeoutError as exc:
             raise ClientError(
                 ERROR_CONNECT, f"connect to {self.host}:{self.port} timed out"

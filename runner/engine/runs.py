@@ -25,6 +25,7 @@ import dataclasses
 import gc
 import importlib
 import os
+import socket
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +55,9 @@ class Target:
     sim_profile: str | None = None
     api_key: str | None = None
     seed: int = 0
+    # Opens the TCP connection to (host, port) when the server is not on this host's network
+    # (a sandboxed server: docs/security.md "Sandbox"); None is plain TCP.
+    connect: Callable[[str, int, float | None], socket.socket] | None = None
 
     @classmethod
     def parse(cls, text: str, *, api_key: str | None = None, seed: int = 0) -> Target:
@@ -84,7 +88,7 @@ def run_on_target(target: Target, main: Callable[[Transport, Clock], Awaitable[T
     async def real() -> T:
         from runner.engine.client import HttpTransport
 
-        transport = HttpTransport(base_url, api_key=target.api_key)
+        transport = HttpTransport(base_url, api_key=target.api_key, connect=target.connect)
         try:
             return await main(transport, RealClock())
         finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -9,7 +10,9 @@ import socket
 import subprocess
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -28,10 +31,51 @@ class Endpoint:
     seed: int = 0
     api_key: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    # How to open a TCP connection to base_url's host and port when it is not the host's own
+    # network: a sandboxed server's loopback (runner/launchers/sandbox.py). None: plain TCP.
+    connect: Connect | None = None
 
     @property
     def virtual(self) -> bool:
         return self.sim_profile is not None
+
+
+Connect = Callable[[str, int, float | None], socket.socket]
+
+
+class _ConnectedHTTP(http.client.HTTPConnection):
+    def __init__(self, host: str, port: int | None, timeout: float, connect: Connect) -> None:
+        super().__init__(host, port, timeout=timeout)
+        self._open = connect
+
+    def connect(self) -> None:
+        self.sock = self._open(self.host, self.port, self.timeout)
+
+
+def http_get(
+    url: str, *, timeout_s: float, headers: dict[str, str] | None = None,
+    connect: Connect | None = None,
+) -> bytes:  # fmt: skip
+    """GET `url` and return the body (urllib's errors for a failed status); through
+    `connect` when given (a sandbox's network namespace)."""
+    if connect is None:
+        request = urllib.request.Request(url, headers=headers or {})
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return bytes(response.read())
+    parts = urllib.parse.urlsplit(url)
+    conn = _ConnectedHTTP(parts.hostname or "127.0.0.1", parts.port or 80, timeout_s, connect)
+    try:
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        conn.request("GET", path or "/", headers=headers or {})
+        response = conn.getresponse()
+        body = response.read()
+        if response.status >= 400:
+            raise urllib.error.HTTPError(
+                url, response.status, response.reason, response.headers, None
+            )
+        return body
+    finally:
+        conn.close()
 
 
 class Launcher(Protocol):
@@ -44,20 +88,32 @@ class Launcher(Protocol):
     def log_bytes(self) -> bytes: ...
 
 
+def die_with_parent() -> None:
+    """In the child: get SIGKILL when the worker dies, so no orphan server keeps the port."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:  # not Linux: the reaper's retry will find the port busy and say so
+        pass
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-def list_models(base_url: str, *, timeout_s: float = 5.0, api_key: str | None = None) -> list[str]:
+def list_models(
+    base_url: str, *, timeout_s: float = 5.0, api_key: str | None = None,
+    connect: Connect | None = None,
+) -> list[str]:  # fmt: skip
     """Model ids served at `base_url` (`GET <base>/v1/models`)."""
     url = base_url.rstrip("/")
     url = url + "/models" if url.endswith("/v1") else url + "/v1/models"
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    request = urllib.request.Request(url, headers=headers)
-    with urllib.request.urlopen(request, timeout=timeout_s) as response:
-        body = json.loads(response.read())
+    body = json.loads(http_get(url, timeout_s=timeout_s, headers=headers, connect=connect))
     return [str(item.get("id")) for item in body.get("data") or [] if isinstance(item, dict)]
 
 
@@ -67,6 +123,7 @@ def wait_for_models(
     timeout_s: float,
     process: subprocess.Popen[bytes] | None = None,
     log_tail: Any = None,
+    connect: Connect | None = None,
 ) -> list[str]:
     """Poll `/v1/models` until it answers; fail early when the process died."""
     deadline = time.monotonic() + timeout_s
@@ -79,8 +136,11 @@ def wait_for_models(
                 f"/v1/models; last log lines:\n{tail}"
             )
         try:
-            return list_models(base_url, timeout_s=5.0)
-        except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError) as exc:
+            return list_models(base_url, timeout_s=5.0, connect=connect)
+        except (
+            urllib.error.URLError, ConnectionError, TimeoutError, ValueError, OSError,
+            http.client.HTTPException,
+        ) as exc:  # fmt: skip
             last = str(exc)
         time.sleep(0.2)
     raise LauncherError(f"{base_url} did not answer /v1/models within {timeout_s:g} s ({last})")

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import ctypes
 import os
 import re
-import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -18,26 +17,15 @@ from runner.launchers.base import (
     stop_process_group,
     wait_for_models,
 )
+from runner.launchers.sandbox import (
+    Sandbox,
+    extra_read_only_paths,
+    launch_variables,
+    redact_output,
+)
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 LOG_TAIL_BYTES = 4000
-
-
-def _die_with_parent() -> None:
-    """In the child: get SIGKILL when the worker dies, so no orphan server keeps the port."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:  # not Linux: the reaper's retry will find the port busy and say so
-        pass
-
-
-def port_in_use(port: int) -> bool:
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.settimeout(0.3)
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 class AttachedLauncher:
@@ -80,27 +68,39 @@ class AttachedLauncher:
         return b""
 
 
+def _host_secret(name: str) -> str:
+    if name not in os.environ:
+        raise LauncherError(f"secret {name} is not set in the runner host's environment")
+    return os.environ[name]
+
+
 def resolve_env(env: dict[str, Any]) -> dict[str, str]:
     """The launcher's environment: clear values as given, secrets from the host's env."""
     out: dict[str, str] = {}
     for name, value in env.items():
         if isinstance(value, dict) and value.get("secret"):
-            if name not in os.environ:
-                raise LauncherError(f"secret {name} is not set in the runner host's environment")
-            out[name] = os.environ[name]
+            out[name] = _host_secret(name)
         else:
             out[name] = str(value)
     return out
 
 
-def substitute(items: list[str], variables: dict[str, str]) -> list[str]:
-    """`${VAR}` replaced from `variables`; an unknown variable is an error, not ""."""
+def substitute(items: list[Any], variables: dict[str, str]) -> list[str]:
+    """`${VAR}` replaced from `variables`; an unknown variable is an error, not "".
+    A `{secret: true, name: N}` item is the runner host's value of N."""
 
-    def one(text: str) -> str:
+    def one(item: Any) -> str:
+        if isinstance(item, dict) and item.get("secret") is True:
+            return _host_secret(str(item.get("name", "")))
+        text = str(item)
+
         def repl(match: re.Match[str]) -> str:
             name = match.group(1)
             if name not in variables:
-                raise LauncherError(f"${{{name}}} in the command is not set")
+                raise LauncherError(
+                    f"${{{name}}} in the command is not set: a command may name its declared "
+                    "env, PORT and the pool host's RUNNER_LAUNCH_VARS"
+                )
             return variables[name]
 
         return _VAR.sub(repl, text)
@@ -109,7 +109,8 @@ def substitute(items: list[str], variables: dict[str, str]) -> list[str]:
 
 
 class ProcessLauncher:
-    """Start the vendor's command on this host, wait for `/v1/models`, stop it after."""
+    """Start the vendor's command in the sandbox (runner/launchers/sandbox.py), wait for
+    `/v1/models` inside it, stop it after. It never runs outside the sandbox."""
 
     kind = "process"
 
@@ -117,43 +118,51 @@ class ProcessLauncher:
         self.config = config
         self.log_path = Path(log_dir) / "launcher.log"
         self.process: subprocess.Popen[bytes] | None = None
+        self.sandbox: Sandbox | None = None
+        self._secrets: list[str] = []
+        self._host_paths = sorted(
+            {str(Path(log_dir).resolve()), str(Path.home()), tempfile.gettempdir(),
+             str(Path(__file__).resolve().parents[2]), os.getcwd()}
+        )  # fmt: skip
 
     def _tail(self) -> str:
         try:
             data = self.log_path.read_bytes()
         except OSError:
             return ""
-        return data[-LOG_TAIL_BYTES:].decode(errors="replace")
+        return self.redact(data[-LOG_TAIL_BYTES:].decode(errors="replace"))
+
+    def redact(self, text: str) -> str:
+        """What the vendor may see of the process's output (capped, no secrets, no paths)."""
+        return redact_output(text, secrets=self._secrets, paths=self._host_paths)
 
     def start(self) -> Endpoint:
         port = int(self.config["port"])
-        deadline = time.monotonic() + 10
-        while port_in_use(port):
-            if time.monotonic() > deadline:
-                raise LauncherError(
-                    f"port {port} is already in use on the runner host; refusing to measure "
-                    "a server the runner did not start"
-                )
-            time.sleep(0.5)
         env = resolve_env(self.config.get("env") or {})
-        variables = {**os.environ, **env, "PORT": str(port)}
+        self._secrets = [
+            v for k, v in env.items() if isinstance((self.config.get("env") or {}).get(k), dict)
+        ]
+        launch_vars = launch_variables()
+        variables = {**launch_vars, **env, "PORT": str(port)}
         command = substitute(list(self.config["command"]), variables)
+        self._secrets += [
+            _host_secret(str(item["name"])) for item in self.config["command"]
+            if isinstance(item, dict) and item.get("secret") is True
+        ]  # fmt: skip
+        files = [v for v in launch_vars.values() if os.path.isabs(v) and os.path.exists(v)]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         self._log = log
+        self.sandbox = Sandbox(
+            work_dir=str(self.log_path.parent / "sandbox"),
+            env={**env, "PORT": str(port)},
+            read_only=[*files, *extra_read_only_paths()],
+        )
         try:
-            self.process = subprocess.Popen(
-                command,
-                env={**os.environ, **env},
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-            )
-        except OSError as exc:
+            self.process = self.sandbox.start(command, log=log)
+        except LauncherError:
             log.close()
-            raise LauncherError(f"could not start {command[0]!r}: {exc}") from exc
+            raise
         base_url = f"http://127.0.0.1:{port}/v1"
         started = time.monotonic()
         models = wait_for_models(
@@ -161,12 +170,15 @@ class ProcessLauncher:
             timeout_s=float(self.config.get("ready_timeout_s") or 600),
             process=self.process,
             log_tail=self._tail,
+            connect=self.sandbox.connect,
         )
         return Endpoint(
             served_model_name=self.config["served_model_name"],
             base_url=base_url,
+            connect=self.sandbox.connect,
             info={
                 "launcher": "process",
+                "sandbox": "bubblewrap",
                 "command": command[:1],
                 "pid": self.process.pid,
                 "ready_after_s": round(time.monotonic() - started, 3),
@@ -177,12 +189,23 @@ class ProcessLauncher:
     def stop(self) -> None:
         if self.process is not None:
             stop_process_group(self.process)
+        if self.sandbox is not None:
+            self.sandbox.stop()
         log = getattr(self, "_log", None)
         if log is not None and not log.closed:
             log.close()
 
     def log_bytes(self) -> bytes:
+        """The process's output as stored for the run (vendors read it): redacted too."""
         try:
-            return self.log_path.read_bytes()
+            data = self.log_path.read_bytes()
         except OSError:
             return b""
+        text = data.decode(errors="replace")
+        for value in sorted({s for s in self._secrets if len(s) >= 4}, key=len, reverse=True):
+            text = text.replace(value, "[secret]")
+        for path in sorted(
+            {p.rstrip("/") for p in self._host_paths if len(p) > 1}, key=len, reverse=True
+        ):
+            text = text.replace(path, "[host path]")
+        return text.encode()

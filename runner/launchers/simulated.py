@@ -16,11 +16,11 @@ from typing import Any
 from runner.launchers.base import (
     Endpoint,
     LauncherError,
+    die_with_parent,
     free_port,
     stop_process_group,
     wait_for_models,
 )
-from runner.launchers.process import _die_with_parent
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,7 +59,7 @@ class SimulatedLauncher:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
         except OSError as exc:
             raise LauncherError(f"could not start the simulator: {exc}") from exc

@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import math
 import re
-import urllib.request
 from collections.abc import Iterable
 from typing import Any
+
+from runner.launchers.base import Connect, http_get
 
 # Settings that make an engine accept draft tokens without verifying them (benchmark-only
 # switches): the output is no longer the model's, the speed is not real.
@@ -128,13 +129,16 @@ def _trtllm_stats(text: str) -> dict[str, float]:
     }
 
 
-def scrape_metrics(base_url: str, *, api_key: str | None = None, timeout_s: float = 10.0) -> str:
-    """GET the server's /metrics (``base_url`` may end in /v1)."""
+def scrape_metrics(
+    base_url: str, *, api_key: str | None = None, timeout_s: float = 10.0,
+    connect: Connect | None = None,
+) -> str:  # fmt: skip
+    """GET the server's /metrics (``base_url`` may end in /v1); through `connect` for a
+    sandboxed server."""
     root = base_url.rstrip("/").removesuffix("/v1")
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    request = urllib.request.Request(root + "/metrics", headers=headers)
-    with urllib.request.urlopen(request, timeout=timeout_s) as response:
-        return str(response.read().decode("utf-8", "replace"))
+    body = http_get(root + "/metrics", timeout_s=timeout_s, headers=headers, connect=connect)
+    return body.decode("utf-8", "replace")
 
 
 def window_delta(start: dict[str, float], end: dict[str, float]) -> dict[str, float]:

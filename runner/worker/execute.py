@@ -60,6 +60,9 @@ def _cache_dir() -> Path:
     )
     path = Path(root)
     path.mkdir(parents=True, exist_ok=True)
+    # The private test set lives here: the runner's user only, never a launched server's
+    # (which also sees none of this host's folders: docs/security.md "Sandbox").
+    os.chmod(path, 0o700)
     return path
 
 
@@ -72,8 +75,9 @@ def fetch_dataset(api: RunnerApi, dataset: dict[str, Any]) -> Dataset:
         data = api.download(str(dataset["url"]))
         if hashlib.sha256(data).hexdigest() != expected:
             raise RunFailure("the downloaded dataset does not match the run spec's sha256")
-        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         tmp = cached.with_suffix(".tmp")
+        tmp.touch(mode=0o600)
         tmp.write_bytes(data)
         os.replace(tmp, cached)
     loaded = dataset_from_bytes(data, verify=True)
@@ -170,7 +174,10 @@ def trial_config(spec: dict[str, Any], model: str, *, virtual: bool = False) -> 
 def _target(endpoint: Endpoint) -> Target:
     if endpoint.virtual:
         return Target(sim_profile=endpoint.sim_profile, seed=endpoint.seed)
-    return Target(base_url=endpoint.base_url, api_key=endpoint.api_key, seed=endpoint.seed)
+    return Target(
+        base_url=endpoint.base_url, api_key=endpoint.api_key, seed=endpoint.seed,
+        connect=endpoint.connect,
+    )  # fmt: skip
 
 
 def qualify(endpoint: Endpoint, dataset: Dataset | None = None) -> list[dict[str, Any]]:
@@ -332,7 +339,9 @@ class RunExecution:
 
             def scrape() -> None:
                 try:
-                    text = scrape_metrics(str(endpoint.base_url), api_key=endpoint.api_key)
+                    text = scrape_metrics(
+                        str(endpoint.base_url), api_key=endpoint.api_key, connect=endpoint.connect
+                    )
                     slot[mark] = parse_metrics(text)
                 except Exception as exc:  # a server without /metrics: "not measured"
                     slot[f"{mark}_error"] = f"{type(exc).__name__}: {exc}"[:300]

@@ -268,3 +268,41 @@ def check_counts(checks: list[dict[str, Any]]) -> dict[str, int]:
         if status in counts:
             counts[status] += 1
     return counts
+
+
+def launch_rows(submission) -> dict[str, Any] | None:
+    """The exact launch a reviewer approves (docs/security.md "Vendor commands"): its
+    digest, whether an approval already covers it, and each part shown as stored, secrets
+    by name only."""
+    from runner.dispatch import launch_digest, launch_identity
+    from submissions.models import LaunchApproval
+
+    identity = launch_identity(submission)
+    if identity is None:
+        return None
+    digest = launch_digest(identity)
+    approval = LaunchApproval.objects.filter(
+        pool=identity["pool"], org_id=submission.org_id, launch_sha256=digest,
+        revoked_at__isnull=True,
+    ).select_related("approved_by").first()  # fmt: skip
+
+    from leaderboard.configview import redact
+
+    def shown(item: Any) -> str:
+        if isinstance(item, dict) and item.get("secret") is True:
+            return f"<secret {item.get('name', '')}>".replace("< ", "<").strip()
+        return str(item)
+
+    # secrets never reach a page, not even a reviewer's: a clear one stored before the
+    # detector existed is shown redacted (docs/security.md)
+    argv = redact(identity["command"])
+    env = redact(identity["env"])
+    return {
+        "digest": digest,
+        "pool": identity["pool"],
+        "argv": [shown(item) for item in argv],
+        "env": [(name, shown(value)) for name, value in env.items()],
+        "port": identity["port"],
+        "image": identity["image"] or "—",
+        "approval": approval,
+    }

@@ -27,6 +27,7 @@ REQUEST_CHANGES = "request_changes"
 RERUN = "rerun"
 SUPERSEDE = "supersede"
 INVALIDATE = "invalidate"
+APPROVE_LAUNCH = "approve_launch"
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +52,21 @@ ACTIONS: dict[str, ReviewAction] = {
             c.CHANGES_REQUESTED,
             "returned with a request for changes",
         ),
-        ReviewAction(REJECT, "Reject", (c.IN_REVIEW,), c.REJECTED, "rejected", danger=True),
+        ReviewAction(
+            APPROVE_LAUNCH,
+            "Approve launch",
+            (c.AWAITING_APPROVAL,),
+            c.QUEUED,
+            "approved to run its launch",
+        ),
+        ReviewAction(
+            REJECT,
+            "Reject",
+            (c.IN_REVIEW, c.AWAITING_APPROVAL),
+            c.REJECTED,
+            "rejected",
+            danger=True,
+        ),  # fmt: skip
         ReviewAction(RERUN, "Re-run", (c.IN_REVIEW, c.FAILED), c.QUEUED, "queued for a re-run"),
         ReviewAction(
             SUPERSEDE,
@@ -223,6 +238,49 @@ def review_rerun(*, submission: Submission, actor, reason: str):  # -> runner Be
     return run
 
 
+def review_approve_launch(*, submission: Submission, actor, reason: str):  # -> BenchmarkRun
+    """Approve the exact process launch of a submission waiting on a platform pool, and
+    dispatch it. The approval (pool, organization, launch digest, the launch itself, who and
+    why) is stored and audited; re-runs of the same launch reuse it (docs/security.md)."""
+    from runner.dispatch import DispatchError, launch_digest, launch_identity, submission_dispatch
+    from submissions.models import LaunchApproval
+
+    with transaction.atomic():
+        fresh = _prepare(action=APPROVE_LAUNCH, submission=submission, actor=actor, reason=reason)
+        identity = launch_identity(fresh)
+        if identity is None:
+            raise ReviewError(f"submission #{fresh.pk} launches no process")
+        digest = launch_digest(identity)
+        approval, created = LaunchApproval.objects.get_or_create(
+            pool=identity["pool"], org_id=fresh.org_id, launch_sha256=digest,
+            revoked_at__isnull=True,
+            defaults={"launch": identity, "approved_by": actor, "reason": reason.strip(),
+                      "submission": fresh},
+        )  # fmt: skip
+        audit_record(
+            actor=actor,
+            obj=fresh,
+            action="launch_approved",
+            from_state=fresh.status,
+            to_state=c.QUEUED,
+            reason=reason.strip(),
+            data={"launch_sha256": digest, "approval_id": approval.pk, "new": created},
+        )
+        try:
+            run = submission_dispatch(submission=fresh)
+        except DispatchError as exc:
+            raise ReviewError(f"cannot run the launch: {exc}") from exc
+        fresh.refresh_from_db(fields=["status", "status_reason", "status_changed_at"])
+        if run is None or fresh.status != c.QUEUED:
+            raise ReviewError(
+                f"cannot run submission #{fresh.pk}: dispatch left it {fresh.status}"
+                + (f" ({fresh.status_reason})" if fresh.status_reason else "")
+            )
+        _sync(submission, fresh)
+        notification_send(submission=fresh, action=APPROVE_LAUNCH, actor=actor, reason=reason)
+    return run
+
+
 def review_supersede(*, submission: Submission, actor, reason: str):  # -> Result
     """Mark the published result as superseded (kept, shown as no longer current).
 
@@ -265,6 +323,7 @@ _SERVICES = {
     REJECT: review_reject,
     REQUEST_CHANGES: review_request_changes,
     RERUN: review_rerun,
+    APPROVE_LAUNCH: review_approve_launch,
     SUPERSEDE: review_supersede,
     INVALIDATE: review_invalidate,
 }

@@ -253,4 +253,5 @@ def _detail_context(
         # secrets never reach a page, not even a reviewer's (DESIGN.md §7)
         "config_redacted": json.dumps(redact(submission.config), indent=2, sort_keys=True),
         "result": Result.objects.filter(submission=submission).first(),
+        "launch": presenters.launch_rows(submission),
     }

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from leaderboard.models import AIModel, HardwareSystem
 from submissions import constants as c
-from submissions.models import Organization, PoolEndpoint, Submission
+from submissions.models import Organization, PoolEndpoint, RunnerPool, Submission
 from submissions.schema import SCHEMA_VERSION, ConfigError, DeploymentConfig, parse_config
 from submissions.services.lifecycle import TransitionError, submission_transition
 
@@ -55,6 +55,13 @@ def config_resolve_catalog(
         fields["topology.roles.0.hardware"] = [
             f"{config.hardware!r} is not in the hardware catalog"
         ]
+    if hardware is not None and not config.is_simulated:
+        pool = RunnerPool.objects.filter(slug=hardware.runner_pool).first()
+        if pool is not None and pool.vendor_operated and pool.operator_org_id != org.pk:
+            fields["topology.roles.0.hardware"] = [
+                f"{hardware.slug!r} runs on pool {pool.slug!r}, which another organization "
+                "operates; only its operator's submissions run there"
+            ]
     attached = config.launcher.attached
     if attached is not None and hardware is not None:
         allowed = PoolEndpoint.objects.filter(

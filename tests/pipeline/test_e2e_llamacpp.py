@@ -23,19 +23,27 @@ def test_process_launcher_measures_a_real_llama_cpp_server_and_stops_it(
     pipeline_settings, live_server, vendor, tmp_path, cast
 ):
     from config.celery import pool_queue
-    from runner.review import run_approve
+    from submissions.review.services import review_approve_launch, review_publish
     from tests.support.workers import start_worker
 
     _, token = vendor
     port = free_port()
     env = no_database_env()
     env["AGENTPERF_TINY_GGUF"] = str(tiny_gguf(seed=0))
+    env["RUNNER_LAUNCH_VARS"] = "AGENTPERF_TINY_GGUF"  # the pool host shares the model file
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     worker = start_worker([pool_queue("local-cpu")], tmp_path / "cpu-worker.log", env=env)
     try:
         config = (EXAMPLES / "process.yaml").read_text().replace("port: 18431", f"port: {port}")
         started = time.monotonic()
         created = submit(live_server.url, token, config)
+        # A process launch on a platform pool waits for a reviewer to approve that launch.
+        body = wait_for_status(live_server.url, token, created["id"], {"awaiting_approval"})
+        assert not BenchmarkRun.objects.filter(submission_id=created["id"]).exists()
+        review_approve_launch(
+            submission=Submission.objects.get(pk=created["id"]), actor=cast.rita,
+            reason="llama.cpp wrapper from the repository, tiny test model",
+        )  # fmt: skip
         body = wait_for_status(live_server.url, token, created["id"], {"in_review", "failed"})
         print(f"llama.cpp e2e: submission to in_review in {time.monotonic() - started:.1f} s")
         assert body["status"] == "in_review", (body, worker.log()[-3000:])
@@ -46,6 +54,7 @@ def test_process_launcher_measures_a_real_llama_cpp_server_and_stops_it(
     run = BenchmarkRun.objects.get(submission=submission)
     assert run.queue.endswith("pool.local-cpu")
     assert run.runner_info["endpoint"]["launcher"] == "process"
+    assert run.runner_info["endpoint"]["sandbox"] == "bubblewrap"
     assert {c["name"]: c["status"] for c in run.qualification}["exact_output_length"] == "pass"
     trials = list(run.trials.order_by("index"))
     # A single agent on a slow CPU may send nothing inside one short window; the run as a
@@ -57,7 +66,9 @@ def test_process_launcher_measures_a_real_llama_cpp_server_and_stops_it(
     with pytest.raises(OSError):  # the server was stopped after the run
         urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2)
 
-    result = run_approve(run=run, actor=cast.rita, label="llama.cpp on this CPU (CI)")
+    result = review_publish(
+        submission=run.submission, actor=cast.rita, reason="CI", label="llama.cpp on this CPU (CI)"
+    )
     assert result.is_simulated is False
     assert result.hardware.slug == "local-cpu"
     assert result.engine_name == "llamacpp"

@@ -13,6 +13,7 @@ from django.core.files.storage import storages
 
 from runner.models import BenchmarkRun, VerificationReport
 from submissions.models import AuditEvent, Submission
+from submissions.review.services import review_publish
 from tests.pipeline.conftest import EXAMPLES, http, submit, wait_for_status
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -127,7 +128,6 @@ def test_simulated_submission_runs_on_a_database_free_worker_and_is_published_af
 def test_rack_scale_simulated_submission_runs_on_virtual_time_and_is_labelled_simulated(
     pipeline_settings, live_server, vendor, pool_worker_factory, cast
 ):
-    from runner.review import run_approve
 
     _, token = vendor
     pool_worker_factory(pools=("simulated",))
@@ -143,6 +143,6 @@ def test_rack_scale_simulated_submission_runs_on_virtual_time_and_is_labelled_si
     trials = list(run.trials.order_by("index"))
     assert trials and all(t.metrics["requests"] > 0 for t in trials)
     assert all(t.telemetry["measured"] is False for t in trials)
-    result = run_approve(run=run, actor=cast.rita)
+    result = review_publish(submission=run.submission, actor=cast.rita, reason="CI")
     assert result.is_simulated is True
     assert result.accelerators_used == run.run_spec["accelerators"]["used"] > 1

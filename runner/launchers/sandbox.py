@@ -1,0 +1,258 @@
+"""The sandbox every launched server runs in (bubblewrap; docs/security.md "Sandbox").
+
+A vendor's command runs:
+- as an unprivileged user (`RUNNER_SANDBOX_UID`/`GID`, default nobody) with no capabilities
+  and `no_new_privs`: bubblewrap (run by the root runner) builds the namespaces and mounts,
+  then `setpriv` drops to that user before the vendor's program starts;
+- in a clean environment: only the declared variables, the secrets the runner host supplies
+  by name, `PORT`, and a fixed `PATH`/`HOME`/`LANG`;
+- in its own folder (`/sandbox`, writable) on an otherwise read-only view of the system
+  (`/usr`, the Python installation, the runner's code, and the files the pool host lists);
+  nothing of the runner's own files (private test set, database, keys, run token, `$HOME`);
+- in its own network namespace with only a loopback interface, so it reaches nothing on the
+  host or beyond; the runner reaches its port by creating sockets inside that namespace
+  (`Sandbox.socket`), with no forwarding proxy in the measured path;
+- in its own PID namespace, ended with its process group and by `--die-with-parent`.
+
+What the vendor sees of its output goes through `redact_output`: capped, with the runner
+host's paths and the resolved secret values replaced.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from runner.launchers.base import LauncherError
+
+CLONE_NEWNET = 0x40000000
+SANDBOX_DIR = "/sandbox"
+OUTPUT_CAP_CHARS = 2000
+_RUNNER_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "")
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise LauncherError(f"{name}={raw!r} on the runner host is not an integer") from None
+
+
+def sandbox_ids() -> tuple[int, int]:
+    """The unprivileged user and group launched servers run as (never root)."""
+    uid = _env_int("RUNNER_SANDBOX_UID", 65534)
+    gid = _env_int("RUNNER_SANDBOX_GID", 65534)
+    if uid == 0 or gid == 0:
+        raise LauncherError(
+            "RUNNER_SANDBOX_UID/GID must not be 0: launched servers never run as root"
+        )
+    return uid, gid
+
+
+def launch_variables() -> dict[str, str]:
+    """Runner-host variables a command may name as `${VAR}` (`RUNNER_LAUNCH_VARS`, comma
+    separated): e.g. where the pool keeps model files. Nothing else of the host's
+    environment reaches a command."""
+    names = [n.strip() for n in os.environ.get("RUNNER_LAUNCH_VARS", "").split(",") if n.strip()]
+    return {name: os.environ[name] for name in names if name in os.environ}
+
+
+def extra_read_only_paths() -> list[str]:
+    """Host paths the pool shares read-only with launched servers (`RUNNER_SANDBOX_RO_PATHS`,
+    colon separated), e.g. a model directory."""
+    raw = os.environ.get("RUNNER_SANDBOX_RO_PATHS", "")
+    return [p for p in raw.split(":") if p]
+
+
+def bwrap_binary() -> str:
+    found = shutil.which("bwrap")
+    if not found:
+        raise LauncherError(
+            "bubblewrap (bwrap) is not installed on this runner host; a launched server never "
+            "runs outside the sandbox (install the Debian package `bubblewrap`)"
+        )
+    return found
+
+
+def _python_roots() -> list[str]:
+    """The interpreter's installation(s), so `python` works inside the sandbox."""
+    roots = {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}
+    real = os.path.realpath(sys.executable)
+    roots.add(str(Path(real).parent.parent))
+    return sorted(r for r in roots if r and r != "/" and not r.startswith("/usr"))
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = Path(path).parts[1:-1]
+    return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def redact_output(text: str, *, secrets: list[str], paths: list[str]) -> str:
+    """What a vendor may see of a launched process's output: secret values and the runner
+    host's paths replaced, capped to the last OUTPUT_CAP_CHARS characters."""
+    for value in sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True):
+        text = text.replace(value, "[secret]")
+    for path in sorted({p.rstrip("/") for p in paths if len(p) > 1}, key=len, reverse=True):
+        text = text.replace(path, "[host path]")
+    if len(text) > OUTPUT_CAP_CHARS:
+        text = "[…] " + text[-OUTPUT_CAP_CHARS:]
+    return text
+
+
+class Sandbox:
+    """One sandboxed process: `start(argv)`, `socket()` inside its network namespace, `stop()`."""
+
+    def __init__(self, *, work_dir: str, env: dict[str, str], read_only: list[str]) -> None:
+        self.work_dir = Path(work_dir)
+        self.env = env
+        self.read_only = read_only
+        self.uid, self.gid = sandbox_ids()
+        self.process: subprocess.Popen[bytes] | None = None
+        self.child_pid: int | None = None
+        self._netns_fd: int | None = None
+        self._libc = ctypes.CDLL("libc.so.6", use_errno=True)
+
+    def bwrap_argv(self, argv: list[str], *, info_fd: int = 3) -> list[str]:
+        binds: list[str] = []
+        made: set[str] = set()
+        mounts = [*_python_roots(), str(_RUNNER_ROOT / "runner"), *self.read_only]
+        for path in mounts:
+            if not os.path.exists(path):
+                continue
+            for parent in _ancestors(path):
+                if parent not in made and parent not in ("/usr",):
+                    binds += ["--perms", "0755", "--dir", parent]
+                    made.add(parent)
+            binds += ["--ro-bind", path, path]
+        env: list[str] = []
+        for name, value in {
+            **self.env,
+            "PATH": ":".join(
+                [f"{root}/bin" for root in _python_roots()] + ["/usr/local/bin", "/usr/bin", "/bin"]
+            ),
+            "HOME": SANDBOX_DIR,
+            "TMPDIR": "/tmp",
+            "LANG": "C.UTF-8",
+            "PYTHONPATH": str(_RUNNER_ROOT),
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }.items():
+            env += ["--setenv", name, value]
+        return [
+            bwrap_binary(),
+            "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+            "--unshare-cgroup-try", "--die-with-parent", "--new-session",
+            "--hostname", "sandbox",
+            "--ro-bind", "/usr", "/usr",
+            "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
+            "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+            "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
+            "--ro-bind-try", "/etc/localtime", "/etc/localtime",
+            "--proc", "/proc", "--dev", "/dev",
+            "--perms", "1777", "--tmpfs", "/tmp",
+            *binds,
+            "--bind", str(self.work_dir), SANDBOX_DIR,
+            "--chdir", SANDBOX_DIR,
+            "--clearenv", *env,
+            "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
+            "--info-fd", str(info_fd),
+            "--",
+            "setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups",
+            "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs",
+            "--",
+            *argv,
+        ]  # fmt: skip
+
+    def start(self, argv: list[str], *, log: Any) -> subprocess.Popen[bytes]:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        os.chown(self.work_dir, self.uid, self.gid)
+        os.chmod(self.work_dir, 0o700)
+        read_fd, write_fd = os.pipe()
+        try:
+            self.process = subprocess.Popen(
+                self.bwrap_argv(argv, info_fd=write_fd),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                pass_fds=(write_fd,),
+                start_new_session=True,
+                env={"PATH": "/usr/bin:/bin"},
+                close_fds=True,
+            )
+        except OSError as exc:
+            os.close(read_fd)
+            raise LauncherError(f"could not start the sandbox: {exc}") from exc
+        finally:
+            os.close(write_fd)
+        info = self._read_info(read_fd)
+        self.child_pid = int(info["child-pid"])
+        try:
+            self._netns_fd = os.open(f"/proc/{self.child_pid}/ns/net", os.O_RDONLY)
+        except OSError as exc:
+            raise LauncherError(f"the sandbox exited at once: {exc}") from exc
+        return self.process
+
+    @staticmethod
+    def _read_info(fd: int) -> dict[str, Any]:
+        data = b""
+        with os.fdopen(fd, "rb") as pipe:
+            while True:
+                chunk = pipe.read1(4096)
+                if not chunk:
+                    break
+                data += chunk
+                try:
+                    return dict(json.loads(data))
+                except ValueError:
+                    continue
+        raise LauncherError("the sandbox did not start (bubblewrap reported nothing)")
+
+    def socket(self) -> socket.socket:
+        """A TCP socket inside the sandbox's network namespace (its loopback is the server's)."""
+        if self._netns_fd is None:
+            raise LauncherError("the sandbox is not running")
+        result: dict[str, Any] = {}
+
+        def make() -> None:  # setns changes only this short-lived thread's namespace
+            if self._libc.setns(self._netns_fd, CLONE_NEWNET) != 0:
+                result["error"] = os.strerror(ctypes.get_errno())
+                return
+            result["sock"] = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+
+        thread = threading.Thread(target=make, name="sandbox-netns")
+        thread.start()
+        thread.join()
+        if "error" in result:
+            raise LauncherError(
+                f"cannot enter the sandbox's network namespace: {result['error']} (the runner "
+                "needs CAP_SYS_ADMIN, i.e. root, on the pool host)"
+            )
+        sock: socket.socket = result["sock"]
+        return sock
+
+    def connect(self, host: str, port: int, timeout: float | None) -> socket.socket:
+        sock = self.socket()
+        sock.settimeout(timeout)
+        try:
+            sock.connect((host, port))
+        except OSError:
+            sock.close()
+            raise
+        return sock
+
+    def stop(self) -> None:
+        if self._netns_fd is not None:
+            os.close(self._netns_fd)
+            self._netns_fd = None
+        if self.work_dir.exists():
+            shutil.rmtree(self.work_dir, ignore_errors=True)
