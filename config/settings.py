@@ -159,6 +159,8 @@ STORAGES = {
 }
 MAX_ATTACHMENT_BYTES = env_int("MAX_ATTACHMENT_BYTES", 50 * 1024 * 1024, minimum=1)
 MAX_CONFIG_BYTES = env_int("MAX_CONFIG_BYTES", 256 * 1024, minimum=1)
+# Any other JSON body (withdraw reasons, runner reports); docs/security.md "Input limits".
+MAX_JSON_BODY_BYTES = env_int("MAX_JSON_BODY_BYTES", 4 * 1024 * 1024, minimum=1)
 
 # --- Celery ---------------------------------------------------------------------------
 _broker = env_str("CELERY_BROKER_URL")
@@ -335,6 +337,12 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "config.api_errors.exception_handler",
+    # JSON depth, size, non-finite numbers and control characters checked before parsing
+    "DEFAULT_PARSER_CLASSES": [
+        "config.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_THROTTLE_RATES": {
         "vendor": env_str("THROTTLE_VENDOR", "600/hour"),
         "vendor_submit": env_str("THROTTLE_VENDOR_SUBMIT", "60/hour"),

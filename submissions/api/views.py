@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from django.core.files.storage import storages
 from django.db.models import Prefetch
 from drf_spectacular.types import OpenApiTypes
@@ -102,9 +104,33 @@ class VendorView(APIView):
         return get_object_or_404(BenchmarkRun.objects.filter(submission__org=self.org), pk=pk)
 
 
+IDEMPOTENCY_KEY_MAX = 200  # Submission.idempotency_key's column
+_IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]+")  # visible ASCII, as HTTP tokens are
+
+
+def idempotency_key(request: Request) -> str | None:
+    """The Idempotency-Key header, or a 400 naming it (docs/security.md "Input limits")."""
+    key = request.headers.get("Idempotency-Key")
+    if not key:
+        return None
+    problem = None
+    if len(key) > IDEMPOTENCY_KEY_MAX:
+        problem = f"at most {IDEMPOTENCY_KEY_MAX} characters (got {len(key)})"
+    elif not _IDEMPOTENCY_KEY.fullmatch(key):
+        problem = "only visible ASCII characters (no spaces or control characters)"
+    if problem:
+        raise ApiError(
+            "invalid_header",
+            f"the Idempotency-Key header must be {problem}",
+            fields={"Idempotency-Key": [problem]},
+        )
+    return key
+
+
 def _config_request(request: Request) -> tuple[bytes, str, str | None]:
+    key = idempotency_key(request)  # before the body is read: nothing stored either way
     body = request.data if isinstance(request.data, bytes) else b""
-    return body, request.content_type or "", request.headers.get("Idempotency-Key")
+    return body, request.content_type or "", key
 
 
 class SubmissionListCreateView(VendorView):

@@ -1,0 +1,51 @@
+"""The runner API's JSON bodies get the same limits as the vendor API's (docs/security.md
+"Input limits"): a deep or non-finite body from a run's own token is a 400 naming the
+field, and nothing is recorded."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+from runner.models import Trial
+from tests.pipeline.builders import prepared_run
+
+pytestmark = pytest.mark.django_db
+
+DEEP = 50_000
+
+
+@pytest.fixture
+def started(catalog, cast):
+    run, token = prepared_run(cast.org_a)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    answer = client.post(f"/api/v1/runner/runs/{run.pk}/start", {}, format="json")
+    assert answer.status_code == 200, answer.json()
+    client.credentials(
+        HTTP_AUTHORIZATION=f"Bearer {token}", HTTP_X_RUN_ATTEMPT=str(answer.json()["attempt"])
+    )
+    return run, client
+
+
+def test_a_deep_trial_body_is_refused_before_parsing(started):
+    run, client = started
+    body = '{"index": 0, "summary": ' + "[" * DEEP + "]" * DEEP + "}"
+    response = client.post(
+        f"/api/v1/runner/runs/{run.pk}/trials", body, content_type="application/json"
+    )
+    assert response.status_code == 400, response.content[:300]
+    error = response.json()["error"]
+    assert error["code"] == "too_deep" and "summary" in error["fields"]
+    assert not Trial.objects.filter(run=run).exists()
+
+
+def test_a_non_finite_number_in_a_heartbeat_is_refused_naming_the_field(started):
+    run, client = started
+    response = client.post(
+        f"/api/v1/runner/runs/{run.pk}/heartbeat",
+        '{"progress": {"concurrency": Infinity}}',
+        content_type="application/json",
+    )
+    assert response.status_code == 400, response.content[:300]
+    assert "progress.concurrency" in response.json()["error"]["fields"]
