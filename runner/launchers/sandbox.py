@@ -86,11 +86,18 @@ def bwrap_binary() -> str:
 
 
 def _python_roots() -> list[str]:
-    """The interpreter's installation(s), so `python` works inside the sandbox."""
-    roots = {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}
-    real = os.path.realpath(sys.executable)
-    roots.add(str(Path(real).parent.parent))
-    return sorted(r for r in roots if r and r != "/" and not r.startswith("/usr"))
+    """The interpreter's installation(s), so `python` works inside the sandbox: the
+    runner's own environment first (its packages, e.g. xllamacpp), then its base install."""
+    roots: list[str] = []
+    for candidate in (
+        sys.prefix,
+        sys.base_prefix,
+        str(Path(os.path.realpath(sys.executable)).parent.parent),
+    ):
+        real = os.path.realpath(candidate)
+        if real and real != "/" and not real.startswith("/usr") and real not in roots:
+            roots.append(real)
+    return roots
 
 
 def _ancestors(path: str) -> list[str]:

@@ -180,3 +180,20 @@ def test_a_command_cannot_name_the_runner_hosts_environment(tmp_path, monkeypatc
     with pytest.raises(LauncherError, match=r"\$\{SECRET_KEY\} in the command is not set"):
         launcher.start()
     launcher.stop()
+
+
+def test_python_in_the_sandbox_is_the_runners_environment_with_its_packages(tmp_path):
+    """`python -m runner.launchers.llamacpp_server` needs xllamacpp from the runner's venv,
+    not the base interpreter the venv was made from."""
+    code = "import os, sys, xllamacpp\nprint('PREFIX ' + sys.prefix, flush=True)\nsys.exit(7)\n"
+    launcher = ProcessLauncher(
+        {"command": ["python", "-c", code], "env": {}, "port": free_port(),
+         "ready_timeout_s": 30, "served_model_name": "x"},
+        log_dir=str(tmp_path / "run"),
+    )  # fmt: skip
+    with pytest.raises(LauncherError, match="status 7"):
+        launcher.start()
+    launcher.stop()
+    import sys
+
+    assert f"PREFIX {sys.prefix}" in launcher.log_path.read_text()
