@@ -73,3 +73,20 @@ def test_an_admin_decision_needs_a_reason_and_notifies_the_vendor(cast, client):
     assert sub.status == c.PUBLISHED
     assert Result.objects.get(submission=sub).label == "L"
     assert Notification.objects.filter(org=cast.org_a, action="publish").exists()
+
+
+@pytest.mark.parametrize("who", ["anonymous", "alice", "bob", "rita"])
+def test_the_fixed_cast_cannot_decide_through_the_admin_without_the_change_permission(
+    cast, client, who
+):
+    sub = make_reviewable(org=cast.org_a)
+    if who != "anonymous":
+        client.force_login(getattr(cast, who))
+    response = client.post(_review_url(sub), {"decision": "approve", "reason": "let me in"})
+    if who == "rita":  # staff, but no change permission on runs
+        assert response.status_code == 403
+    else:  # not staff: the admin sends them to its login page
+        assert response.status_code == 302 and "/admin/login/" in response["Location"]
+    sub.refresh_from_db()
+    assert sub.status == c.IN_REVIEW and not Result.objects.exists()
+    assert not Notification.objects.exists()
