@@ -335,7 +335,7 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "config.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "config.api_errors.exception_handler",
     # JSON depth, size, non-finite numbers and control characters checked before parsing
     "DEFAULT_PARSER_CLASSES": [

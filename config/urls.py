@@ -23,3 +23,9 @@ urlpatterns = [
     path("review/", include("submissions.review.urls")),
     path("", include("leaderboard.urls")),
 ]
+
+# Errors outside a DRF view (no route, a malformed request) under /api/ keep the API's
+# error shape (config.api_errors).
+handler400 = "config.views.bad_request"
+handler404 = "config.views.not_found"
+handler500 = "config.views.server_error"

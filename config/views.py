@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django.core import signing
 from django.core.files.storage import storages
-from django.http import FileResponse, Http404, HttpRequest
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 
 from config.storage import unsign_file_token
 
@@ -21,3 +22,32 @@ def signed_file(request: HttpRequest, alias: str) -> FileResponse:
     if not storage.exists(name):
         raise Http404("no such file")
     return FileResponse(storage.open(name, "rb"), as_attachment=True, filename=name.split("/")[-1])
+
+
+def _api(request: HttpRequest) -> bool:
+    return request.path.startswith("/api/")
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """A path no route matches: under /api/ in the API's error shape, else the HTML page."""
+    if _api(request):
+        from config.api_errors import error_body
+
+        return JsonResponse(error_body("not_found", "No such API path."), status=404)
+    return defaults.page_not_found(request, exception)
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if _api(request):
+        from config.api_errors import error_body
+
+        return JsonResponse(error_body("bad_request", "The request is malformed."), status=400)
+    return defaults.bad_request(request, exception)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    if _api(request):
+        from config.api_errors import error_body
+
+        return JsonResponse(error_body("server_error", "Internal error."), status=500)
+    return defaults.server_error(request)
