@@ -228,6 +228,7 @@ def build_request(
         turn_index=k,
         message_tokens=counts if config.api == "chat" else None,
         timeout_s=config.timeout_s,
+        metadata=turn.metadata or None,
     )
 
 

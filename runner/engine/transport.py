@@ -48,6 +48,9 @@ class RequestSpec:
     # when the dataset carries them. The simulator uses them instead of re-tokenizing.
     message_tokens: tuple[int, ...] | None = None
     timeout_s: float = 600.0
+    # The turn's dataset metadata (never sent to a server); the simulator reads the kind of
+    # the recorded answer from it (``output_kind``, docs/simulator.md "Speculative decoding").
+    metadata: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)

@@ -67,7 +67,12 @@ class Dishonesty:
         """The profile the deployment really runs (fake_spec: every draft accepted)."""
         if FAKE_SPEC in self.modes:
             return dataclasses.replace(
-                profile, spec_k=max(3, int(profile.spec_k)), spec_acceptance=1.0
+                profile,
+                spec_k=max(3, int(profile.spec_k)),
+                spec_acceptance=1.0,
+                spec_acceptance_by_kind=(),
+                spec_default_mix=(),
+                spec_position_decay=1.0,
             )
         return profile
 

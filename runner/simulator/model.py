@@ -68,6 +68,7 @@ class SimRequest:
         "on_done",
         "on_emit",
         "owner",
+        "accept",
     )
 
     def __init__(self, rid: str, prompt: PromptShape, max_tokens: int, stop_at: int) -> None:
@@ -90,6 +91,7 @@ class SimRequest:
         self.on_done: Callable[[SimRequest], None] | None = None
         self.on_emit: Callable[[SimRequest, int, int], None] | None = None
         self.owner: Any = None
+        self.accept = -1.0  # first-draft acceptance of this request's text (< 0: the base)
 
 
 def stop_point(seed: int, rid: str, *, max_tokens: int, min_tokens: int, mean: int) -> int:
@@ -316,6 +318,7 @@ class Counters:
     iterations: int = 0
     requests_finished: int = 0
     busy_ns: int = 0
+    energy_j: float = 0.0  # modelled dynamic energy above idle (profiles with a power section)
 
 
 @dataclass(slots=True, frozen=True)
@@ -328,10 +331,17 @@ class IterationCost:
     memory_s: float
     seconds: float
     comm_s: float = 0.0  # expert-parallel all-to-all
+    gemm_efficiency: float = 1.0  # grouped-GEMM factor g(m) at this iteration's tokens
+    imbalance: float = 1.0  # busiest expert-parallel rank ÷ the mean
+    sched_s: float = 0.0  # scheduler, sampling and output processing
+    utilisation: float = 0.0  # share of the iteration the chips compute or stream memory
 
 
 class CostModel:
-    """Duration of one iteration of one replica (``accelerators`` pooled)."""
+    """Duration of one iteration of one replica (``accelerators`` pooled).
+
+    The terms, their equations and sources: docs/simulator.md "The model".
+    """
 
     def __init__(self, profile: Profile, role: RoleConfig) -> None:
         p = profile
@@ -341,10 +351,16 @@ class CostModel:
         self.bpp = p.weight_bits / 8.0
         self.kvb = p.kv_bytes_per_token
         self.flops = p.peak_tflops * 1e12 * role.accelerators * p.compute_efficiency
+        # routed-expert grouped GEMMs (data-parallel attention layout only): their own peak share
+        g_eff = p.gemm_efficiency if p.gemm_efficiency is not None else p.compute_efficiency
+        self.routed_flops = p.peak_tflops * 1e12 * role.accelerators * g_eff
+        attn_eff = p.compute_efficiency if p.attn_efficiency is None else p.attn_efficiency
+        self.attn_rate = p.peak_tflops * 1e12 * role.accelerators * attn_eff
         self.bw = p.hbm_tb_s * 1e12 * role.accelerators * p.bandwidth_efficiency
         self.overhead_s = p.iteration_overhead_us * 1e-6
         self.draft_s = p.draft_step_us * 1e-6
         self.attn = p.attn_flops_per_ctx_token
+        self.attn_full = p.attn_flops_per_full_ctx_token
         self.window = p.max_attended_tokens
         self.moe = p.moe_weight_touch and self.pd < self.ptot
         self.frac = self.pd / self.ptot
@@ -354,6 +370,44 @@ class CostModel:
         link = p.moe_comm_link_gb_s * 1e9 * p.moe_comm_efficiency
         self.comm_s_per_token = p.moe_comm_bytes_per_token(role.ep) / (role.accelerators * link)
         self.comm_overlap = p.moe_comm_overlap
+        # Grouped GEMM: efficiency m / (m + m_half) at m tokens per active expert.
+        self.n_exp = p.gemm_routed_experts
+        self.e_tok = p.gemm_experts_per_token or p.moe_comm_experts_per_token
+        self.m_half = p.gemm_half_tokens_per_expert if self.n_exp and self.e_tok else 0.0
+        # Expert-parallel load imbalance over the EP ranks.
+        self.ep = role.ep
+        self.skew = p.ep_skew
+        self.statistical = p.ep_statistical and role.ep > 1 and self.e_tok > 0
+        self.log_ep2 = 2.0 * np.log(role.ep) if role.ep > 1 else 0.0
+        # Scheduler / sampling / output processing: each data-parallel rank handles its share.
+        self.dp = role.dp
+        self.sched_step_s = p.sched_step_us * 1e-6
+        self.sched_seq_s = p.sched_per_sequence_us * 1e-6
+        self.sched_tok_s = p.sched_per_token_us * 1e-6
+        # Data-parallel attention (docs/simulator.md "Data-parallel ranks"): attention, the
+        # non-routed layers and KV reads of a sequence run on its rank (tp GPUs); the
+        # routed-expert GEMMs and the all-to-all stay pooled over the EP group.
+        self.dp_attention = p.attention_dp and role.dp > 1
+        share = p.gemm_routed_share if self.dp_attention else 1.0
+        self.routed = share
+        self.dense_pf = 2.0 * self.pp * (1.0 - share)  # FLOPs per prefill token, per rank
+        self.dense_dec = 2.0 * self.pd * (1.0 - share)  # FLOPs per verify token, per rank
+        tp = max(1, role.tp)
+        self.rank_rate = p.peak_tflops * 1e12 * tp * p.compute_efficiency
+        self.rank_attn_rate = p.peak_tflops * 1e12 * tp * attn_eff
+        self.rank_bw = p.hbm_tb_s * 1e12 * tp * p.bandwidth_efficiency
+
+    def rank_seconds(
+        self, *, tokens: Any, attended: Any, full_attended: Any, ctx_read: Any, prefill: bool
+    ) -> Any:
+        """Time on its data-parallel rank of the non-routed work of a sequence (arrays or
+        floats): dense FLOPs per token + attention FLOPs, plus its KV bytes read."""
+        dense = self.dense_pf if prefill else self.dense_dec
+        return (
+            tokens * dense / self.rank_rate
+            + (self.attn * attended + self.attn_full * full_attended) / self.rank_attn_rate
+            + self.kvb * ctx_read / self.rank_bw
+        )
 
     def weight_bytes(self, tokens: int) -> float:
         """Weights read by an iteration of ``tokens`` tokens (MoE: more experts as T grows)."""
@@ -363,6 +417,25 @@ class CostModel:
             return self.pd * self.bpp
         touched = self.pd + (self.ptot - self.pd) * (1.0 - (1.0 - self.frac) ** (tokens - 1))
         return touched * self.bpp
+
+    def gemm_efficiency(self, tokens: int) -> float:
+        """g(T) = m / (m + m_half), m = T·E / N_active(T) tokens per expert that has any,
+        N_active = N·(1 − (1 − E/N)^T): small per-expert batches run far below peak."""
+        if not self.m_half or tokens <= 0:
+            return 1.0
+        n, e = self.n_exp, self.e_tok
+        active = n * (1.0 - (1.0 - e / n) ** tokens)
+        m = tokens * e / max(active, 1.0)
+        return m / (m + self.m_half)
+
+    def imbalance(self, tokens: int) -> float:
+        """Busiest EP rank's expert work ÷ the mean: (1 + skew) · (1 + √(2 ln EP / λ)),
+        λ = T·E/EP token-expert pairs per rank (the max of EP Poisson loads), at most EP."""
+        f = 1.0 + self.skew
+        if self.statistical and tokens > 0:
+            lam = tokens * self.e_tok / self.ep
+            f *= 1.0 + (self.log_ep2 / lam) ** 0.5
+        return min(f, float(self.ep)) if self.ep > 1 else 1.0
 
     def cost(
         self,
@@ -375,21 +448,65 @@ class CostModel:
         decode_ctx: int,
         decode_attended: float,
         drafting: bool,
+        prefill_full_attended: float = 0.0,
+        prefill_seqs: int = 0,
+        rank_s: float | None = None,
     ) -> IterationCost:
-        flops = (
-            2.0 * self.pp * prefill_tokens
-            + 2.0 * self.pd * decode_seqs * verify
-            + self.attn * (prefill_attended + verify * decode_attended)
+        """One iteration's duration. ``rank_s``: the busiest data-parallel rank's time for
+        its non-routed work (``rank_seconds`` summed per rank), with ``dp_attention``;
+        without it that work is pooled over the replica's accelerators."""
+        tokens = prefill_tokens + decode_seqs * verify
+        gemm = 2.0 * self.pp * prefill_tokens + 2.0 * self.pd * decode_seqs * verify
+        attn = self.attn * (prefill_attended + verify * decode_attended) + self.attn_full * (
+            prefill_full_attended + verify * decode_ctx
         )
-        nbytes = self.weight_bytes(prefill_tokens + decode_seqs * verify) + self.kvb * (
-            decode_ctx + prefill_ctx_read
+        flops = gemm + attn
+        kv = self.kvb * (decode_ctx + prefill_ctx_read)
+        nbytes = self.weight_bytes(tokens) + kv
+        g = self.gemm_efficiency(tokens)
+        imb = self.imbalance(tokens)
+        comm = self.comm_s_per_token * tokens * imb
+        if self.dp_attention:
+            if rank_s is None:  # no per-rank split given: the work spread evenly
+                rank_s = self.rank_seconds(
+                    tokens=(prefill_tokens + decode_seqs * verify) / self.dp,
+                    attended=(prefill_attended + verify * decode_attended) / self.dp,
+                    full_attended=(prefill_full_attended + verify * decode_ctx) / self.dp,
+                    ctx_read=(decode_ctx + prefill_ctx_read) / self.dp,
+                    prefill=False,
+                )
+            c = gemm * self.routed * imb / (self.routed_flops * g)
+            m = (nbytes - kv) / self.bw
+            core = max(c, m) + rank_s
+        else:
+            if self.attn_rate == self.flops:
+                c = (gemm * imb / g + attn) / self.flops
+            else:
+                c = gemm * imb / (self.flops * g) + attn / self.attn_rate
+            m = nbytes / self.bw
+            core = max(c, m)
+        busy = max(core, comm) if self.comm_overlap else core + comm
+        sched = (
+            self.sched_step_s
+            + self.sched_seq_s * (decode_seqs + prefill_seqs) / self.dp
+            + self.sched_tok_s * tokens / self.dp
+            if tokens
+            else 0.0
         )
-        c, m = flops / self.flops, nbytes / self.bw
-        comm = self.comm_s_per_token * (prefill_tokens + decode_seqs * verify)
-        busy = max(c, m, comm) if self.comm_overlap else max(c, m) + comm
-        seconds = busy + self.overhead_s + (self.draft_s * (verify - 1) if drafting else 0.0)
+        seconds = (
+            busy + self.overhead_s + sched + (self.draft_s * (verify - 1) if drafting else 0.0)
+        )
         return IterationCost(
-            flops=flops, bytes=nbytes, compute_s=c, memory_s=m, seconds=seconds, comm_s=comm
+            flops=flops,
+            bytes=nbytes,
+            compute_s=c,
+            memory_s=m,
+            seconds=seconds,
+            comm_s=comm,
+            gemm_efficiency=g,
+            imbalance=imb,
+            sched_s=sched,
+            utilisation=min(1.0, core / seconds) if seconds > 0 else 0.0,
         )
 
     def attended(self, ctx: int) -> float:
@@ -414,8 +531,23 @@ class Replica:
         self.cost = CostModel(p, role)
         self.max_batch = role.max_batch
         self.chunk = role.chunk_tokens
+        self.req_chunk = role.request_chunk_tokens or role.chunk_tokens
         self.k = p.spec_k if role.role != "prefill" else 0
         self.alpha = p.spec_acceptance
+        # Per-sequence acceptance (by output kind) and its decay along the draft; without
+        # either every sequence draws Geometric(1 − α) accepted drafts (the same law).
+        self.per_seq_accept = bool(p.spec_acceptance_by_kind or p.spec_default_mix) or (
+            p.spec_position_decay < 1.0
+        )
+        self.decay = np.asarray([p.spec_position_decay**j for j in range(self.k)])
+        self.acc = np.full(role.max_batch, p.spec_acceptance)
+        # Verify-token budget per iteration (0: every sequence verifies all k drafts).
+        self.verify_budget = p.spec_verify_budget_tokens if self.k else 0
+        self._plan_k = self.k
+        # Modelled power: every accelerator draws idle W always (added by whoever reads the
+        # counter) plus (TDP − idle) × the iteration's utilisation, counted here as energy.
+        self.n_acc = role.accelerators
+        self.p_dyn = 0.0 if p.power_tdp_w is None else p.power_tdp_w - p.power_idle_w
         self.block = p.block_tokens
         self.capacity = p.kv_capacity_tokens(role)
         self.pool = KvPool(self.capacity, caching=p.prefix_caching and role.role != "decode")
@@ -441,6 +573,7 @@ class Replica:
         self._plan_dec: np.ndarray = np.zeros(0, dtype=np.int64)
         self._plan_new: list[SimRequest] = []
         self._cancel_pending = 0
+        self._plan_energy = 0.0
 
     # ---------------------------------------------------------------- load and routing
     @property
@@ -534,6 +667,8 @@ class Replica:
         slot = self.free.pop()
         self.slots[slot] = req
         req.slot = slot
+        if req.accept >= 0.0:
+            self.acc[slot] = req.accept
         return True
 
     def _release(self, req: SimRequest) -> None:
@@ -543,6 +678,7 @@ class Replica:
         self.slots[slot] = None
         self.dec[slot] = False
         self.bonus[slot] = 0
+        self.acc[slot] = self.alpha
         self.free.append(slot)
         req.slot = -1
         if self.role == "decode":
@@ -578,15 +714,22 @@ class Replica:
                 self.events[slot] = 0
                 self.bonus[slot] = 1
                 self.dec[slot] = True
+                if req.accept >= 0.0:
+                    self.acc[slot] = req.accept
                 new.append(req)
         dec_idx = np.flatnonzero(self.dec)
         n_dec = len(dec_idx)
+        vb = self.verify_budget
+        if vb and n_dec * k1 > vb:  # confidence-scheduled verification: the surest drafts
+            k1 = max(1, vb // n_dec)
+        self._plan_k = k1 - 1
         if self.role != "decode":
             budget = self.chunk - n_dec * k1
+            per_req = self.req_chunk
             for req in self.prefilling:
                 if budget <= 0:
                     break
-                n = min(budget, req.prompt.tokens - req.prefilled)
+                n = min(budget, per_req, req.prompt.tokens - req.prefilled)
                 if n > 0:
                     prefill.append((req, n))
                     budget -= n
@@ -600,7 +743,7 @@ class Replica:
                     break
                 waiting.popleft()
                 self.prefilling.append(req)
-                n = min(budget, req.prompt.tokens - req.prefilled)
+                n = min(budget, per_req, req.prompt.tokens - req.prefilled)
                 prefill.append((req, n))
                 budget -= n
         if not prefill and n_dec == 0:
@@ -609,18 +752,42 @@ class Replica:
         p_tokens = 0
         p_att = 0.0
         p_read = 0
+        p_full = 0.0
         for req, n in prefill:
             p_tokens += n
             p_read += req.prefilled + n
             if cm.attn:
                 p_att += n * cm.attended(req.prefilled + n // 2)
+            if cm.attn_full:
+                p_full += n * (req.prefilled + n / 2)
         d_ctx = 0
         d_att = 0.0
+        rank_s: float | None = None
+        if cm.dp_attention:
+            dp = cm.dp
+            work = np.zeros(dp)
+            for req, n in prefill:
+                work[req.slot % dp] += cm.rank_seconds(
+                    tokens=n,
+                    attended=n * cm.attended(req.prefilled + n // 2),
+                    full_attended=n * (req.prefilled + n / 2),
+                    ctx_read=req.prefilled + n,
+                    prefill=True,
+                )
         if n_dec:
             ctx = self.ctx[dec_idx]
             d_ctx = int(ctx.sum())
             if cm.attn:
                 d_att = float(d_ctx if cm.window is None else np.minimum(ctx, cm.window).sum())
+            if cm.dp_attention:
+                att = ctx if cm.window is None else np.minimum(ctx, cm.window)
+                per_seq = cm.rank_seconds(
+                    tokens=k1, attended=k1 * att, full_attended=k1 * ctx, ctx_read=ctx,
+                    prefill=False,
+                )  # fmt: skip
+                work += np.bincount(dec_idx % cm.dp, weights=per_seq, minlength=cm.dp)
+        if cm.dp_attention:
+            rank_s = float(work.max())
         cost = cm.cost(
             prefill_tokens=p_tokens,
             prefill_attended=p_att,
@@ -630,7 +797,12 @@ class Replica:
             decode_ctx=d_ctx,
             decode_attended=d_att,
             drafting=self.k > 0 and n_dec > 0,
+            prefill_full_attended=p_full,
+            prefill_seqs=len(prefill),
+            rank_s=rank_s,
         )
+        if self.p_dyn:
+            self._plan_energy = self.n_acc * self.p_dyn * cost.utilisation * cost.seconds
         self._plan_prefill = prefill
         self._plan_dec = dec_idx
         self._plan_new = new
@@ -640,6 +812,7 @@ class Replica:
         """Apply the planned iteration's effects at its end time."""
         c = self.counters
         c.iterations += 1
+        c.energy_j += self._plan_energy
         stream = self.stream
         finished: list[SimRequest] = []
         if self._plan_prefill:
@@ -675,8 +848,19 @@ class Replica:
         idx = self._plan_dec
         if len(idx):
             n = len(idx)
-            k = self.k
-            if k:
+            k = self._plan_k
+            if k and self.per_seq_accept:
+                # P(draft j accepted | all before) = α_s · decay^(j−1), α_s by output kind;
+                # one uniform per sequence against the survival Π α_i of each prefix.
+                alpha = np.minimum(self.acc[idx][:, None] * self.decay[None, :k], 1.0)
+                surv = np.cumprod(alpha, axis=1)
+                u = self.rng.random(n)
+                acc = (u[:, None] < surv).sum(axis=1)
+                c.spec_drafts += n
+                c.spec_draft_tokens += n * k
+                c.spec_accepted += int(acc.sum())
+                steps = acc + 1
+            elif k:
                 a = self.alpha
                 if a >= 1.0:
                     acc = np.full(n, k, dtype=np.int64)
@@ -768,8 +952,14 @@ class Deployment:
         max_tokens: int | None,
         min_tokens: int = 0,
         ignore_eos: bool = False,
+        output_kind: Any = None,
     ) -> SimRequest:
-        """Validate limits and fix the output length (seeded early stop without ignore_eos)."""
+        """Validate limits and fix the output length (seeded early stop without ignore_eos).
+
+        ``output_kind`` (a turn's metadata: one of OUTPUT_KINDS, or a mapping kind → share)
+        sets the request's draft acceptance; without it a kind is drawn, seeded by the
+        request id, from the profile's default mix (docs/simulator.md "Speculative decoding").
+        """
         ctx = self.profile.context_length
         if prompt.tokens >= ctx:
             raise RejectedRequest(
@@ -802,7 +992,35 @@ class Deployment:
                 f"prompt + output ({prompt.tokens + stop_at} tokens) exceeds the KV cache of "
                 f"one replica ({self.max_prompt_tokens} tokens)"
             )
-        return SimRequest(rid, prompt, max_tokens, stop_at)
+        req = SimRequest(rid, prompt, max_tokens, stop_at)
+        req.accept = self.acceptance(rid, output_kind)
+        return req
+
+    def acceptance(self, rid: str, output_kind: Any = None) -> float:
+        """First-draft acceptance of request ``rid`` whose text is ``output_kind``."""
+        p = self.profile
+        if not (p.spec_acceptance_by_kind or p.spec_default_mix):
+            return p.spec_acceptance
+        if isinstance(output_kind, str):
+            return p.acceptance_for(output_kind)
+        if isinstance(output_kind, dict) and output_kind:
+            shares = [
+                (str(k), float(v))
+                for k, v in output_kind.items()
+                if isinstance(v, int | float) and not isinstance(v, bool) and v > 0
+            ]
+            total = sum(v for _, v in shares)
+            if total > 0:
+                return sum(v * p.acceptance_for(k) for k, v in shares) / total
+        mix = p.mix_weights()
+        if not mix:
+            return p.spec_acceptance
+        u = float(np.random.default_rng([self.seed, zlib.crc32(rid.encode()), 1]).random())
+        for kind, w in mix:
+            u -= w
+            if u < 0:
+                return p.acceptance_for(kind)
+        return p.acceptance_for(mix[-1][0])
 
     def submit(self, req: SimRequest, *, session_key: int | None = None) -> None:
         req.t_arrival_ns = self.timeline.now_ns()

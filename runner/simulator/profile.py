@@ -38,7 +38,18 @@ MODEL_FIGURES = (
     "weight_bits",
 )
 
-_ROLE_KEYS = {"replicas", "accelerators", "tp", "ep", "max_batch", "chunk_tokens"}
+_ROLE_KEYS = {
+    "replicas",
+    "accelerators",
+    "tp",
+    "ep",
+    "max_batch",
+    "chunk_tokens",
+    "request_chunk_tokens",
+}
+# Kinds of output text a turn's metadata may name (``output_kind``); acceptance of
+# speculative drafts depends on them (docs/simulator.md "Speculative decoding").
+OUTPUT_KINDS = ("tool_call", "code", "prose")
 _DEPLOYMENT_KEYS = {
     "precision",
     "weight_bits",
@@ -53,11 +64,23 @@ _DEPLOYMENT_KEYS = {
     "attention",
     "moe_weight_touch",
     "moe_comm",
+    "grouped_gemm",
+    "load_imbalance",
+    "scheduler",
+    "power",
     "eos",
 }
 _SECTION_KEYS = {
     "prefix_caching": {"enabled", "block_tokens"},
-    "speculative": {"k", "acceptance", "draft_step_us"},
+    "speculative": {
+        "k",
+        "acceptance",
+        "draft_step_us",
+        "acceptance_by_kind",
+        "default_mix",
+        "position_decay",
+        "verify_budget_tokens",
+    },
     "efficiency": {
         "compute",
         "bandwidth",
@@ -66,7 +89,23 @@ _SECTION_KEYS = {
         "kv_transfer_latency_us",
     },
     "memory": {"reserve_fraction"},
-    "attention": {"flops_per_token_per_context_token", "max_attended_tokens"},
+    "attention": {
+        "flops_per_token_per_context_token",
+        "max_attended_tokens",
+        "flops_per_token_per_full_context_token",
+        "efficiency",
+        "data_parallel",
+    },
+    "grouped_gemm": {
+        "routed_experts",
+        "experts_per_token",
+        "half_efficiency_tokens_per_expert",
+        "routed_share",
+        "efficiency",
+    },
+    "load_imbalance": {"expert_skew", "statistical"},
+    "scheduler": {"step_us", "per_sequence_us", "per_token_us"},
+    "power": {"idle_fraction"},
     "moe_comm": {
         "moe_layers",
         "experts_per_token",
@@ -107,6 +146,14 @@ class RoleConfig:
     ep: int
     max_batch: int
     chunk_tokens: int
+    # Most prefill tokens one request gets in one iteration (a DP rank's own budget in a
+    # data-parallel-attention replica); defaults to chunk_tokens.
+    request_chunk_tokens: int = 0
+
+    @property
+    def dp(self) -> int:
+        """Data-parallel ranks of the replica (attention, scheduling): accelerators ÷ TP."""
+        return max(1, self.accelerators // max(1, self.tp))
 
 
 @dataclass(slots=True, frozen=True)
@@ -157,7 +204,79 @@ class Profile:
     moe_comm_link_gb_s: float = 0.0
     moe_comm_efficiency: float = 1.0
     moe_comm_overlap: bool = False
+    # Speculative acceptance by output kind, mix of kinds for requests without metadata,
+    # and the decay of acceptance along the draft (docs/simulator.md "Speculative decoding").
+    spec_acceptance_by_kind: tuple[tuple[str, float], ...] = ()
+    spec_default_mix: tuple[tuple[str, float], ...] = ()
+    spec_position_decay: float = 1.0
+    # Confidence-scheduled verification: at most this many verify tokens per iteration; a
+    # larger batch verifies only its first (most confident) drafts. 0: always all k.
+    spec_verify_budget_tokens: int = 0
+    # Grouped-GEMM efficiency vs tokens per expert (0: not modelled).
+    gemm_routed_experts: int = 0
+    gemm_experts_per_token: int = 0
+    gemm_half_tokens_per_expert: float = 0.0
+    # Share of the active parameters in routed experts (the rest: attention, shared expert,
+    # dense layers, run per data-parallel rank when attention_dp).
+    gemm_routed_share: float = 1.0
+    # Peak share the routed-expert grouped GEMMs reach at large m (None: efficiency.compute).
+    gemm_efficiency: float | None = None
+    # Data-parallel attention: each sequence's attention, dense layers and KV reads run on
+    # its own rank; the iteration waits for the busiest rank.
+    attention_dp: bool = False
+    # Expert-parallel load imbalance: popularity skew and/or statistical max-of-ranks.
+    ep_skew: float = 0.0
+    ep_statistical: bool = False
+    # Per-iteration scheduler, sampling and output-processing cost.
+    sched_step_us: float = 0.0
+    sched_per_sequence_us: float = 0.0
+    sched_per_token_us: float = 0.0
+    # Long-context attention: FLOPs per query token per (uncapped) context token, and the
+    # attention kernels' share of peak (None: the GEMM efficiency).
+    attn_flops_per_full_ctx_token: float = 0.0
+    attn_efficiency: float | None = None
+    # Modelled power per accelerator (None: not modelled).
+    power_tdp_w: float | None = None
+    power_idle_fraction: float = 0.0
     provenance: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def power_idle_w(self) -> float:
+        """Modelled idle power per accelerator (0 when power is not modelled)."""
+        return 0.0 if self.power_tdp_w is None else self.power_tdp_w * self.power_idle_fraction
+
+    def modelled_power_w(self, dynamic_energy_j: float, seconds: float) -> float | None:
+        """Mean modelled power of the accelerators used over ``seconds`` in which the
+        deployment's dynamic energy counter advanced by ``dynamic_energy_j``."""
+        if self.power_tdp_w is None or seconds <= 0:
+            return None
+        return self.accelerators_used * self.power_idle_w + dynamic_energy_j / seconds
+
+    def acceptance_for(self, kind: str | None) -> float:
+        """First-draft acceptance of output of ``kind`` (the profile's base if not listed)."""
+        if kind is not None:
+            for name, a in self.spec_acceptance_by_kind:
+                if name == kind:
+                    return a
+        return self.spec_acceptance
+
+    def acceptance_curve(self, first: float) -> list[float]:
+        """P(draft j accepted | drafts before it accepted), j = 1..k: first · decay^(j−1)."""
+        return [min(1.0, first * self.spec_position_decay**j) for j in range(self.spec_k)]
+
+    def tokens_per_step_at(self, first: float) -> float:
+        """Expected tokens per decode step with first-draft acceptance ``first``:
+        1 + Σ_j Π_{i≤j} α_i (the accepted prefix of the draft, plus the verified token)."""
+        total, surv = 1.0, 1.0
+        for a in self.acceptance_curve(first):
+            surv *= a
+            total += surv
+        return total
+
+    def mix_weights(self) -> list[tuple[str, float]]:
+        """The default output-kind mix, normalised (empty: one kind at the base acceptance)."""
+        tot = sum(w for _, w in self.spec_default_mix)
+        return [(k, w / tot) for k, w in self.spec_default_mix] if tot > 0 else []
 
     def moe_comm_bytes_per_token(self, ep: int) -> float:
         """Bytes one token sends to experts on other GPUs and gets back, per iteration:
@@ -188,13 +307,14 @@ class Profile:
 
     @property
     def spec_tokens_per_step(self) -> float:
-        """Expected tokens per decode step: (1 - a^(k+1)) / (1 - a); 1 without speculation."""
-        k, a = self.spec_k, self.spec_acceptance
-        if k == 0:
+        """Expected tokens per decode step, averaged over the default output mix; with one
+        acceptance α and no decay it is (1 − α^(k+1)) / (1 − α); 1 without speculation."""
+        if self.spec_k == 0:
             return 1.0
-        if a >= 1.0:
-            return float(k + 1)
-        return (1.0 - a ** (k + 1)) / (1.0 - a)
+        mix = self.mix_weights()
+        if not mix:
+            return self.tokens_per_step_at(self.spec_acceptance)
+        return sum(w * self.tokens_per_step_at(self.acceptance_for(k)) for k, w in mix)
 
     def role(self, name: str) -> RoleConfig:
         for r in self.roles:
@@ -358,7 +478,31 @@ def _role(raw: Any, role: str, where: str) -> RoleConfig:
                 minimum=1,
             )
         ),
+        request_chunk_tokens=int(
+            _number(
+                obj.get("request_chunk_tokens", 0),
+                f"{where}.request_chunk_tokens",
+                integer=True,
+            )
+        ),
     )
+
+
+def _kind_map(
+    raw: Any, where: str, *, maximum: float | None = None
+) -> tuple[tuple[str, float], ...]:
+    """A mapping output kind → number (acceptance or share), kinds from OUTPUT_KINDS."""
+    if raw is None:
+        return ()
+    obj = _check_keys(raw, set(OUTPUT_KINDS), where)
+    out = []
+    for kind in OUTPUT_KINDS:
+        if kind in obj:
+            v = _number(obj[kind], f"{where}.{kind}")
+            if maximum is not None and v > maximum:
+                raise ProfileError(f"{where}.{kind}: must be ≤ {maximum}")
+            out.append((kind, v))
+    return tuple(out)
 
 
 def profile_from_dict(
@@ -400,7 +544,10 @@ def profile_from_dict(
                 raise ProfileError(str(exc)) from exc
         return lazy["c"]
 
-    sys_names = (*SYSTEM_FIGURES, f"peak_tflops_dense.{precision}")
+    sys_names: tuple[str, ...] = (*SYSTEM_FIGURES, f"peak_tflops_dense.{precision}")
+    # modelled power needs the accelerator's TDP (catalog or a sourced override)
+    if dep.get("power"):
+        sys_names = (*sys_names, "accelerator_power_w")
     system_slug, sysf = _resolve_entry(
         "system",
         doc["system"],
@@ -450,6 +597,18 @@ def profile_from_dict(
     attn = _check_keys(dep.get("attention") or {}, _SECTION_KEYS["attention"], "attention")
     eos = _check_keys(dep.get("eos") or {}, _SECTION_KEYS["eos"], "deployment.eos")
     comm = _check_keys(dep.get("moe_comm") or {}, _SECTION_KEYS["moe_comm"], "deployment.moe_comm")
+    gemm = _check_keys(
+        dep.get("grouped_gemm") or {}, _SECTION_KEYS["grouped_gemm"], "deployment.grouped_gemm"
+    )
+    if gemm:
+        for req in ("routed_experts", "experts_per_token", "half_efficiency_tokens_per_expert"):
+            if req not in gemm:
+                raise ProfileError(f"deployment.grouped_gemm.{req}: required")
+    imb = _check_keys(
+        dep.get("load_imbalance") or {}, _SECTION_KEYS["load_imbalance"], "load_imbalance"
+    )
+    sched = _check_keys(dep.get("scheduler") or {}, _SECTION_KEYS["scheduler"], "scheduler")
+    power = _check_keys(dep.get("power") or {}, _SECTION_KEYS["power"], "deployment.power")
     if comm:
         for req in ("moe_layers", "experts_per_token", "hidden_size", "bytes_per_element"):
             if req not in comm:
@@ -550,6 +709,54 @@ def profile_from_dict(
             comm.get("efficiency", 1.0), "moe_comm.efficiency", minimum=1e-6
         ),
         moe_comm_overlap=bool(comm.get("overlap", False)),
+        spec_acceptance_by_kind=_kind_map(
+            spec.get("acceptance_by_kind"), "deployment.speculative.acceptance_by_kind", maximum=1.0
+        ),
+        spec_default_mix=_kind_map(spec.get("default_mix"), "deployment.speculative.default_mix"),
+        spec_position_decay=_number(
+            spec.get("position_decay", 1.0), "deployment.speculative.position_decay"
+        ),
+        spec_verify_budget_tokens=int(
+            _number(spec.get("verify_budget_tokens", 0), "speculative.verify_budget_tokens")
+        ),
+        gemm_routed_experts=int(
+            _number(gemm.get("routed_experts", 0), "grouped_gemm.routed_experts", integer=True)
+        ),
+        gemm_experts_per_token=int(
+            _number(
+                gemm.get("experts_per_token", 0), "grouped_gemm.experts_per_token", integer=True
+            )
+        ),
+        gemm_routed_share=_number(gemm.get("routed_share", 1.0), "grouped_gemm.routed_share"),
+        gemm_efficiency=(
+            _number(gemm["efficiency"], "grouped_gemm.efficiency", minimum=1e-6)
+            if "efficiency" in gemm
+            else None
+        ),
+        attention_dp=bool(attn.get("data_parallel", False)),
+        gemm_half_tokens_per_expert=_number(
+            gemm.get("half_efficiency_tokens_per_expert", 0.0),
+            "grouped_gemm.half_efficiency_tokens_per_expert",
+        ),
+        ep_skew=_number(imb.get("expert_skew", 0.0), "load_imbalance.expert_skew"),
+        ep_statistical=bool(imb.get("statistical", False)),
+        sched_step_us=_number(sched.get("step_us", 0.0), "scheduler.step_us"),
+        sched_per_sequence_us=_number(
+            sched.get("per_sequence_us", 0.0), "scheduler.per_sequence_us"
+        ),
+        sched_per_token_us=_number(sched.get("per_token_us", 0.0), "scheduler.per_token_us"),
+        attn_flops_per_full_ctx_token=_number(
+            attn.get("flops_per_token_per_full_context_token", 0.0), "attention.full_context"
+        ),
+        attn_efficiency=(
+            _number(attn["efficiency"], "deployment.attention.efficiency", minimum=1e-6)
+            if "efficiency" in attn
+            else None
+        ),
+        power_tdp_w=sf("accelerator_power_w", 1e-9) if power else None,
+        power_idle_fraction=_number(
+            power.get("idle_fraction", 0.0), "deployment.power.idle_fraction"
+        ),
         provenance=prov,
     )
     _validate(prof)
@@ -572,3 +779,7 @@ def _validate(p: Profile) -> None:
             )
     if p.spec_k and not 0.0 <= p.spec_acceptance <= 1.0:
         raise ProfileError("deployment.speculative.acceptance: between 0 and 1")
+    if not 0.0 < p.spec_position_decay <= 1.0:
+        raise ProfileError("deployment.speculative.position_decay: in (0, 1]")
+    if p.power_idle_fraction > 1.0:
+        raise ProfileError("deployment.power.idle_fraction: at most 1")

@@ -350,6 +350,12 @@ class SimServer:
                 max_tokens=max_tokens,
                 min_tokens=body.get("min_tokens") or 0,
                 ignore_eos=bool(body.get("ignore_eos")),
+                # OpenAI's request `metadata` (string values) may name the answer's kind
+                output_kind=(
+                    body["metadata"].get("output_kind")
+                    if isinstance(body.get("metadata"), dict)
+                    else None
+                ),
             )
         except (PromptError, RejectedRequest) as exc:
             self._reject(proto, 400, str(exc))

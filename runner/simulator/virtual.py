@@ -198,6 +198,7 @@ class SimTransport:
                 max_tokens=max_tokens,
                 min_tokens=_int_field(body, "min_tokens") or 0,
                 ignore_eos=bool(body.get("ignore_eos")),
+                output_kind=(spec.metadata or {}).get("output_kind"),
             )
         except (PromptError, RejectedRequest) as exc:
             return self._fail(ex, 400, str(exc))
@@ -330,6 +331,11 @@ class SimTransport:
                 self.dishonesty.accelerators_seen(self.profile.accelerators_used),
             ),
         )
+        if self.profile.power_tdp_w is not None:  # modelled, never measured
+            rows += (
+                ("sim:modelled_dynamic_energy_joules_total", c.energy_j),
+                ("sim:modelled_idle_power_watts", self.profile.power_idle_w),
+            )
         return "".join(f"{name}{label} {value}\n" for name, value in rows)
 
     async def aclose(self) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.engine.transport import Clock, Exchange, RequestSpec, Transport
+from runner.simulator.model import Counters
 from runner.simulator.profile import Profile, load_profile
 from runner.simulator.virtual import SimTransport, run_with_simulator
 
@@ -27,6 +28,7 @@ class Summary:
     throughput_per_accelerator: float
     cached_ratio: float
     ttft_p75_s: float
+    counters: Counters  # the deployment's counters at the end of the run
 
 
 def tiny(**changes: object) -> Profile:
@@ -52,6 +54,7 @@ def run_agents(
     warmup_s: float = 10.0,
     window_s: float = 30.0,
     seed: int = 0,
+    output_kind: str | None = None,
 ) -> Summary:
     end_ns = round((warmup_s + window_s) * 1e9)
     w0 = round(warmup_s * 1e9)
@@ -87,6 +90,7 @@ def run_agents(
                         agent_id=i,
                         session_id=f"a{i}-c{conv}",
                         message_tokens=tuple(counts),
+                        metadata={"output_kind": output_kind} if output_kind else None,
                     )
                     ex = await transport.send(spec)
                     out.append(ex)
@@ -118,6 +122,7 @@ def run_agents(
         throughput_per_accelerator=tokens / window_s / profile.accelerators_used,
         cached_ratio=cached / prompt,
         ttft_p75_s=_percentile(ttfts, 0.75),
+        counters=holder[0].deployment.totals(),
     )
 
 
@@ -130,3 +135,16 @@ def max_agents_at(profile: Profile, *, speed: float, candidates: list[int]) -> i
         else:
             break
     return best
+
+
+def synthetic_trajectories(n: int = 200, seed: int = 1) -> list:
+    """The engine's synthetic dataset (stdlib text: the same on every machine)."""
+    from runner.engine.datasets.corpus import build_corpus
+    from runner.engine.datasets.synthetic import generate_dataset
+    from runner.engine.tokens import TokenCounter
+
+    counter = TokenCounter()
+    corpus = build_corpus(counter, discover=False)
+    return list(
+        generate_dataset(seed=seed, trajectories=n, corpus=corpus, counter=counter).trajectories
+    )

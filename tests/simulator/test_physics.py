@@ -48,8 +48,17 @@ def test_more_kv_bytes_per_token_lowers_the_max_agents_at_a_tier():
     assert 0 < heavy < light
 
 
-def test_a_fixed_seed_gives_identical_results_and_another_seed_differs():
+@pytest.mark.parametrize("by_kind", [False, True], ids=["one-acceptance", "by-output-kind"])
+def test_a_fixed_seed_gives_identical_results_and_another_seed_differs(by_kind: bool):
     spec = tiny(spec_k=3, spec_acceptance=0.6)
+    if by_kind:  # per-request kinds drawn from the mix, acceptance decaying along the draft
+        spec = tiny(
+            spec_k=3,
+            spec_acceptance=0.6,
+            spec_acceptance_by_kind=(("tool_call", 0.9), ("prose", 0.5)),
+            spec_default_mix=(("tool_call", 0.5), ("prose", 0.5)),
+            spec_position_decay=0.9,
+        )
 
     def fingerprint(seed: int) -> list[tuple[str, int | None, int | None, int | None]]:
         s = run_agents(spec, agents=8, window_s=10.0, seed=seed)
@@ -65,7 +74,8 @@ def test_expert_parallel_all_to_all_adds_time_in_proportion_to_tokens_in_flight(
     from runner.simulator.model import CostModel
     from runner.simulator.profile import load_profile
 
-    prof = load_profile("gb300-nvl72-dsv41-flash")
+    # GB200: the disaggregated 56-GPU decode group (GB300 is now co-located, issue 13)
+    prof = load_profile("gb200-nvl72-dsv41-flash")
     decode = prof.role("decode")
     per_token = 43 * 6 * 4096 * 3 * (1 - 1 / 56)  # bytes to other GPUs, per token per step
     assert prof.moe_comm_bytes_per_token(decode.ep) == pytest.approx(per_token)
@@ -91,7 +101,7 @@ def test_show_reports_the_smallest_decode_batch_that_slows_agents_to_a_speed():
     from runner.simulator.calibrate import decode_batch_for_speed
     from runner.simulator.profile import load_profile
 
-    prof = load_profile("gb300-nvl72-dsv41-flash")
+    prof = load_profile("gb200-nvl72-dsv41-flash")
     n = decode_batch_for_speed(prof, 82.0, context=27_000)
     assert n is not None
 
@@ -99,3 +109,109 @@ def test_show_reports_the_smallest_decode_batch_that_slows_agents_to_a_speed():
         return prof.spec_tokens_per_step / decode_step_seconds(prof, batch=batch, context=27_000)
 
     assert speed(n) <= 82.0 < speed(n - 1)
+
+
+# ----------------------------------------------------------------- issue 13: the real shape
+def _spec_tiny(k: int, **changes: object):
+    return tiny(
+        spec_k=k,
+        spec_acceptance=0.8,
+        spec_position_decay=0.9,
+        draft_step_us=50.0,
+        **changes,
+    )
+
+
+def test_more_draft_tokens_raise_single_agent_speed_with_diminishing_returns_and_lower_acceptance():
+    runs = {k: run_agents(_spec_tiny(k), agents=1, window_s=120.0, output_tokens=400) for k in (1, 2, 4, 8)}  # fmt: skip
+    speeds = [runs[k].mean_speed for k in (1, 2, 4, 8)]
+    gains = [b - a for a, b in zip(speeds, speeds[1:], strict=False)]
+    assert speeds == sorted(speeds)  # more drafts: faster alone ...
+    # ... by less each time: per added draft token the gain shrinks
+    assert gains[0] > gains[1] / 2 > gains[2] / 4
+    rates = [runs[k].counters.spec_accepted / runs[k].counters.spec_draft_tokens for k in (1, 2, 4, 8)]  # fmt: skip
+    assert rates == sorted(rates, reverse=True) and rates[0] > rates[-1] + 0.2
+    # the measured acceptance of the first draft is the profile's own (0.8)
+    assert rates[0] == pytest.approx(0.8, abs=0.04)
+
+
+def test_tool_call_text_accepts_more_drafts_and_decodes_faster_than_prose():
+    prof = _spec_tiny(4, spec_acceptance_by_kind=(("tool_call", 0.95), ("prose", 0.6)))
+    tool = run_agents(prof, agents=1, window_s=60.0, output_tokens=400, output_kind="tool_call")
+    prose = run_agents(prof, agents=1, window_s=60.0, output_kind="prose", output_tokens=400)
+    expected = prof.tokens_per_step_at(0.95) / prof.tokens_per_step_at(0.6)
+    assert tool.mean_speed / prose.mean_speed == pytest.approx(expected, rel=0.06)
+    assert tool.counters.spec_accepted > 1.5 * prose.counters.spec_accepted
+
+
+def test_co_located_prefill_slows_a_decode_step_in_proportion_to_its_chunk():
+    from runner.simulator.model import CostModel
+    from runner.simulator.profile import load_profile
+
+    prof = load_profile("gb300-nvl72-dsv41-flash")
+    assert prof.mode == "aggregated"  # co-located: prefill chunks share decode iterations
+    cm = CostModel(prof, prof.roles[0])
+
+    def step(chunk: int) -> float:
+        c = cm.cost(
+            prefill_tokens=chunk, prefill_attended=chunk * 2048.0, prefill_ctx_read=30_000 + chunk,
+            decode_seqs=2048, verify=5, decode_ctx=2048 * 30_000, decode_attended=2048 * 2048.0,
+            drafting=True, prefill_full_attended=chunk * (30_000 + chunk / 2), prefill_seqs=1,
+        )  # fmt: skip
+        return c.seconds
+
+    base = step(0)
+    extra = [step(c) - base for c in (8192, 16384, 32768)]
+    assert extra[0] > 0.05 * base  # a chunk is a visible share of the step
+    assert extra[1] / extra[0] == pytest.approx(2.0, rel=0.15)
+    assert extra[2] / extra[1] == pytest.approx(2.0, rel=0.15)
+
+
+def test_small_per_expert_batches_run_far_below_peak_and_large_ones_near_it():
+    from runner.simulator.model import CostModel
+    from runner.simulator.profile import load_profile
+
+    prof = load_profile("gb300-nvl72-dsv41-flash")
+    cm = CostModel(prof, prof.roles[0])
+    g = [cm.gemm_efficiency(t) for t in (5, 1_000, 10_000, 100_000)]
+    assert g == sorted(g) and g[0] < 0.02 and g[-1] > 0.9
+    # the busiest of 72 EP ranks carries more than the mean, less so as tokens grow
+    imb = [cm.imbalance(t) for t in (100, 10_000, 100_000)]
+    assert imb == sorted(imb, reverse=True) and imb[-1] > 1.1
+
+
+def test_gb300_sweep_is_monotone_and_reaches_60_tok_s_per_agent_or_less():
+    from runner.simulator.calibrate import frontier_at, run_sweep
+    from runner.simulator.profile import load_profile
+    from tests.simulator.helpers import synthetic_trajectories
+
+    prof = load_profile("gb300-nvl72-dsv41-flash")
+    pts = run_sweep(
+        prof,
+        synthetic_trajectories(),
+        concurrencies=(1, 512, 4096, 16384),
+        warmup_s=30.0,
+        ramp_s=15.0,
+        duration_s=20.0,
+    )
+    speeds = [p.p25_speed for p in pts]
+    tput = [p.throughput_per_accelerator for p in pts]
+    assert speeds == sorted(speeds, reverse=True) and speeds[-1] <= 60.0
+    assert tput == sorted(tput) and tput[-1] > 100 * tput[0]
+    assert all(p.ttft_p75_s < 5.0 for p in pts)  # decode-bound, not a growing prefill queue
+    # the frontier is read between measured trials
+    mid = frontier_at(pts, (speeds[1] + speeds[2]) / 2)
+    assert mid is not None and tput[1] < mid < tput[2]
+
+
+def test_modelled_power_lies_between_idle_and_tdp_and_rises_with_load():
+    prof = tiny(power_tdp_w=700.0, power_idle_fraction=0.3)
+    powers = []
+    for n in (1, 64):
+        s = run_agents(prof, agents=n, window_s=20.0)
+        # energy is counted from t = 0 to the end of the run
+        end_s = max(e.t_last_ns or 0 for e in s.exchanges) / 1e9
+        powers.append(prof.modelled_power_w(s.counters.energy_j, end_s))
+    assert all(p is not None and 210.0 <= p <= 700.0 for p in powers)
+    assert powers[1] > powers[0] + 50.0
+    assert tiny().modelled_power_w(1.0, 1.0) is None  # no power section: not modelled
