@@ -31,8 +31,11 @@ EXAMPLES = REPO / "docs" / "examples"
 DEMO_ORG = "AgentPerf Demo"
 DEMO_REVIEWER = "demo-reviewer"
 # Examples the demo machine can run; `attached` needs an operator-registered endpoint.
-RUNNABLE = ("simulated.yaml", "process.yaml")
+# The GB300 rack runs first (the worker takes one run at a time): a newcomer sees a
+# rack-scale curve on virtual time within the demo's first minutes (docs/simulator.md).
+RUNNABLE = ("gb300-nvl72-dry-run.yaml", "simulated.yaml", "process.yaml")
 LABELS = {
+    "gb300-nvl72-dry-run.yaml": "GB300 NVL72 dry run, 28 Oct stack (simulated, demo)",
     "simulated.yaml": "H100 SXM ×8 dry run (simulated, demo)",
     "process.yaml": "llama.cpp on this CPU (measured, demo)",
 }

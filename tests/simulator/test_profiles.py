@@ -140,3 +140,52 @@ def test_unknown_deployment_fields_are_refused(tmp_path: Path):
 
 def test_the_repository_catalog_has_the_systems_the_profiles_name():
     assert CATALOG_SYSTEMS <= set(load_catalog().systems)
+
+
+def test_the_demo_gb300_dry_run_example_validates_and_names_the_calibrated_profile():
+    from submissions.schema import parse_config
+
+    text = (
+        Path(__file__).parents[2] / "docs" / "examples" / "gb300-nvl72-dry-run.yaml"
+    ).read_text()
+    config = parse_config(text, "application/yaml")
+    profile = load_profile(yaml.safe_load(text)["launcher"]["simulated"]["profile"])
+    assert config.launcher.kind == "simulated"
+    assert profile.name == "gb300-nvl72-dsv41-flash" and profile.mode == "aggregated"
+    assert config.accelerators_used == profile.accelerators_used == 72
+
+
+_FIELD = {"compute": "compute_efficiency", "iteration_overhead_us": "iteration_overhead_us"}
+
+
+def test_the_predictive_profiles_differ_from_the_calibrated_one_by_named_changes():
+    base = load_profile("gb300-nvl72-dsv41-flash")
+    for name, expected in (
+        (
+            "gb300-nvl72-dsv41-flash-oct08",
+            {"deployment.speculative.k", "deployment.efficiency.iteration_overhead_us",
+             "deployment.attention.efficiency", "deployment.grouped_gemm.efficiency"},
+        ),
+        (
+            "vr-nvl72-dsv41-flash",
+            {"deployment.efficiency.iteration_overhead_us", "deployment.attention.efficiency"},
+        ),
+    ):  # fmt: skip
+        p = load_profile(name)
+        assert p.mode == "disaggregated"
+        changed = {k for k, v in p.provenance.items() if v.startswith("change from")}
+        assert expected <= changed, name
+        for key in changed:  # a named change really changes the calibrated value
+            leaf = key.split(".")[-1]
+            if leaf in ("compute", "iteration_overhead_us") and base.provenance.get(key):
+                assert getattr(p, _FIELD[leaf]) != getattr(base, _FIELD[leaf]), (name, key)
+        assert all(p.provenance.values())  # every figure sourced, derived or an assumption
+    vr = load_profile("vr-nvl72-dsv41-flash")
+    assert (vr.accelerators_used, vr.spec_k, vr.precision) == (14, 6, "fp4")
+    # the catalog keeps Rubin's FP4 peak and power unknown: the profile's assumptions stand in
+    assert vr.provenance["system.peak_tflops_dense.fp4"].startswith("assumption:")
+    assert vr.provenance["system.accelerator_power_w"].startswith("assumption:")
+    assert vr.provenance["deployment.speculative.k"].startswith("issue 13: DSpark with 6")
+    assert base.power_tdp_w == 1400 and base.provenance["system.accelerator_power_w"].startswith(
+        "https://"
+    )
