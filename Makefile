@@ -20,8 +20,11 @@ $(STAMP): requirements.txt requirements-dev.txt | $(PYTHON)
 
 install: $(STAMP)
 
+# The embedded profile's shared cache is a table (docs/security.md "Shared state across
+# processes"); createcachetable is a no-op when it exists or the cache is Redis.
 migrate: install
 	$(PYTHON) manage.py migrate --noinput
+	$(PYTHON) manage.py createcachetable
 
 seed: migrate
 	$(PYTHON) manage.py seed_catalog

@@ -138,3 +138,17 @@ def check_http_url(name: str, raw: str) -> str:
     except ValueError as exc:
         raise ImproperlyConfiguredEnv(name, raw, str(exc)) from None
     return raw
+
+
+def check_redis_url(name: str, raw: str) -> str:
+    """A redis:// (or rediss://, unix://) URL with a host, or a loud failure."""
+    parts = urlsplit(raw)
+    if parts.scheme not in ("redis", "rediss", "unix"):
+        raise ImproperlyConfiguredEnv(name, raw, "expected a redis://, rediss:// or unix:// URL")
+    if parts.scheme != "unix" and not parts.hostname:
+        raise ImproperlyConfiguredEnv(name, raw, "missing host")
+    try:
+        parts.port  # noqa: B018 - validates the port
+    except ValueError as exc:
+        raise ImproperlyConfiguredEnv(name, raw, str(exc)) from None
+    return raw

@@ -15,6 +15,7 @@ from pathlib import Path
 from config.env import (
     check_broker_url,
     check_http_url,
+    check_redis_url,
     env_bool,
     env_int,
     env_list,
@@ -195,6 +196,8 @@ CELERY_BROKER_VISIBILITY_TIMEOUT_S = RUN_HARD_TIME_LIMIT_S + 3600
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 # Prefix for every queue name, so several deployments (or test sessions) can share a broker.
 CELERY_QUEUE_PREFIX = env_str("CELERY_QUEUE_PREFIX", "")
+# How long one /health report is served from the shared cache (config/health.py).
+HEALTH_CACHE_S = env_int("HEALTH_CACHE_S", 5, minimum=1)
 
 # --- Runner pipeline (dispatch, runner API, reaper) ------------------------------------
 # Where pool workers reach the runner API (`<base>/api/v1/runner/...`); the web tier's own
@@ -294,12 +297,27 @@ RUN_SEARCH_OPTIONS_BY_POOL = _env_json_object(
 )
 
 # --- Cache ----------------------------------------------------------------------------
+# Page epochs, cached API payloads and throttle counts decide what every web process shows,
+# so the cache is shared by all of them (docs/security.md "Shared state across processes"):
+# Redis in the services profile; the database otherwise (`manage.py createcachetable`,
+# run by `make migrate`), which every process of the embedded profile already shares and
+# whose add() is one transaction. A per-process memory cache is never the default.
 _redis_cache = env_str("CACHE_REDIS_URL")
+CACHE_KEY_PREFIX = env_str("CACHE_KEY_PREFIX", "agentperf")
 CACHES = {
     "default": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _redis_cache}
+        {
+            "BACKEND": "config.cache.PrefixedRedisCache",
+            "LOCATION": check_redis_url("CACHE_REDIS_URL", _redis_cache),
+            "KEY_PREFIX": CACHE_KEY_PREFIX,
+        }
         if _redis_cache
-        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+        else {
+            "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+            "LOCATION": "agentperf_cache",
+            "KEY_PREFIX": CACHE_KEY_PREFIX,
+            "OPTIONS": {"MAX_ENTRIES": env_int("CACHE_MAX_ENTRIES", 20000, minimum=100)},
+        }
     )
 }
 

@@ -1,8 +1,10 @@
 """Chart and API cache: every entry is keyed by a generation that a publish bumps.
 
 Bumping one generation key invalidates every cached page fragment at once, without listing
-keys. With several web processes the cache must be shared (`CACHE_REDIS_URL`); the
-per-process memory cache only suits one process (tests, `make demo`).
+keys. The keys live in the cache every web process shares (Redis with `CACHE_REDIS_URL`,
+else the database's cache table; config/settings.py "Cache"), so a bump made by one
+process on commit is what every other process reads next (docs/security.md "Shared state
+across processes").
 
 Stale while revalidate, pages only: a publish only adds a result, so for `STALE_GRACE_S`
 after it a visitor may get the page as it was before (missing the new result) while the

@@ -11,6 +11,8 @@ import pytest
 # One queue namespace per test session, so concurrent sessions on a shared broker never
 # consume each other's messages. Set before Django reads its settings.
 os.environ.setdefault("CELERY_QUEUE_PREFIX", f"test-{uuid.uuid4().hex[:8]}.")
+# Likewise one cache key prefix (tests/services.py points the session at a shared Redis).
+os.environ.setdefault("CACHE_KEY_PREFIX", f"test-{uuid.uuid4().hex[:8]}")
 os.environ.setdefault("EMAIL_BACKEND", "django.core.mail.backends.locmem.EmailBackend")
 
 ARTIFACTS_DIR = Path(__file__).resolve().parent.parent / "test-artifacts"

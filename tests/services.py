@@ -1,6 +1,6 @@
 """Start and stop the real services the tests use.
 
-PostgreSQL and RabbitMQ are machine services: started if they are not running, never
+PostgreSQL, RabbitMQ and Redis are machine services: started if they are not running, never
 stopped. SeaweedFS (S3) is private to one test session: its own ports, a fresh data folder,
 keys, telemetry off, loopback only; stopped by PID at the end.
 """
@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -236,7 +237,23 @@ def services_env() -> dict[str, str]:
         "CELERY_BROKER_URL": os.environ.get(
             "TEST_CELERY_BROKER_URL", "amqp://guest:guest@127.0.0.1:5672//"
         ),
+        # The services profile's shared cache; each session's keys under its own prefix
+        # (CACHE_KEY_PREFIX, set by tests/conftest.py), cleared by prefix, never FLUSHDB.
+        "CACHE_REDIS_URL": os.environ.get("TEST_CACHE_REDIS_URL", "redis://127.0.0.1:6379/0"),
     }
+
+
+def drop_cache_keys(url: str, prefix: str) -> None:
+    """Delete one session's cache keys (page epochs have no expiry)."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+        for start in range(0, len(keys), 1000):
+            client.delete(*keys[start : start + 1000])
+    finally:
+        client.close()
 
 
 def main(argv: list[str]) -> int:
@@ -247,6 +264,7 @@ def main(argv: list[str]) -> int:
     ensure_database()
     env = dict(os.environ)
     env.update(services_env())
+    env.setdefault("CACHE_KEY_PREFIX", f"test-{uuid.uuid4().hex[:8]}")
     weed = None
     if not env.get("S3_ENDPOINT_URL"):
         weed = start_seaweedfs()
@@ -257,6 +275,10 @@ def main(argv: list[str]) -> int:
     finally:
         if weed is not None:
             weed.stop()
+        try:
+            drop_cache_keys(env["CACHE_REDIS_URL"], env["CACHE_KEY_PREFIX"])
+        except Exception as exc:  # the run's result stands; stale keys only cost memory
+            print(f"could not drop the session's cache keys: {exc}", flush=True)
 
 
 if __name__ == "__main__":
