@@ -1,4 +1,11 @@
-"""`/health`: database, broker (a real round trip through a worker) and storage."""
+"""`/health`: database, cache, broker and storage (docs/security.md "Health endpoint").
+
+The broker is checked at the broker: a connection, and the declaration of a queue of its
+own (`<prefix>health`) that no task is ever sent to and no worker consumes. No task is
+published, so the answer does not wait behind a benchmark occupying a worker, and a caller
+cannot fill a queue. The report is kept in the shared cache for `HEALTH_CACHE_S` seconds:
+callers in that window, on any web process, get it without a single check being run.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,7 @@ import time
 import uuid
 
 from django.conf import settings
+from django.core.cache import cache
 from django.core.files.base import ContentFile
 from django.core.files.storage import storages
 from django.db import connection
@@ -14,7 +22,15 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
 BROKER_TIMEOUT_S = 5.0
+CACHE_KEY = "health:report"
+# A queue unused this long is dropped by RabbitMQ (each check declares it again).
+HEALTH_QUEUE_EXPIRES_MS = 3600 * 1000
 _pool = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="health")
+
+
+def health_queue() -> str:
+    """The broker check's own queue: declared, never published to, never consumed."""
+    return f"{settings.CELERY_QUEUE_PREFIX}health"
 
 
 def _check_database() -> dict:
@@ -24,16 +40,60 @@ def _check_database() -> dict:
     return {"engine": settings.DATABASE_PROFILE}
 
 
-def _broker_round_trip() -> dict:
-    from config.celery import web_queue
-    from runner.tasks import health_ping
+def _check_cache() -> dict:
+    key, value = f"health:probe:{uuid.uuid4().hex}", uuid.uuid4().hex
+    cache.set(key, value, 30)
+    try:
+        if cache.get(key) != value:
+            raise RuntimeError("read back a different value")
+    finally:
+        cache.delete(key)
+    return {"backend": settings.CACHES["default"]["BACKEND"].rsplit(".", 1)[-1]}
 
-    nonce = uuid.uuid4().hex
-    result = health_ping.apply_async(args=[nonce], queue=web_queue(), retry=False)
-    reply = result.get(timeout=BROKER_TIMEOUT_S, propagate=True)
-    if reply.get("nonce") != nonce:
-        raise RuntimeError("worker answered with the wrong nonce")
-    return {"transport": settings.BROKER_PROFILE, "worker": reply.get("hostname", "")}
+
+def _check_broker() -> dict:
+    from config.celery import app, web_queue
+
+    name = health_queue()
+    with app.connection_for_write() as conn:
+        conn.ensure_connection(max_retries=1, interval_start=0.5, timeout=BROKER_TIMEOUT_S)
+        channel = conn.channel()
+        try:
+            arguments = (
+                {"x-expires": HEALTH_QUEUE_EXPIRES_MS}
+                if conn.transport_cls
+                in (
+                    "amqp",
+                    "pyamqp",
+                )
+                else None
+            )
+            declared = channel.queue_declare(
+                queue=name, durable=False, auto_delete=False, arguments=arguments
+            )
+            detail = {
+                "transport": settings.BROKER_PROFILE,
+                "queue": name,
+                "queue_messages": int(declared[1]),
+            }
+        finally:
+            channel.close()
+        detail["web_consumers"] = _consumers(conn, web_queue())
+    return detail
+
+
+def _consumers(conn, queue: str) -> int | None:
+    """Workers consuming `queue` (busy or not), where the broker says; None if unknown."""
+    channel = conn.channel()
+    try:
+        return int(channel.queue_declare(queue=queue, passive=True)[2])
+    except Exception:  # not declared yet (no worker ever started), or the transport can't say
+        return None
+    finally:
+        try:
+            channel.close()
+        except Exception:  # pragma: no cover - a channel the broker already closed
+            pass
 
 
 def _check_storage() -> dict:
@@ -50,7 +110,12 @@ def _check_storage() -> dict:
     return {"backend": settings.STORAGE_PROFILE}
 
 
-CHECKS = {"database": _check_database, "broker": _broker_round_trip, "storage": _check_storage}
+CHECKS = {
+    "database": _check_database,
+    "cache": _check_cache,
+    "broker": _check_broker,
+    "storage": _check_storage,
+}
 
 
 def run_checks() -> dict:
@@ -62,7 +127,11 @@ def run_checks() -> dict:
             report[name] = future.result(timeout=BROKER_TIMEOUT_S + 2)
         except concurrent.futures.TimeoutError:
             report[name] = {"ok": False, "error": f"no answer within {BROKER_TIMEOUT_S + 2:.0f} s"}
-    return {"ok": all(part["ok"] for part in report.values()), "checks": report}
+    return {
+        "ok": all(part["ok"] for part in report.values()),
+        "checks": report,
+        "checked_at": time.time(),
+    }
 
 
 def _timed(fn) -> dict:
@@ -72,12 +141,33 @@ def _timed(fn) -> dict:
         detail["ok"] = True
     except Exception as exc:
         detail = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
+    finally:
+        if fn is _check_database:
+            connection.close()  # the check's thread ends here; don't leave its connection
     detail["ms"] = round((time.perf_counter() - started) * 1000, 1)
     return detail
 
 
-def health(request: HttpRequest) -> HttpResponse:
+def current_report() -> dict:
+    """The report of the last `HEALTH_CACHE_S` seconds from the shared cache, else a fresh one
+    (then stored). A cache that cannot be read is itself reported by the fresh checks."""
+    try:
+        hit = cache.get(CACHE_KEY)
+    except Exception:
+        hit = None
+    if hit is not None:
+        return hit
     report = run_checks()
+    try:
+        cache.set(CACHE_KEY, report, settings.HEALTH_CACHE_S)
+    except Exception:  # the cache check in `report` says why
+        pass
+    return report
+
+
+def health(request: HttpRequest) -> HttpResponse:
+    report = dict(current_report())
+    report["age_s"] = round(max(0.0, time.time() - report["checked_at"]), 1)
     status = 200 if report["ok"] else 503
     wants_json = request.GET.get("format") == "json" or "application/json" in request.headers.get(
         "Accept", ""

@@ -65,8 +65,10 @@ def start_worker(
     *,
     env: dict[str, str] | None = None,
     ready_timeout: float = 60.0,
+    include: tuple[str, ...] = (),
 ) -> WorkerProcess:
-    """Start `celery worker` consuming `queues` and wait until it is ready."""
+    """Start `celery worker` consuming `queues` and wait until it is ready; `include`: extra
+    task modules to import (test-only tasks such as tests.support.tasks)."""
     args = [
         sys.executable,
         "-m",
@@ -87,6 +89,7 @@ def start_worker(
         "INFO",
         "-n",
         f"test-{os.getpid()}-{time.monotonic_ns()}@%h",
+        *[arg for module in include for arg in ("-I", module)],
     ]
     log = open(log_path, "wb")
     process = subprocess.Popen(
