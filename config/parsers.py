@@ -16,6 +16,10 @@ from rest_framework import parsers
 class JSONParser(parsers.JSONParser):
     """`application/json` bodies, limited (the default parser of every API view)."""
 
+    # Runner API bodies carry model output (canary answers, top-k tokens), where control
+    # characters are data: only NUL is refused there (RunnerJSONParser).
+    measured_text = False
+
     def parse(self, stream, media_type=None, parser_context=None) -> Any:
         # imported here: DRF imports this module while it defines APIView, and both of
         # these import DRF's views
@@ -39,7 +43,7 @@ class JSONParser(parsers.JSONParser):
                 "parse_error", "the body is not valid text", fields={"non_field_errors": [str(exc)]}
             ) from None
         try:
-            return load_json(text)
+            return load_json(text, measured_text=self.measured_text)
         except LimitError as exc:
             raise ApiError(exc.code, exc.message, fields=exc.fields) from None
         except ValueError as exc:
@@ -48,3 +52,9 @@ class JSONParser(parsers.JSONParser):
                 "the body is not valid JSON",
                 fields={"non_field_errors": [" ".join(str(exc).split())]},
             ) from None
+
+
+class RunnerJSONParser(JSONParser):
+    """The runner API's bodies: the same limits, but any character of measured text."""
+
+    measured_text = True

@@ -23,6 +23,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.api_errors import ApiError
+from config.parsers import RunnerJSONParser
 from runner import services
 from runner.dispatch import RUN_TOKEN_PREFIX, dataset_section, run_token_hash
 from runner.models import BenchmarkRun
@@ -80,6 +81,7 @@ class IsThisRunsToken(permissions.BasePermission):
 
 
 class RunView(APIView):
+    parser_classes = [RunnerJSONParser]
     authentication_classes = [RunTokenAuthentication]
     permission_classes = [IsThisRunsToken]
     throttle_classes: list = []

@@ -157,8 +157,15 @@ def _control_message(text: str, is_key: bool) -> str | None:
     )
 
 
-def value_problems(data: Any) -> dict[str, list[str]]:
-    """{path: [message]} for non-finite numbers and control characters anywhere in `data`."""
+_NUL = re.compile("\x00")
+
+
+def value_problems(data: Any, *, measured_text: bool = False) -> dict[str, list[str]]:
+    """{path: [message]} for non-finite numbers and control characters anywhere in `data`.
+
+    `measured_text`: the body carries what a model answered (the runner API's probe
+    evidence), where any character is data; only NUL is refused there, which a JSON
+    column cannot store."""
     fields: dict[str, list[str]] = {}
     count = 0
     for path, value, is_key in _walk(data):
@@ -168,6 +175,9 @@ def value_problems(data: Any) -> dict[str, list[str]]:
                 "must be a finite number (Infinity, NaN and numbers too large for a float "
                 "are refused)"
             )
+        elif isinstance(value, str) and measured_text:
+            if _NUL.search(value):
+                message = "contains a NUL character, which cannot be stored"
         elif isinstance(value, str):
             message = _control_message(value, is_key)
         if message is not None:
@@ -178,9 +188,9 @@ def value_problems(data: Any) -> dict[str, list[str]]:
     return fields
 
 
-def check_values(data: Any, code: str = "invalid") -> None:
+def check_values(data: Any, code: str = "invalid", *, measured_text: bool = False) -> None:
     """Raise LimitError naming each non-finite number and control character in `data`."""
-    fields = value_problems(data)
+    fields = value_problems(data, measured_text=measured_text)
     if fields:
         raise LimitError(
             code,
@@ -194,10 +204,10 @@ def _keep_constant(name: str) -> float:
     return float(name)
 
 
-def load_json(text: str, **kwargs: Any) -> Any:
+def load_json(text: str, *, measured_text: bool = False, **kwargs: Any) -> Any:
     """json.loads after the depth check, with non-finite numbers and control characters
     refused by path (LimitError); ValueError for malformed JSON as json.loads raises it."""
     check_json_depth(text)
     data = json.loads(text, parse_constant=_keep_constant, **kwargs)
-    check_values(data)
+    check_values(data, measured_text=measured_text)
     return data
