@@ -168,6 +168,7 @@ CHART_FIELDS = (
     "max_agents",
     "agents_per_accelerator",
     "agents_per_mw",
+    "quality",
     "published_at",
     "model__name",
     "model__slug",
@@ -229,6 +230,10 @@ class Result(models.Model):
     points = models.JSONField(default=list)
     engine_name = models.CharField(max_length=50, blank=True)
     engine_version = models.CharField(max_length=100, blank=True)
+    # The quality floor beside the speed (docs/verification.md "quality_distribution"):
+    # {"status", "summary", "mean_kl", "top1_agreement", "class"}; {"status": "simulated"}
+    # for a twin, {"status": "no_reference"} for a model without a reference deployment.
+    quality = models.JSONField(default=dict, blank=True)
     dataset_sha256 = models.CharField(max_length=64, blank=True)
     published_at = models.DateTimeField()
 

@@ -86,6 +86,17 @@ def single_agent_speed(points: list[list]) -> float | None:
     return sum(at_one) / len(at_one) if at_one else None
 
 
+def quality_cell(quality: dict) -> str:
+    """The quality floor in one cell: the figures, or why there are none."""
+    status = quality.get("status")
+    if status in ("pass", "fail") and quality.get("mean_kl") is not None:
+        return (f"{status}: KL {float(quality['mean_kl']):.4f} · "
+                f"top-1 {float(quality.get('top1_agreement') or 0):.1%}")  # fmt: skip
+    return {"simulated": "simulated", "no_reference": "no reference"}.get(
+        str(status), "not measured"
+    )
+
+
 def results_table(
     results: Sequence[Result],
     tier_names: Sequence[str],
@@ -114,6 +125,7 @@ def results_table(
         )
     columns += [
         Column("single_agent_speed", "Single-agent speed (tok/s)", "float1"),
+        Column("quality", "Quality (KL · top-1)"),
         Column("simulated", "Simulated", "bool"),
     ]
     if show_status:
@@ -134,6 +146,7 @@ def results_table(
             "published": r.published_at.date().isoformat(),
             "accelerators_used": r.accelerators_used,
             "single_agent_speed": single_agent_speed(points.get(r.pk, [])),
+            "quality": quality_cell(r.quality or {}),
             "simulated": r.is_simulated,
             "status": r.status + (f": {r.status_reason}" if r.status_reason else ""),
             "result_id": r.pk,

@@ -155,6 +155,30 @@ def _tier_set_of(run: BenchmarkRun, submission: Submission) -> SloTierSet:
     return tier_set
 
 
+def quality_of(report: VerificationReport | None, *, simulated: bool) -> dict[str, Any]:
+    """The result's quality figures from its verification report's quality_distribution."""
+    if simulated:
+        return {"status": "simulated", "summary": "simulated: a twin has no weights to degrade"}
+    check = next(
+        (ch for ch in (report.checks if report else None) or []
+         if ch.get("name") == "quality_distribution"),
+        None,
+    )  # fmt: skip
+    if check is None:
+        return {"status": "not_measured", "summary": "quality: not measured"}
+    evidence = check.get("evidence") or {}
+    if check.get("status") == "warn" and "no reference" in str(check.get("summary")):
+        return {"status": "no_reference", "summary": check.get("summary")}
+    return {
+        "status": check.get("status"),
+        "summary": check.get("summary"),
+        "mean_kl": evidence.get("mean_kl"),
+        "top1_agreement": evidence.get("top1_agreement"),
+        "class": (evidence.get("limits") or {}).get("class"),
+        "reference": evidence.get("deployment"),
+    }
+
+
 def result_publish(
     *,
     submission: Submission,
@@ -246,6 +270,7 @@ def result_publish(
             engine_name=engine_name,
             engine_version=engine_version,
             dataset_sha256=run.dataset.sha256 if run.dataset_id else "",
+            quality=quality_of(report, simulated=submission.is_simulated),
             published_at=now,
         )
         try:

@@ -210,6 +210,7 @@ def report_checks(
     max_agents = (run.search_summary or {}).get("max_agents") or {}
     result_ns = {int(n) for n in max_agents.values() if n}
     claimed = (spec.get("accelerators") or {}).get("used")
+    precision = ((run.submission.config or {}).get("model") or {}).get("weight_precision")
     return [
         check_qualification(run),
         check_request_accounting(run, trials),
@@ -221,7 +222,18 @@ def report_checks(
         check_error_rate(run, trials),
         ext.check_cache_honesty(trajectories, trials),
         ext.check_speculative(run.submission.config or {}, trials),
-        ext.check_model_identity(run.qualification or [], reference, model=slug),
+        ext.check_model_identity(
+            run.qualification or [], reference, model=slug, weight_precision=precision
+        ),
+        *(
+            []  # a twin has no weights to degrade: quality is not a simulated figure
+            if spec.get("simulated")
+            else [
+                ext.check_quality_distribution(
+                    run.qualification or [], reference, model=slug, weight_precision=precision
+                )
+            ]  # fmt: skip
+        ),
         ext.check_repeatability(
             trials, shared_host=bool((spec.get("search") or {}).get("shared_host"))
         ),

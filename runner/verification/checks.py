@@ -18,7 +18,7 @@ from typing import Any
 from runner.engine.metrics import RequestRecord
 from runner.engine.replay import NAMESPACE_TOKENS, PRIMED_TURN
 from runner.engine.trajectory import Trajectory, common_prefix_length
-from runner.verification import speculative
+from runner.verification import quality, speculative
 from runner.verification.fingerprint import compare_canaries
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
@@ -350,13 +350,51 @@ def check_speculative(config: dict[str, Any], trials: Sequence[TrialData]) -> di
 # ----------------------------------------------------------------------- model identity
 
 
+def check_quality_distribution(
+    qualification: Sequence[dict[str, Any]],
+    reference: dict[str, Any] | None,
+    *,
+    model: str,
+    weight_precision: str | None,
+) -> dict[str, Any]:
+    """Next-token distributions against the reference deployment's (docs/verification.md
+    "quality_distribution"): mean KL and top-1 agreement within the precision's limits."""
+    rule = (
+        "along the reference texts' token sequences, mean KL(reference ‖ deployment) under "
+        "the top-k overlap rule and top-1 agreement are within the limits of the "
+        "deployment's precision class"
+    )
+    if not reference or not reference.get("distributions"):
+        return result("quality_distribution", WARN, f"quality: no reference for {model}",
+                      rule, {"model": model})  # fmt: skip
+    probe = next((p for p in qualification if p.get("name") == "next_token_distributions"), None)
+    evidence: dict[str, Any] = {"reference": reference.get("source"),
+                                "deployment": reference.get("deployment"),
+                                "reference_precision": reference.get("precision")}  # fmt: skip
+    if probe is None:
+        return result("quality_distribution", FAIL,
+                      "the runner reported no next-token distributions", rule, evidence)  # fmt: skip
+    compared = quality.compare_distributions(probe.get("evidence"), reference)
+    status, summary, limits = quality.distribution_verdict(
+        compared, weight_precision=weight_precision
+    )
+    evidence.update(limits=limits, **compared)
+    return result("quality_distribution", PASS if status == "pass" else FAIL, summary, rule,
+                  evidence)  # fmt: skip
+
+
 def check_model_identity(
-    qualification: Sequence[dict[str, Any]], reference: dict[str, Any] | None, *, model: str
+    qualification: Sequence[dict[str, Any]],
+    reference: dict[str, Any] | None,
+    *,
+    model: str,
+    weight_precision: str | None = None,
 ) -> dict[str, Any]:
     rule = (
         "greedy answers to the canary prompts equal the reference deployment's; where both "
         "sides have logprobs, a divergence passes only if at the first differing token each "
-        "side's token is in the other's top-k"
+        "side's token is in the other's top-k; a lower-precision deployment whose answers "
+        "drift passes when its next-token distributions pass quality_distribution"
     )
     probe = next((p for p in qualification if p.get("name") == "canary_outputs"), None)
     if reference is None:
@@ -371,6 +409,17 @@ def check_model_identity(
     evidence = {"reference": reference.get("source"), "deployment": reference.get("deployment"),
                 "canaries": compared}  # fmt: skip
     if diverged:
+        missing = [c for c in diverged if c["match"] == "missing"]
+        dist = check_quality_distribution(
+            qualification, reference, model=model, weight_precision=weight_precision
+        )
+        evidence["distribution"] = {k: dist["evidence"].get(k) for k in
+                                    ("mean_kl", "top1_agreement", "limits")}  # fmt: skip
+        if not missing and dist["status"] == PASS:
+            return result("model_identity", PASS,
+                          f"{len(diverged)} of {len(compared)} greedy canary answers drift from "
+                          f"the reference, as {weight_precision} may; its next-token "
+                          f"distributions match ({dist['summary']})", rule, evidence)  # fmt: skip
         return result("model_identity", FAIL,
                       f"{len(diverged)} of {len(compared)} canary answers differ from the "
                       f"reference deployment of {model}: another model or other weights",

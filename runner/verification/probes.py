@@ -269,6 +269,25 @@ async def canary_probe(transport: Transport, clock: Clock, *, model: str) -> dic
     )  # fmt: skip
 
 
+async def distribution_probe(
+    transport: Transport, clock: Clock, *, model: str, reference: dict[str, Any]
+) -> dict[str, Any]:
+    """Top-k next-token distributions along the reference's token sequences; the report
+    compares them with the reference (docs/verification.md "quality_distribution")."""
+    from runner.verification.quality import collect_distributions
+
+    collected = await collect_distributions(transport, clock, model=model, reference=reference)
+    errors = [f"{t['id']}: {t['error']}" for t in collected["texts"] if t["error"]]
+    positions = sum(len(t["positions"]) for t in collected["texts"])
+    return check(
+        "next_token_distributions", FAIL if errors else PASS,
+        "; ".join(errors) if errors else
+        f"top-{collected['top_k']} distributions at {positions} positions of "
+        f"{len(collected['texts'])} reference texts",
+        fatal=False, evidence=collected,
+    )  # fmt: skip
+
+
 async def extended_probes(
     transport: Transport,
     clock: Clock,

@@ -32,7 +32,9 @@ from runner.engine.transport import Clock, Transport
 from runner.engine.trial import Tier, TrialConfig, TrialResult, parse_tiers
 from runner.launchers import Endpoint, LauncherError, launcher_for
 from runner.telemetry import TelemetrySampler
+from runner.verification.fingerprint import load_reference
 from runner.verification.probes import (
+    distribution_probe,
     extended_probes,
     fatal_failures,
     model_listed_check,
@@ -180,17 +182,25 @@ def _target(endpoint: Endpoint) -> Target:
     )  # fmt: skip
 
 
-def qualify(endpoint: Endpoint, dataset: Dataset | None = None) -> list[dict[str, Any]]:
+def qualify(
+    endpoint: Endpoint, dataset: Dataset | None = None, *, model_slug: str = ""
+) -> list[dict[str, Any]]:
     models = None if endpoint.virtual else endpoint.info.get("models")
     checks = [model_listed_check(endpoint.served_model_name, models)]
+    # The model's reference ships with the runner's code; a twin has no weights to compare.
+    reference = None if endpoint.virtual else load_reference(model_slug, simulated=False)
 
     async def main(transport: Transport, clock: Clock) -> list[dict[str, Any]]:
         model = endpoint.served_model_name
         basic = await run_probes(transport, clock, model=model)
-        return basic + await extended_probes(
+        extended = await extended_probes(
             transport, clock, model=model, dataset=dataset,
             max_model_len=endpoint.info.get("max_model_len"),
         )  # fmt: skip
+        if reference and reference.get("distributions"):
+            extended.append(await distribution_probe(transport, clock, model=model,
+                                                     reference=reference))  # fmt: skip
+        return basic + extended
 
     if checks[0]["status"] != "fail":
         checks += run_on_target(_target(endpoint), main)
@@ -295,7 +305,7 @@ class RunExecution:
         self.endpoint = endpoint = launcher.start()
         self.heartbeat.check()
         self.heartbeat.update(phase="qualification")
-        checks = qualify(endpoint, dataset)
+        checks = qualify(endpoint, dataset, model_slug=str(spec["model"]["slug"]))
         info = runner_info(endpoint)
         # What was really replayed: the verification compares it with the recorded digest.
         info["dataset"] = {"name": dataset.name, "version": dataset.version,

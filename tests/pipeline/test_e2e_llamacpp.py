@@ -70,5 +70,10 @@ def test_process_launcher_measures_a_real_llama_cpp_server_and_stops_it(
         submission=run.submission, actor=cast.rita, reason="CI", label="llama.cpp on this CPU (CI)"
     )
     assert result.is_simulated is False
+    # the quality floor: the shipped F32 reference of the demo model, same build here
+    report = {c["name"]: c for c in run.verification.checks}
+    assert report["quality_distribution"]["status"] == "pass", report["quality_distribution"]
+    assert report["model_identity"]["status"] == "pass", report["model_identity"]
+    assert result.quality["status"] == "pass" and result.quality["top1_agreement"] >= 0.97
     assert result.hardware.slug == "local-cpu"
     assert result.engine_name == "llamacpp"

@@ -113,6 +113,9 @@ class TinyModelParams:
     n_ff: int = 128
     context_length: int = 32768
     vocab: str = "qwen2"
+    # layer weights as written: "f32", or quantized by the gguf package ("q8_0", "q4_0"),
+    # the same seeded values, so the builds differ only by their precision
+    weights: str = "f32"
 
 
 def build_tiny_gguf(
@@ -164,6 +167,18 @@ def build_tiny_gguf(
         # numpy shape is (rows=out, cols=in); GGUF stores the reverse order.
         return (rng.standard_normal(shape) * scale / np.sqrt(shape[-1])).astype(np.float32)
 
+    qtype = {"q8_0": gguf.GGMLQuantizationType.Q8_0, "q4_0": gguf.GGMLQuantizationType.Q4_0}
+    if params.weights not in ("f32", *qtype):
+        raise ValueError(f"weights {params.weights!r}: f32, q8_0 or q4_0")
+
+    def layer(name: str, values: Any) -> None:
+        """A layer matrix in the build's precision (same values before quantization)."""
+        if params.weights == "f32":
+            writer.add_tensor(name, values)
+            return
+        kind = qtype[params.weights]
+        writer.add_tensor(name, gguf.quants.quantize(values, kind), raw_dtype=kind)
+
     # Embeddings dominate the size (vocab x hidden), so they are stored as f16.
     writer.add_tensor(
         "token_embd.weight", weight(n_vocab, params.n_embd, scale=8.0).astype(np.float16)
@@ -172,14 +187,14 @@ def build_tiny_gguf(
     writer.add_tensor("output.weight", weight(n_vocab, params.n_embd, scale=8.0).astype(np.float16))
     for i in range(params.n_layer):
         writer.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(params.n_embd, dtype=np.float32))
-        writer.add_tensor(f"blk.{i}.attn_q.weight", weight(params.n_embd, params.n_embd))
-        writer.add_tensor(f"blk.{i}.attn_k.weight", weight(kv_dim, params.n_embd))
-        writer.add_tensor(f"blk.{i}.attn_v.weight", weight(kv_dim, params.n_embd))
-        writer.add_tensor(f"blk.{i}.attn_output.weight", weight(params.n_embd, params.n_embd))
+        layer(f"blk.{i}.attn_q.weight", weight(params.n_embd, params.n_embd))
+        layer(f"blk.{i}.attn_k.weight", weight(kv_dim, params.n_embd))
+        layer(f"blk.{i}.attn_v.weight", weight(kv_dim, params.n_embd))
+        layer(f"blk.{i}.attn_output.weight", weight(params.n_embd, params.n_embd))
         writer.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(params.n_embd, dtype=np.float32))
-        writer.add_tensor(f"blk.{i}.ffn_gate.weight", weight(params.n_ff, params.n_embd))
-        writer.add_tensor(f"blk.{i}.ffn_up.weight", weight(params.n_ff, params.n_embd))
-        writer.add_tensor(f"blk.{i}.ffn_down.weight", weight(params.n_embd, params.n_ff))
+        layer(f"blk.{i}.ffn_gate.weight", weight(params.n_ff, params.n_embd))
+        layer(f"blk.{i}.ffn_up.weight", weight(params.n_ff, params.n_embd))
+        layer(f"blk.{i}.ffn_down.weight", weight(params.n_embd, params.n_ff))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
