@@ -9,6 +9,7 @@ requests of all workers together.
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import urllib.error
 import urllib.request
@@ -28,6 +29,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 REQUESTS = 50
 THROTTLE_R = 7
+CONCURRENT_R = 12
 DATABASE_CACHE = {
     "BACKEND": "django.core.cache.backends.db.DatabaseCache",
     "LOCATION": "agentperf_cache",
@@ -128,3 +130,17 @@ def test_a_throttle_of_r_per_hour_answers_429_at_request_r_plus_1_across_workers
     finally:
         server.stop()
     assert codes == [400] * THROTTLE_R + [429] * 3
+
+
+def test_concurrent_requests_on_both_workers_are_each_counted_once(shared_cache, tmp_path):
+    _, token = api_token_create(org=make_org(), name="racing")
+    env = worker_env(**shared_cache, THROTTLE_VENDOR_SUBMIT=f"{CONCURRENT_R}/hour")
+    server = start_gunicorn(tmp_path / "gunicorn.log", workers=2, env=env)
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/yaml"}
+    url = f"{server.url}/api/v1/submissions/"
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+            codes = list(pool.map(lambda _: _post(url, b"schema_version: 1\n", headers), range(30)))
+    finally:
+        server.stop()
+    assert sorted(codes) == [400] * CONCURRENT_R + [429] * (30 - CONCURRENT_R)
