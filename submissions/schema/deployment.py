@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 import yaml
 from pydantic import (
@@ -24,6 +24,7 @@ from pydantic import (
     Field,
     StringConstraints,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -83,6 +84,20 @@ def _field_error(path: str, message: str) -> PydanticCustomError:
 class _Strict(BaseModel):
     # strict types (DESIGN.md §7): `true` is not an integer, `"2"` not a number, 1 not a bool
     model_config = ConfigDict(extra="forbid", validate_default=True, strict=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_int_literals(cls, value: Any, info: ValidationInfo) -> Any:
+        """Strict mode still lets Literal[1] take `true` and Literal[True] take 1 (1 == True
+        in Python); a literal takes only its own type."""
+        field = cls.model_fields.get(info.field_name or "")
+        if field is None or get_origin(field.annotation) is not Literal:
+            return value
+        allowed = get_args(field.annotation)
+        confused = isinstance(value, bool) != isinstance(allowed[0], bool)
+        if confused and isinstance(value, int) and value in allowed:
+            raise ValueError(f"must be {' or '.join(json.dumps(a) for a in allowed)}")
+        return value
 
 
 def _iso_date(value: Any) -> Any:

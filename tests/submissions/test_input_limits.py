@@ -211,3 +211,13 @@ def test_a_control_character_on_another_endpoint_is_a_400_naming_the_field(alice
     response = alice.post(f"/api/v1/submissions/{sub}/withdraw/", body, content_type=JSON)
     assert response.status_code == 400, response.content[:300]
     assert "reason" in response.json()["error"]["fields"]
+
+
+def test_true_where_the_literal_1_is_meant_is_refused(alice, catalog):
+    doc = catalog.config(schema_version=True)
+    refused(submit(alice, json.dumps(doc), JSON), "schema_version", "invalid_config")
+
+
+def test_1_where_the_literal_true_is_meant_is_refused(alice, catalog):
+    doc = catalog.config(env={"HF_TOKEN": {"secret": 1}})
+    refused(submit(alice, json.dumps(doc), JSON), "env.HF_TOKEN.SecretRef.secret")
