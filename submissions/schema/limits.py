@@ -157,15 +157,17 @@ def _control_message(text: str, is_key: bool) -> str | None:
     )
 
 
-_NUL = re.compile("\x00")
+# What no database column can store, even in measured text: NUL, and lone surrogates
+# (a JSON `\ud800` escape), which have no UTF-8 form.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 def value_problems(data: Any, *, measured_text: bool = False) -> dict[str, list[str]]:
     """{path: [message]} for non-finite numbers and control characters anywhere in `data`.
 
     `measured_text`: the body carries what a model answered (the runner API's probe
-    evidence), where any character is data; only NUL is refused there, which a JSON
-    column cannot store."""
+    evidence), where any character is data; only NUL and lone surrogates are refused
+    there, which a JSON column cannot store."""
     fields: dict[str, list[str]] = {}
     count = 0
     for path, value, is_key in _walk(data):
@@ -176,8 +178,10 @@ def value_problems(data: Any, *, measured_text: bool = False) -> dict[str, list[
                 "are refused)"
             )
         elif isinstance(value, str) and measured_text:
-            if _NUL.search(value):
-                message = "contains a NUL character, which cannot be stored"
+            found = _UNSTORABLE.search(value)
+            if found:
+                what = "a NUL character" if found.group() == "\x00" else "a lone surrogate"
+                message = f"contains {what} at position {found.start()}, which cannot be stored"
         elif isinstance(value, str):
             message = _control_message(value, is_key)
         if message is not None:

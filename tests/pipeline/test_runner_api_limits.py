@@ -70,3 +70,17 @@ def test_model_output_with_control_characters_is_accepted_as_evidence_but_nul_is
                           content_type="application/json")  # fmt: skip
     assert refused.status_code == 400
     assert "checks.0.evidence.canaries.0.output" in refused.json()["error"]["fields"]
+
+
+def test_a_lone_surrogate_in_model_output_is_a_400_not_a_server_error(started):
+    """A JSON `\\ud800` escape decodes to a string no database can store (no UTF-8 form)."""
+    run, client = started
+    body = (
+        '{"checks": [{"name": "canary_outputs", "status": "pass", "summary": "s", '
+        '"fatal": false, "evidence": {"output": "a\\ud800b"}}], "runner_info": {}}'
+    )
+    response = client.post(
+        f"/api/v1/runner/runs/{run.pk}/qualification", body, content_type="application/json"
+    )
+    assert response.status_code == 400, response.content[:300]
+    assert "checks.0.evidence.output" in response.json()["error"]["fields"]
