@@ -55,6 +55,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # before anything looks a URL's values up (docs/security.md "Input limits")
+    "config.middleware.RefuseControlCharactersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -252,6 +254,9 @@ RUN_SEARCH_OPTIONS = _env_json_object(
         "max_cpu_percent": 90.0,
         "api": "chat",
         "seed": 0,
+        # HumanEval problems of the task check, idle and under load (docs/verification.md
+        # "quality_task"); run only for models whose reference deployment has a task score
+        "task_problems": 164,
     },
 )
 RUN_SEARCH_OPTIONS_BY_POOL = _env_json_object(
@@ -292,6 +297,8 @@ RUN_SEARCH_OPTIONS_BY_POOL = _env_json_object(
             "max_loop_lag_ms": 100.0,
             # the same host runs the web tier and the client: repeated trials' spread warns
             "shared_host": True,
+            # a CPU server answers slowly: the first problems only
+            "task_problems": 6,
         },
     },
 )

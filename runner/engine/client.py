@@ -656,6 +656,7 @@ class HttpTransport:
         if (
             exchange.error_class is None
             and self.check_output_length
+            and spec.target_output_tokens > 0  # 0: free-length text (stop sequences, EOS)
             and exchange.completion_tokens != spec.target_output_tokens
         ):
             exchange.error_class = ERROR_WRONG_LENGTH

@@ -120,10 +120,15 @@ def redact_output(text: str, *, secrets: list[str], paths: list[str]) -> str:
 class Sandbox:
     """One sandboxed process: `start(argv)`, `socket()` inside its network namespace, `stop()`."""
 
-    def __init__(self, *, work_dir: str, env: dict[str, str], read_only: list[str]) -> None:
+    def __init__(
+        self, *, work_dir: str, env: dict[str, str], read_only: list[str], serves: bool = True
+    ) -> None:
         self.work_dir = Path(work_dir)
         self.env = env
         self.read_only = read_only
+        # a server the runner connects to (its network namespace is kept open), or a
+        # program that only runs and exits (the task check's executions)
+        self.serves = serves
         self.uid, self.gid = sandbox_ids()
         self.process: subprocess.Popen[bytes] | None = None
         self.child_pid: int | None = None
@@ -203,6 +208,8 @@ class Sandbox:
             os.close(write_fd)
         info = self._read_info(read_fd)
         self.child_pid = int(info["child-pid"])
+        if not self.serves:
+            return self.process
         try:
             self._netns_fd = os.open(f"/proc/{self.child_pid}/ns/net", os.O_RDONLY)
         except OSError as exc:

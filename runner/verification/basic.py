@@ -231,8 +231,9 @@ def report_checks(
             else [
                 ext.check_quality_distribution(
                     run.qualification or [], reference, model=slug, weight_precision=precision
-                )
-            ]  # fmt: skip
+                ),
+                ext.check_quality_task(run.qualification or [], reference, model=slug),
+            ]
         ),
         ext.check_repeatability(
             trials, shared_host=bool((spec.get("search") or {}).get("shared_host"))

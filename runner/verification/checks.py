@@ -18,7 +18,7 @@ from typing import Any
 from runner.engine.metrics import RequestRecord
 from runner.engine.replay import NAMESPACE_TOKENS, PRIMED_TURN
 from runner.engine.trajectory import Trajectory, common_prefix_length
-from runner.verification import quality, speculative
+from runner.verification import quality, speculative, taskcheck
 from runner.verification.fingerprint import compare_canaries
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
@@ -381,6 +381,51 @@ def check_quality_distribution(
     evidence.update(limits=limits, **compared)
     return result("quality_distribution", PASS if status == "pass" else FAIL, summary, rule,
                   evidence)  # fmt: skip
+
+
+def check_quality_task(
+    qualification: Sequence[dict[str, Any]], reference: dict[str, Any] | None, *, model: str
+) -> dict[str, Any]:
+    """HumanEval pass@1, idle and under load, against the reference deployment's on the same
+    problems (docs/verification.md "quality_task")."""
+    rule = (
+        "HumanEval completions executed in the sandbox: pass@1 idle and under the highest "
+        "passing load is not significantly lower than the reference deployment's (one-sided "
+        "two-proportion test at 5 %)"
+    )
+    tasks = (reference or {}).get("tasks") or {}
+    if not tasks.get("outcomes"):
+        return result("quality_task", WARN, f"task check: no reference score for {model}",
+                      rule, {"model": model})  # fmt: skip
+    ref_passed = {o["task_id"]: bool(o["passed"]) for o in tasks["outcomes"]}
+    phases: dict[str, Any] = {}
+    statuses = []
+    for phase in ("idle", "under_load"):
+        probe = next((p for p in qualification if p.get("name") == f"task_{phase}"), None)
+        measured = (probe or {}).get("evidence") or {}
+        outcomes = [o for o in measured.get("outcomes") or [] if o.get("task_id") in ref_passed]
+        if not outcomes:
+            phases[phase] = {"summary": (probe or {}).get("summary") or "not run"}
+            statuses.append("missing")
+            continue
+        ours = {"passed": sum(bool(o["passed"]) for o in outcomes), "problems": len(outcomes)}
+        ours["pass_at_1"] = round(ours["passed"] / ours["problems"], 4)
+        ref = {"passed": sum(ref_passed[o["task_id"]] for o in outcomes),
+               "problems": len(outcomes)}  # fmt: skip
+        ref["pass_at_1"] = round(ref["passed"] / ref["problems"], 4)
+        verdict, summary, figures = taskcheck.task_verdict(ours, ref)
+        phases[phase] = {"verdict": verdict, "summary": summary, **figures,
+                         "concurrency": measured.get("concurrency"),
+                         "outcomes": outcomes}  # fmt: skip
+        statuses.append(verdict)
+    evidence = {"suite": tasks.get("suite"), "reference": reference.get("source") if reference
+                else None, "phases": phases}  # fmt: skip
+    text = "; ".join(f"{k.replace('_', ' ')}: {v['summary']}" for k, v in phases.items())
+    if "fail" in statuses:
+        return result("quality_task", FAIL, text, rule, evidence)
+    if "missing" in statuses or "n/a" in statuses:
+        return result("quality_task", WARN, text, rule, evidence)
+    return result("quality_task", PASS, text, rule, evidence)
 
 
 def check_model_identity(

@@ -34,6 +34,7 @@ from runner.verification.quality import (
     collect_distributions,
     reference_texts,
 )
+from runner.verification.taskcheck import collect_completions, load_problems, score
 
 
 def tokenize(base_url: str, text: str, *, timeout_s: float = 30.0) -> list[int]:
@@ -51,7 +52,7 @@ def tokenize(base_url: str, text: str, *, timeout_s: float = 30.0) -> list[int]:
 
 
 def record_reference(
-    *, base_url: str, model: str, slug: str, precision: str, deployment: str
+    *, base_url: str, model: str, slug: str, precision: str, deployment: str, tasks: int = 0
 ) -> dict[str, Any]:
     """The reference document of `slug` from the deployment at `base_url`."""
     from runner.engine.runs import Target, run_on_target
@@ -62,10 +63,15 @@ def record_reference(
     ]
     skeleton = {"distributions": {"texts": texts}}
 
+    problems = load_problems(tasks) if tasks else []
+
     async def main(transport: Transport, clock: Clock) -> dict[str, Any]:
         canaries = await collect_canaries(transport, clock, model=model)
         dists = await collect_distributions(transport, clock, model=model, reference=skeleton)
-        return {"canaries": canaries, "distributions": dists}
+        completions = await collect_completions(
+            transport, clock, model=model, problems=problems, tag="reference"
+        )
+        return {"canaries": canaries, "distributions": dists, "completions": completions}
 
     collected = run_on_target(Target(base_url=base_url), main)
     failed = [c["id"] for c in collected["canaries"]["canaries"] if not c["ok"]]
@@ -81,6 +87,13 @@ def record_reference(
         "top_k": TOP_K,
         "texts": [{**t, "positions": by_id[t["id"]]["positions"]} for t in texts],
     }
+    if problems:
+        scored = score(problems, collected["completions"])
+        doc["tasks"] = {
+            "suite": scored["suite"], "problems": scored["problems"], "passed": scored["passed"],
+            "pass_at_1": scored["pass_at_1"],
+            "outcomes": [{"task_id": o["task_id"], "passed": o["passed"]} for o in scored["outcomes"]],
+        }  # fmt: skip
     return doc
 
 
@@ -91,11 +104,13 @@ def _record(argv: Sequence[str]) -> int:
     ap.add_argument("--slug", required=True, help="catalog slug the reference is for")
     ap.add_argument("--precision", required=True, help="weight precision, e.g. bf16, gguf_f32")
     ap.add_argument("--deployment", default="", help="what served it (engine, version, GPU)")
+    ap.add_argument("--tasks", type=int, default=0,
+                    help="HumanEval problems to score (0: none; 164: all)")  # fmt: skip
     ap.add_argument("--out", default="", help="default: references/<slug>.json")
     args = ap.parse_args(argv)
     doc = record_reference(
         base_url=args.base_url, model=args.model, slug=args.slug, precision=args.precision,
-        deployment=args.deployment or args.base_url,
+        deployment=args.deployment or args.base_url, tasks=args.tasks,
     )  # fmt: skip
     out = Path(args.out) if args.out else REFERENCES_DIR / f"{args.slug}.json"
     out.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")

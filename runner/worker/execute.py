@@ -9,6 +9,8 @@ after them (`run_search(prior_trials=...)`).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import gzip
 import hashlib
@@ -29,11 +31,12 @@ from runner.engine.runs import Target, run_on_target, search_job
 from runner.engine.search import SearchTrial
 from runner.engine.trajectory import Dataset, dataset_from_bytes
 from runner.engine.transport import Clock, Transport
-from runner.engine.trial import Tier, TrialConfig, TrialResult, parse_tiers
+from runner.engine.trial import Tier, TrialConfig, TrialResult, parse_tiers, run_trial
 from runner.launchers import Endpoint, LauncherError, launcher_for
 from runner.telemetry import TelemetrySampler
 from runner.verification.fingerprint import load_reference
 from runner.verification.probes import (
+    check,
     distribution_probe,
     extended_probes,
     fatal_failures,
@@ -41,6 +44,7 @@ from runner.verification.probes import (
     run_probes,
 )
 from runner.verification.speculative import parse_metrics, scrape_metrics
+from runner.verification.taskcheck import collect_completions, load_problems, score
 from runner.worker.api_client import RunnerApi, RunnerApiError, RunSuperseded
 
 log = logging.getLogger(__name__)
@@ -207,6 +211,48 @@ def qualify(
     return checks
 
 
+def task_check(
+    endpoint: Endpoint, problems: list[dict[str, Any]], *, phase: str, load: Any = None
+) -> dict[str, Any]:
+    """HumanEval through the deployment, executed in the sandbox: idle, or while the
+    search's highest passing concurrency is replayed (docs/verification.md "quality_task")."""
+    model = endpoint.served_model_name
+    concurrency = None
+    if load is not None:
+        dataset, base, tiers, result = load
+        passing = [t.concurrency for t in result.trials if any(t.verdicts.values())]
+        if not passing:
+            return check(f"task_{phase}", "warn", "no concurrency passed a tier: nothing to load",
+                         fatal=False, evidence={})  # fmt: skip
+        concurrency = max(passing)
+        config = dataclasses.replace(base, concurrency=concurrency, duration_s=24 * 3600.0)
+
+    async def main(transport: Transport, clock: Clock) -> list[dict[str, Any]]:
+        if load is None:
+            return await collect_completions(transport, clock, model=model, problems=problems,
+                                             tag=phase)  # fmt: skip
+        running = asyncio.ensure_future(
+            run_trial(transport, clock, dataset.trajectories, config, tiers)
+        )
+        try:
+            await clock.sleep(min(float(config.warmup_s), 30.0))  # the load is up first
+            return await collect_completions(transport, clock, model=model,
+                                             problems=problems, tag=phase)  # fmt: skip
+        finally:
+            running.cancel()
+            with contextlib.suppress(BaseException):
+                await running
+
+    completions = run_on_target(_target(endpoint), main)
+    scored = score(problems, completions)
+    if concurrency is not None:
+        scored["concurrency"] = concurrency
+    where = f" with {concurrency} agents loading the deployment" if concurrency else " (idle)"
+    return check(f"task_{phase}", "pass",
+                 f"HumanEval pass@1 {scored['passed']}/{scored['problems']}{where}",
+                 fatal=False, evidence=scored)  # fmt: skip
+
+
 def runner_info(endpoint: Endpoint | None = None) -> dict[str, Any]:
     info: dict[str, Any] = {
         "hostname": socket.gethostname(),
@@ -297,6 +343,16 @@ class RunExecution:
             log.warning("launcher log upload failed: %s", exc)
             return []
 
+    def _task_problems(self, endpoint: Endpoint) -> list[dict[str, Any]]:
+        """The HumanEval problems to run: none on a twin or without a reference task score;
+        else the first `task_problems` (search option) of those the reference scored."""
+        wanted = int(self.spec["search"].get("task_problems") or 0)
+        if endpoint.virtual or wanted <= 0:
+            return []
+        reference = load_reference(str(self.spec["model"]["slug"]), simulated=False) or {}
+        scored = {o["task_id"] for o in (reference.get("tasks") or {}).get("outcomes") or []}
+        return [p for p in load_problems() if p["task_id"] in scored][:wanted]
+
     def _run(self, launcher: Any, prior: list[dict[str, Any]]) -> dict[str, Any]:
         spec = self.spec
         self.heartbeat.update(phase="dataset")
@@ -306,6 +362,10 @@ class RunExecution:
         self.heartbeat.check()
         self.heartbeat.update(phase="qualification")
         checks = qualify(endpoint, dataset, model_slug=str(spec["model"]["slug"]))
+        task_problems = self._task_problems(endpoint)
+        if task_problems:
+            self.heartbeat.update(phase="task check (idle)")
+            checks.append(task_check(endpoint, task_problems, phase="idle"))
         info = runner_info(endpoint)
         # What was really replayed: the verification compares it with the recorded digest.
         info["dataset"] = {"name": dataset.name, "version": dataset.version,
@@ -421,6 +481,11 @@ class RunExecution:
             on_window=on_window,
         )
         self.sampler.stop()
+        if task_problems:
+            self.heartbeat.update(phase="task check (under load)")
+            checks.append(task_check(endpoint, task_problems, phase="under_load",
+                                     load=(dataset, base, tiers, result)))  # fmt: skip
+            self.api.call("POST", "qualification", {"checks": checks, "runner_info": info})
         self.heartbeat.update(phase="completing")
         summary = result.to_dict()
         summary["trials"] = [{k: v for k, v in t.items() if k != "data"} for t in summary["trials"]]

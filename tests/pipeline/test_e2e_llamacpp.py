@@ -75,5 +75,13 @@ def test_process_launcher_measures_a_real_llama_cpp_server_and_stops_it(
     assert report["quality_distribution"]["status"] == "pass", report["quality_distribution"]
     assert report["model_identity"]["status"] == "pass", report["model_identity"]
     assert result.quality["status"] == "pass" and result.quality["top1_agreement"] >= 0.97
+    # the task check ran idle and under load, every completion executed in the sandbox;
+    # the tiny random model scores 0 like its reference, so it decides nothing (warn)
+    task = report["quality_task"]
+    assert task["status"] == "warn" and "cannot do the task" in task["summary"], task
+    idle, loaded = task["evidence"]["phases"]["idle"], task["evidence"]["phases"]["under_load"]
+    assert len(idle["outcomes"]) == len(loaded["outcomes"]) == 6
+    assert loaded["concurrency"] >= 1
+    assert all(o["detail"] for o in idle["outcomes"])  # each one was executed and judged
     assert result.hardware.slug == "local-cpu"
     assert result.engine_name == "llamacpp"
