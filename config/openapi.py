@@ -2,7 +2,8 @@
 "Input limits"; checked by tests/foundation/test_openapi_fuzz.py).
 
 Each operation gets, besides what its view declares, the errors that follow from how the
-view is configured: 400 when it takes a body or query parameters, 401 when it
+view is configured: 400 always (any URL may carry a refused control character; bodies,
+query and path parameters are checked too), 401 when it
 authenticates, 403 when a permission can refuse, 404 when its path names an object, 413
 and 415 for bodies, 429 when throttled. Each in the one error shape (`Error`).
 """
@@ -48,8 +49,12 @@ class AutoSchema(SpectacularAutoSchema):
             for p in self.get_override_parameters()
         )
         out: dict[str, str] = {}
-        if has_body or query or method in BODY_METHODS:
-            out["400"] = "invalid input; `error.fields` names each field path or header"
+        # any URL may carry a refused control character (config.middleware)
+        out["400"] = (
+            "invalid input; `error.fields` names each field path, query parameter or header"
+            if has_body or query or method in BODY_METHODS or "{" in self.path
+            else "a control character in the URL"
+        )
         if getattr(view, "authentication_classes", None):
             out["401"] = "invalid credentials (or none where they are required)"
         if any(not issubclass(p, AllowAny) for p in getattr(view, "permission_classes", [])):
