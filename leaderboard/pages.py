@@ -468,10 +468,10 @@ def tiers_table(result: Result, tiers: Sequence[SloTier]) -> Table:
 
 def reproduce_command(result: Result) -> str:
     spec = result.run.run_spec or {}
-    trial = spec.get("trial") if isinstance(spec.get("trial"), dict) else spec
-    warmup = trial.get("warmup_s", "<warm-up s>")
-    duration = trial.get("duration_s", "<window s>")
-    cap = spec.get("cap") or (result.run.search_summary or {}).get("cap") or "<cap>"
+    search = spec.get("search") or {}  # dispatch's run spec (runner/dispatch.py run_prepare)
+    warmup = search.get("warmup_s", "<warm-up s>")
+    duration = search.get("duration_s", "<window s>")
+    cap = search.get("cap") or (result.run.search_summary or {}).get("cap") or "<cap>"
     return (
         "python -m runner.engine search \\\n"
         "  --base-url http://<your-endpoint>/v1 --model <served model name> \\\n"

@@ -92,7 +92,7 @@ def trial_rows(run: BenchmarkRun | None) -> list[dict]:
                 "throughput": m.get("throughput_per_accelerator"),
                 "error_rate": m.get("error_rate"),
                 "verdicts": [
-                    (name, bool((v or {}).get("pass")))
+                    (name, bool((v or {}).get("passed")))  # TierVerdict.to_dict()
                     for name, v in (trial.verdicts or {}).items()
                 ],
             }

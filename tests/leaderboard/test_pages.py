@@ -383,3 +383,16 @@ def test_raw_data_link_redirects_to_a_fresh_signed_url_of_the_stored_records(cli
     location = response["Location"]
     assert artifact.storage_key in location
     assert "Signature" in location or "signature" in location.lower()
+
+
+@pytest.mark.django_db
+def test_the_reproduce_command_carries_the_runs_own_warmup_window_and_cap(client):
+    """Dispatch stores the search options under run_spec["search"]; the page read another key
+    and printed placeholders for every real result."""
+    from tests.support.builders import make_published_result
+
+    result = make_published_result()
+    search = result.run.run_spec["search"]
+    html = client.get(f"/results/{result.pk}/").content.decode()
+    assert f"--warmup {search['warmup_s']} --duration {search['duration_s']}" in html
+    assert f"--cap {search['cap']}" in html and "&lt;warm-up s&gt;" not in html

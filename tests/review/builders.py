@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 from runner.engine.metrics import ClientHealth, TrialSummary
+from runner.engine.trial import TierVerdict
 from runner.models import BenchmarkRun, Trial, VerificationReport
 from submissions import constants as c
 from submissions.models import Artifact, Submission
@@ -138,7 +139,8 @@ def finish_run(
                 reasons.append(f"p25 speed {p25:g} < {speed:g} tok/s")
             if ttft > max_ttft:
                 reasons.append(f"TTFT p75 {ttft:g} s > {max_ttft:g} s")
-            verdicts[name] = {"pass": not reasons, "reasons": reasons}
+            # the engine's own verdict shape, as the worker stores it
+            verdicts[name] = TierVerdict(passed=not reasons, reasons=reasons).to_dict()
         trial = Trial.objects.create(
             run=run,
             index=index,
@@ -150,7 +152,7 @@ def finish_run(
         trials.append(trial)
     max_agents = {}
     for name in tiers:
-        passing = [t.concurrency for t in trials if t.verdicts[name]["pass"]]
+        passing = [t.concurrency for t in trials if t.verdicts[name]["passed"]]
         max_agents[name] = max(passing, default=0)
     run.search_summary = {
         "cap": 64,

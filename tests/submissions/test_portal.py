@@ -2,6 +2,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
+from runner.engine.trial import TierVerdict
 from runner.models import BenchmarkRun
 from submissions import constants as c
 from submissions.models import Submission
@@ -27,7 +28,7 @@ def catalog():
 def alices(cast, catalog):
     sub = submission_create(org=cast.org_a, config_text=catalog.yaml(), created_by=cast.alice)
     run = BenchmarkRun.objects.create(
-        submission=sub, status="running", progress={"phase": "ramp", "trial": 3, "of": 8}
+        submission=sub, status="running", progress={"phase": "ramp", "trial": 3, "max_trials": 8}
     )
     run.trials.create(
         index=0,
@@ -39,7 +40,10 @@ def alices(cast, catalog):
             "throughput_per_accelerator": 5678.0,
             "error_rate": 0.0,
         },
-        verdicts={"20 tok/s": {"pass": True}, "300 tok/s": {"pass": False}},
+        verdicts={  # the engine's own verdict shape, as the worker stores it
+            "20 tok/s": TierVerdict(passed=True).to_dict(),
+            "300 tok/s": TierVerdict(passed=False, reasons=["p25 speed 123.4 < 300"]).to_dict(),
+        },
     )
     return sub
 
@@ -111,7 +115,7 @@ def test_alice_sees_her_orgs_review_notifications_but_bob_does_not(cast, alices)
 def test_the_status_endpoint_reports_live_progress(cast, alices):
     body = logged_in(cast.alice).get(f"/portal/submissions/{alices.pk}/status.json").json()
     assert body["status"] == c.VALIDATED
-    assert body["run"]["progress"] == {"phase": "ramp", "trial": 3, "of": 8}
+    assert body["run"]["progress"] == {"phase": "ramp", "trial": 3, "max_trials": 8}
     assert body["run"]["trials"] == 1
 
 
@@ -120,6 +124,7 @@ def test_the_detail_page_previews_the_trial_points_before_publication(cast, alic
     assert 'id="trial-points"' in page
     assert "123.4" in page and "0.456" in page and "5678" in page
     assert "20 tok/s ✓" in page and "300 tok/s ✗" in page
+    assert "trial 3 of 8" in page  # the heartbeat's max_trials
 
 
 def test_pasting_a_valid_config_creates_a_submission_and_shows_it(cast, catalog):

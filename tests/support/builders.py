@@ -201,6 +201,7 @@ def make_run(
     """A finished run whose trials are `points` [(N, speed, throughput, ttft_p75)], with
     verdicts against `tier_set` and the engine's own search summary."""
     from runner.engine.search import SearchTrial, tier_results
+    from runner.engine.trial import TierVerdict
     from runner.models import BenchmarkRun, Trial, VerificationReport
 
     tiers = list(tier_set.tiers.all())
@@ -209,12 +210,17 @@ def make_run(
         tier_set=tier_set,
         dataset=dataset,
         status=status,
-        run_spec={"trial": {"warmup_s": 30, "duration_s": 120}, "cap": max(p[0] for p in points)},
+        # dispatch's shape: the search options under "search" (runner/dispatch.py run_prepare)
+        run_spec={
+            "search": {"warmup_s": 30.0, "duration_s": 120.0, "cap": max(p[0] for p in points)}
+        },  # fmt: skip
     )
     trials, search_trials = [], []
     for index, (n, speed, throughput, ttft) in enumerate(points):
-        verdicts = {
-            t.name: {"pass": speed >= t.min_p25_output_speed and ttft <= t.max_ttft_s}
+        verdicts = {  # the engine's own verdict shape, as the worker stores it
+            t.name: TierVerdict(
+                passed=speed >= t.min_p25_output_speed and ttft <= t.max_ttft_s
+            ).to_dict()
             for t in tiers
         }
         extra = {"power_w": power_w * (0.5 + 0.5 * n / points[-1][0])} if power_w else {}
@@ -235,7 +241,7 @@ def make_run(
             )
         )
         search_trials.append(
-            SearchTrial(index, n, "ramp", {k: v["pass"] for k, v in verdicts.items()})
+            SearchTrial(index, n, "ramp", {k: v["passed"] for k, v in verdicts.items()})
         )
     Trial.objects.bulk_create(trials)
     if summary:
