@@ -7,15 +7,7 @@ run spec in its message is all it gets, and it reports through the runner API.
 
 from __future__ import annotations
 
-import socket
-
 from celery import shared_task
-
-
-@shared_task(name="runner.health_ping", acks_late=True, ignore_result=False)
-def health_ping(nonce: str) -> dict:
-    """The worker half of `/health`'s broker round trip."""
-    return {"nonce": nonce, "hostname": socket.gethostname()}
 
 
 @shared_task(name="runner.audit_probe", acks_late=True)
