@@ -166,11 +166,19 @@ def launch_gate(submission: Submission) -> str | None:
     if identity is None:
         return None
     digest = launch_digest(identity)
-    approved = LaunchApproval.objects.filter(
-        pool=identity["pool"], org_id=submission.org_id, launch_sha256=digest,
-        revoked_at__isnull=True,
-    ).exists()  # fmt: skip
-    return None if approved else digest
+    return None if launch_approval(submission, identity) is not None else digest
+
+
+def launch_approval(submission: Submission, identity: dict[str, Any]) -> LaunchApproval | None:
+    """The live approval of exactly this launch of this organization on this pool."""
+    return (
+        LaunchApproval.objects.filter(
+            pool=identity["pool"], org_id=submission.org_id,
+            launch_sha256=launch_digest(identity), revoked_at__isnull=True,
+        )
+        .select_related("approved_by")
+        .first()
+    )  # fmt: skip
 
 
 def search_options(submission: Submission, pool: str, launcher: dict[str, Any]) -> dict[str, Any]:

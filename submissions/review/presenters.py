@@ -274,17 +274,13 @@ def launch_rows(submission) -> dict[str, Any] | None:
     """The exact launch a reviewer approves (docs/security.md "Vendor commands"): its
     digest, whether an approval already covers it, and each part shown as stored, secrets
     by name only."""
-    from runner.dispatch import launch_digest, launch_identity
-    from submissions.models import LaunchApproval
+    from runner.dispatch import launch_approval, launch_digest, launch_identity
 
     identity = launch_identity(submission)
     if identity is None:
         return None
     digest = launch_digest(identity)
-    approval = LaunchApproval.objects.filter(
-        pool=identity["pool"], org_id=submission.org_id, launch_sha256=digest,
-        revoked_at__isnull=True,
-    ).select_related("approved_by").first()  # fmt: skip
+    approval = launch_approval(submission, identity)
 
     from leaderboard.configview import redact
 

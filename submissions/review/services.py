@@ -210,7 +210,6 @@ def review_rerun(*, submission: Submission, actor, reason: str):  # -> runner Be
     Dispatch owns the run row and the queued transition; the reviewer's decision and reason
     are recorded beside it as a `review_rerun` AuditEvent.
     """
-    from runner.dispatch import DispatchError, submission_dispatch
 
     with transaction.atomic():
         fresh = _prepare(action=RERUN, submission=submission, actor=actor, reason=reason)
@@ -222,19 +221,27 @@ def review_rerun(*, submission: Submission, actor, reason: str):  # -> runner Be
             to_state=c.QUEUED,
             reason=reason.strip(),
         )
-        try:
-            run = submission_dispatch(submission=fresh)
-        except DispatchError as exc:
-            raise ReviewError(f"cannot re-run: {exc}") from exc
-        fresh.refresh_from_db(fields=["status", "status_reason", "status_changed_at"])
-        if run is None or fresh.status != c.QUEUED:
-            # Dispatch declined (or failed the submission): the decision did not happen.
-            raise ReviewError(
-                f"cannot re-run submission #{fresh.pk}: dispatch left it {fresh.status}"
-                + (f" ({fresh.status_reason})" if fresh.status_reason else "")
-            )
+        run = _dispatch_queued(fresh, what="re-run")
         _sync(submission, fresh)
         notification_send(submission=fresh, action=RERUN, actor=actor, reason=reason)
+    return run
+
+
+def _dispatch_queued(fresh: Submission, *, what: str):  # -> BenchmarkRun
+    """Dispatch `fresh` and insist it is queued: when dispatch declines (or fails the
+    submission) the reviewer's decision did not happen, and the transaction rolls back."""
+    from runner.dispatch import DispatchError, submission_dispatch
+
+    try:
+        run = submission_dispatch(submission=fresh)
+    except DispatchError as exc:
+        raise ReviewError(f"cannot {what}: {exc}") from exc
+    fresh.refresh_from_db(fields=["status", "status_reason", "status_changed_at"])
+    if run is None or fresh.status != c.QUEUED:
+        raise ReviewError(
+            f"cannot {what} submission #{fresh.pk}: dispatch left it {fresh.status}"
+            + (f" ({fresh.status_reason})" if fresh.status_reason else "")
+        )
     return run
 
 
@@ -242,7 +249,7 @@ def review_approve_launch(*, submission: Submission, actor, reason: str):  # -> 
     """Approve the exact process launch of a submission waiting on a platform pool, and
     dispatch it. The approval (pool, organization, launch digest, the launch itself, who and
     why) is stored and audited; re-runs of the same launch reuse it (docs/security.md)."""
-    from runner.dispatch import DispatchError, launch_digest, launch_identity, submission_dispatch
+    from runner.dispatch import launch_digest, launch_identity
     from submissions.models import LaunchApproval
 
     with transaction.atomic():
@@ -266,16 +273,7 @@ def review_approve_launch(*, submission: Submission, actor, reason: str):  # -> 
             reason=reason.strip(),
             data={"launch_sha256": digest, "approval_id": approval.pk, "new": created},
         )
-        try:
-            run = submission_dispatch(submission=fresh)
-        except DispatchError as exc:
-            raise ReviewError(f"cannot run the launch: {exc}") from exc
-        fresh.refresh_from_db(fields=["status", "status_reason", "status_changed_at"])
-        if run is None or fresh.status != c.QUEUED:
-            raise ReviewError(
-                f"cannot run submission #{fresh.pk}: dispatch left it {fresh.status}"
-                + (f" ({fresh.status_reason})" if fresh.status_reason else "")
-            )
+        run = _dispatch_queued(fresh, what="run the launch of")
         _sync(submission, fresh)
         notification_send(submission=fresh, action=APPROVE_LAUNCH, actor=actor, reason=reason)
     return run
