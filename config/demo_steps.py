@@ -56,6 +56,9 @@ def prepare_environment(*, base_url: str) -> None:
     from django.conf import settings
 
     os.environ.setdefault("RUNNER_API_BASE_URL", base_url.rstrip("/"))
+    # This process dispatches too (the demo reviewer approves launches here): its settings
+    # were read before the line above, so they must learn the address the same way.
+    settings.RUNNER_API_BASE_URL = os.environ["RUNNER_API_BASE_URL"]
     os.environ.setdefault(
         "AGENTPERF_TINY_GGUF", str(Path(settings.VAR_DIR) / "models" / "tiny-llamacpp.gguf")
     )
