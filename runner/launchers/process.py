@@ -202,10 +202,4 @@ class ProcessLauncher:
         except OSError:
             return b""
         text = data.decode(errors="replace")
-        for value in sorted({s for s in self._secrets if len(s) >= 4}, key=len, reverse=True):
-            text = text.replace(value, "[secret]")
-        for path in sorted(
-            {p.rstrip("/") for p in self._host_paths if len(p) > 1}, key=len, reverse=True
-        ):
-            text = text.replace(path, "[host path]")
-        return text.encode()
+        return redact_output(text, secrets=self._secrets, paths=self._host_paths, cap=None).encode()

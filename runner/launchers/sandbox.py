@@ -105,15 +105,17 @@ def _ancestors(path: str) -> list[str]:
     return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def redact_output(text: str, *, secrets: list[str], paths: list[str]) -> str:
+def redact_output(
+    text: str, *, secrets: list[str], paths: list[str], cap: int | None = OUTPUT_CAP_CHARS
+) -> str:
     """What a vendor may see of a launched process's output: secret values and the runner
-    host's paths replaced, capped to the last OUTPUT_CAP_CHARS characters."""
+    host's paths replaced, capped to the last `cap` characters (None: the whole stored log)."""
     for value in sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True):
         text = text.replace(value, "[secret]")
     for path in sorted({p.rstrip("/") for p in paths if len(p) > 1}, key=len, reverse=True):
         text = text.replace(path, "[host path]")
-    if len(text) > OUTPUT_CAP_CHARS:
-        text = "[…] " + text[-OUTPUT_CAP_CHARS:]
+    if cap is not None and len(text) > cap:
+        text = "[…] " + text[-cap:]
     return text
 
 

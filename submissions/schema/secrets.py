@@ -111,12 +111,13 @@ def is_secret_ref(value: Any) -> bool:
 
 def secret_flag_values(items: list[Any]) -> list[int]:
     """Indexes of the items of an argument list that are a secret flag's clear value."""
-    return sorted(int(p.rsplit(".", 1)[1]) for p in _flag_value_findings(items, "x"))
+    return sorted({index for index, _ in _flag_values(items)})
 
 
-def _flag_value_findings(items: list[Any], path: str) -> dict[str, list[str]]:
-    """``["--api-key", "literal"]`` and ``--api-key=literal``: a secret flag's clear value."""
-    found: dict[str, list[str]] = {}
+def _flag_values(items: list[Any]) -> list[tuple[int, str]]:
+    """``["--api-key", "literal"]`` and ``--api-key=literal``: (index, message) for each item
+    that is a secret flag's clear value."""
+    found: list[tuple[int, str]] = []
     for index, item in enumerate(items):
         if not isinstance(item, str) or not item.startswith("-"):
             continue
@@ -125,10 +126,9 @@ def _flag_value_findings(items: list[Any], path: str) -> dict[str, list[str]]:
             continue
         if eq:
             if inline and not _REFERENCE.match(inline):
-                found.setdefault(f"{path}.{index}", []).append(
+                found.append((index,
                     f"{flag} is given a clear value: pass {{secret: true, name: NAME}} as the "
-                    "next argument instead; it was not stored"
-                )
+                    "next argument instead; it was not stored"))  # fmt: skip
             continue
         if index + 1 < len(items):
             nxt = items[index + 1]
@@ -138,10 +138,9 @@ def _flag_value_findings(items: list[Any], path: str) -> dict[str, list[str]]:
                 and not nxt.startswith("-")
                 and not _REFERENCE.match(nxt)
             ):
-                found.setdefault(f"{path}.{index + 1}", []).append(
+                found.append((index + 1,
                     f"the value of {flag} must not be in the config: give it as "
-                    "{secret: true, name: NAME}; it was not stored"
-                )
+                    "{secret: true, name: NAME}; it was not stored"))  # fmt: skip
     return found
 
 
@@ -163,9 +162,8 @@ def clear_secrets(data: Any, path: str = "") -> dict[str, list[str]]:
                 walk(v, child, str(k))
             return
         if isinstance(value, list):
-            for where_, messages in _flag_value_findings(value, where).items():
-                for message in messages:
-                    add(where_, message)
+            for index, message in _flag_values(value):
+                add(f"{where}.{index}", message)
             for index, item in enumerate(value):
                 walk(item, f"{where}.{index}", None)
             return
