@@ -187,12 +187,10 @@ def _target(endpoint: Endpoint) -> Target:
 
 
 def qualify(
-    endpoint: Endpoint, dataset: Dataset | None = None, *, model_slug: str = ""
+    endpoint: Endpoint, dataset: Dataset | None = None, *, reference: dict[str, Any] | None = None
 ) -> list[dict[str, Any]]:
     models = None if endpoint.virtual else endpoint.info.get("models")
     checks = [model_listed_check(endpoint.served_model_name, models)]
-    # The model's reference ships with the runner's code; a twin has no weights to compare.
-    reference = None if endpoint.virtual else load_reference(model_slug, simulated=False)
 
     async def main(transport: Transport, clock: Clock) -> list[dict[str, Any]]:
         model = endpoint.served_model_name
@@ -343,13 +341,12 @@ class RunExecution:
             log.warning("launcher log upload failed: %s", exc)
             return []
 
-    def _task_problems(self, endpoint: Endpoint) -> list[dict[str, Any]]:
-        """The HumanEval problems to run: none on a twin or without a reference task score;
-        else the first `task_problems` (search option) of those the reference scored."""
+    def _task_problems(self, reference: dict[str, Any] | None) -> list[dict[str, Any]]:
+        """The HumanEval problems to run: none without a reference task score; else the
+        first `task_problems` (search option) of those the reference scored."""
         wanted = int(self.spec["search"].get("task_problems") or 0)
-        if endpoint.virtual or wanted <= 0:
+        if reference is None or wanted <= 0:
             return []
-        reference = load_reference(str(self.spec["model"]["slug"]), simulated=False) or {}
         scored = {o["task_id"] for o in (reference.get("tasks") or {}).get("outcomes") or []}
         return [p for p in load_problems() if p["task_id"] in scored][:wanted]
 
@@ -361,8 +358,13 @@ class RunExecution:
         self.endpoint = endpoint = launcher.start()
         self.heartbeat.check()
         self.heartbeat.update(phase="qualification")
-        checks = qualify(endpoint, dataset, model_slug=str(spec["model"]["slug"]))
-        task_problems = self._task_problems(endpoint)
+        # The model's reference ships with the runner's code; a twin has no weights to compare.
+        reference = (
+            None if endpoint.virtual
+            else load_reference(str(spec["model"]["slug"]), simulated=False)
+        )  # fmt: skip
+        checks = qualify(endpoint, dataset, reference=reference)
+        task_problems = self._task_problems(reference)
         if task_problems:
             self.heartbeat.update(phase="task check (idle)")
             checks.append(task_check(endpoint, task_problems, phase="idle"))
