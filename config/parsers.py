@@ -13,6 +13,21 @@ from django.conf import settings
 from rest_framework import parsers
 
 
+def read_capped(stream: Any, *, limit: int, what: str = "the body") -> bytes:
+    """At most `limit` bytes of a request body; a 413 in the error shape beyond that."""
+    from config.api_errors import ApiError
+
+    raw = stream.read(limit + 1) if stream is not None else b""
+    if len(raw) > limit:
+        raise ApiError(
+            "too_large",
+            f"{what} is larger than {limit} bytes",
+            status_code=413,
+            fields={"non_field_errors": [f"larger than {limit} bytes"]},
+        )
+    return bytes(raw)
+
+
 class JSONParser(parsers.JSONParser):
     """`application/json` bodies, limited (the default parser of every API view)."""
 
@@ -26,15 +41,7 @@ class JSONParser(parsers.JSONParser):
         from config.api_errors import ApiError
         from submissions.schema.limits import LimitError, load_json
 
-        limit = int(settings.MAX_JSON_BODY_BYTES)
-        raw = stream.read(limit + 1) if stream is not None else b""
-        if len(raw) > limit:
-            raise ApiError(
-                "too_large",
-                f"the body is larger than {limit} bytes",
-                status_code=413,
-                fields={"non_field_errors": [f"larger than {limit} bytes"]},
-            )
+        raw = read_capped(stream, limit=int(settings.MAX_JSON_BODY_BYTES))
         encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
         try:
             text = raw.decode(encoding)
