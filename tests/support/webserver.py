@@ -4,8 +4,6 @@ the production server with several worker processes, for tests that must cross p
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -15,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.support.llamacpp import free_port
-from tests.support.workers import REPO, worker_env
+from tests.support.workers import spawn_in_group, stop_group
 
 
 @dataclass
@@ -33,13 +31,7 @@ class WebServer:
         return {int(p) for p in children.read_text().split()} if children.exists() else set()
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=30)
+        stop_group(self.process, grace_s=30)
 
 
 def start_gunicorn(
@@ -65,15 +57,7 @@ def start_gunicorn(
         "--timeout",
         "120",
     ]
-    log = open(log_path, "wb")
-    process = subprocess.Popen(
-        args,
-        cwd=REPO,
-        env=env or worker_env(),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    process = spawn_in_group(args, log_path, env=env)
     server = WebServer(process, f"http://127.0.0.1:{port}", log_path)
     deadline = time.monotonic() + ready_timeout
     while time.monotonic() < deadline:

@@ -32,6 +32,32 @@ def worker_env(**overrides: str) -> dict[str, str]:
     return env
 
 
+def spawn_in_group(
+    args: list[str], log_path: Path, *, env: dict[str, str] | None
+) -> subprocess.Popen:
+    """`args` from the repository root in a process group of its own, output to `log_path`."""
+    log = open(log_path, "wb")
+    return subprocess.Popen(
+        args,
+        cwd=REPO,
+        env=env or worker_env(),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def stop_group(process: subprocess.Popen, *, grace_s: float) -> None:
+    """SIGTERM the process group, SIGKILL it after `grace_s`."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)
+
+
 @dataclass
 class WorkerProcess:
     process: subprocess.Popen
@@ -51,12 +77,7 @@ class WorkerProcess:
             self.process.wait(timeout=30)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        stop_group(self.process, grace_s=20)
 
 
 def start_worker(
@@ -91,15 +112,7 @@ def start_worker(
         f"test-{os.getpid()}-{time.monotonic_ns()}@%h",
         *[arg for module in include for arg in ("-I", module)],
     ]
-    log = open(log_path, "wb")
-    process = subprocess.Popen(
-        args,
-        cwd=REPO,
-        env=env or worker_env(),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    process = spawn_in_group(args, log_path, env=env)
     handle = WorkerProcess(process, log_path)
     deadline = time.monotonic() + ready_timeout
     while time.monotonic() < deadline:
