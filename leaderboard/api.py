@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 
 from leaderboard import configview, frontier, pages
 from leaderboard.cache import cached
+from leaderboard.energy import result_energy
 from leaderboard.models import AIModel, HardwareSystem, Result, SloTier, SloTierSet
 
 # --- output serializers --------------------------------------------------------------
@@ -99,6 +100,14 @@ class ResultDetailOut(ResultSummaryOut):
     provenance = serializers.SerializerMethodField()
     config = serializers.SerializerMethodField()
     verification = serializers.SerializerMethodField()
+    energy = serializers.SerializerMethodField(
+        help_text="measured energy per tier at max agents (power, agents_per_mw, "
+        "tokens_per_joule, coverage) with tools, methods, denominators and accelerators "
+        "measured / used; {measured: false, reason} when not measured (never modelled)"
+    )
+
+    def get_energy(self, obj: Result) -> dict:
+        return result_energy(obj)
 
     def get_engine(self, obj: Result) -> dict:
         return {"name": obj.engine_name, "version": obj.engine_version}

@@ -17,6 +17,7 @@ from django.urls import NoReverseMatch, reverse
 
 from leaderboard import charts, configview, frontier
 from leaderboard.catalog_fields import HARDWARE_FIELDS, MODEL_FIELDS, sourced_rows
+from leaderboard.energy import result_energy
 from leaderboard.methodology import engine_constants
 from leaderboard.models import AIModel, HardwareSystem, Result, SloTier, SloTierSet
 from leaderboard.publishing import verdict_passed
@@ -466,6 +467,32 @@ def tiers_table(result: Result, tiers: Sequence[SloTier]) -> Table:
     return Table("tiers", "Max agents per tier", columns, rows)
 
 
+def energy_table(result: Result, energy: dict) -> Table:
+    """Measured energy at each tier's max agents (leaderboard.energy); empty when none."""
+    columns = [
+        Column("tier", "Tier"),
+        Column("max_agents", "Max agents", "int"),
+        Column("power_w", "Measured power (W)", "float0", "not measured"),
+        Column("agents_per_mw", "Agents / MW", "float0", "not computed"),
+        Column("tokens_per_joule", "Tokens / J", "float2", "not computed"),
+        Column("coverage", "Window coverage", "pct"),
+        Column("accelerators", "Accelerators measured / used"),
+    ]
+    rows = [
+        {
+            "tier": name,
+            "max_agents": t["max_agents"],
+            "power_w": t.get("power_w"),
+            "agents_per_mw": t.get("agents_per_mw"),
+            "tokens_per_joule": t.get("tokens_per_joule"),
+            "coverage": t.get("coverage"),
+            "accelerators": f"{energy['accelerators_measured']} / {result.accelerators_used}",
+        }
+        for name, t in (energy.get("tiers") or {}).items()
+    ]
+    return Table("energy", "Measured energy at max agents", columns, rows)
+
+
 def reproduce_command(result: Result) -> str:
     spec = result.run.run_spec or {}
     search = spec.get("search") or {}  # dispatch's run spec (runner/dispatch.py run_prepare)
@@ -523,6 +550,7 @@ def result_page(*, pk: int) -> dict | None:
     config = submission.config or {}
     roles = configview.roles(config)
     total_role_acc = sum(r.accelerators or 0 for r in roles)
+    energy = result_energy(result)
     return {
         "result": result,
         "submission": submission,
@@ -531,6 +559,7 @@ def result_page(*, pk: int) -> dict | None:
         "tables": {
             "tiers": tiers_table(result, tiers),
             "trials": trials_table(result, run.trials.all(), tier_names),
+            "energy": energy_table(result, energy),
             "points": _points_table(series),
         },
         "verification": verification,
@@ -542,6 +571,7 @@ def result_page(*, pk: int) -> dict | None:
         "search_flags": (run.search_summary or {}).get("flags") or [],
         "reproduce": reproduce_command(result),
         "power_measured": result.agents_per_mw is not None,
+        "energy": energy,
     }
 
 

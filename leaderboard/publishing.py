@@ -17,6 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from leaderboard import frontier
+from leaderboard.energy import point_power_w, trial_energy
 from leaderboard.models import Result, SloTierSet
 from leaderboard.rebuild import result_pages_changed
 from leaderboard.services import default_tier_set_for
@@ -48,38 +49,21 @@ def _num(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-POWER_KEYS = ("power_w", "mean_power_w", "power_w_mean")
-
-
-def _power(data: Any) -> float | None:
-    """Measured mean power in W from a telemetry mapping; None when not measured."""
-    if not isinstance(data, dict) or data.get("measured") is False:
-        return None
-    for key in POWER_KEYS:
-        value = _num(data.get(key))
-        if value is not None and value > 0:
-            return value
-    return None
-
-
-def _run_telemetry(run: BenchmarkRun) -> dict:
-    # `run.telemetry` where the pipeline stores it, else `progress["telemetry"]`
-    for data in (getattr(run, "telemetry", None), (run.progress or {}).get("telemetry")):
-        if isinstance(data, dict) and data:
-            return data
-    return {}
-
-
 def _trial_power_w(run: BenchmarkRun, trial: Trial) -> float | None:
-    """Mean power measured over this trial's window: trial metrics or telemetry."""
-    for data in (trial.metrics, getattr(trial, "telemetry", None)):
-        if (value := _power(data)) is not None:
-            return value
-    per_trial = _run_telemetry(run).get("trials")
-    if isinstance(per_trial, dict):
-        entry = per_trial.get(str(trial.index))
-        return _power(entry) if isinstance(entry, dict) else _power({"power_w": entry})
-    return None
+    """Power measured over this trial's window on the runner host, over every accelerator
+    the deployment used (leaderboard.energy); None otherwise. Never a modelled figure."""
+    accelerators = int((trial.metrics or {}).get("accelerators") or 0)
+    return point_power_w({"energy": _trial_energy(trial, accelerators)})
+
+
+def _trial_energy(trial: Trial, accelerators: int) -> dict:
+    m = trial.metrics or {}
+    throughput = _num(m.get("throughput_per_accelerator"))
+    return trial_energy(
+        trial.telemetry,
+        accelerators=accelerators,
+        throughput_tok_s=throughput * accelerators if throughput is not None else None,
+    )
 
 
 def trial_point(trial: Trial, *, accelerators: int, power_w: float | None) -> dict | None:
@@ -106,6 +90,7 @@ def trial_point(trial: Trial, *, accelerators: int, power_w: float | None) -> di
         "mean_in_flight": _num(m.get("mean_in_flight")),
         "requests": m.get("requests"),
         "power_w": power_w,
+        "energy": _trial_energy(trial, accelerators),
         "verdicts": {k: v for k, v in verdicts.items() if v is not None},
     }
 

@@ -186,6 +186,34 @@ def trial_metrics(
     }
 
 
+def measured_telemetry(
+    *, power_w: float, accelerators: int, window_s: float = 120.0, tool: str = "nvml"
+) -> dict:
+    """A trial's telemetry as the runner host reports it: NVML-shaped samples (energy
+    counter and power, one a second, `power_w` split over `accelerators` in use) through
+    the real window maths (runner.telemetry.window_energy)."""
+    from runner.telemetry import GpuSample, window_energy
+
+    s = 1_000_000_000
+    each = power_w / accelerators
+    samples = [
+        GpuSample(
+            t_ns=k * s,
+            index=i,
+            name="X1",
+            power_w=each,
+            utilization_pct=90.0,
+            memory_used_mib=60_000.0,
+            memory_total_mib=80_000.0,
+            energy_mj=each * k * 1000.0,
+            uuid=f"GPU-builder-{i}",
+        )  # fmt: skip
+        for k in range(int(window_s) + 3)
+        for i in range(accelerators)
+    ]
+    return window_energy(samples, 1 * s, int((1 + window_s) * s), interval_s=1.0, tool=tool)
+
+
 def make_run(
     *,
     submission: Submission,
@@ -223,7 +251,8 @@ def make_run(
             ).to_dict()
             for t in tiers
         }
-        extra = {"power_w": power_w * (0.5 + 0.5 * n / points[-1][0])} if power_w else {}
+        watts = power_w * (0.5 + 0.5 * n / points[-1][0]) if power_w else None
+        extra = {"power_w": watts} if watts else {}
         trials.append(
             Trial(
                 run=run,
@@ -238,6 +267,9 @@ def make_run(
                     **extra,
                 ),
                 verdicts=verdicts,
+                telemetry=measured_telemetry(power_w=watts, accelerators=accelerators)
+                if watts
+                else {"measured": False, "reason": "not measured: no accelerator telemetry"},
             )
         )
         search_trials.append(

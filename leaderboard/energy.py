@@ -1,0 +1,99 @@
+"""Measured energy on published results: agents per MW and tokens per joule.
+
+Only a trial's own telemetry measured on the runner host counts (`Trial.telemetry` with
+`measured: true` from NVML, `nvidia-smi` or `amd-smi`, runner/telemetry/); a simulated
+trial's modelled power is never read here, so a measured result shows measured figures
+or "not measured", never a model's. Every figure carries its provenance: the tool, the
+method (energy-counter delta or integrated power), the coverage of the window, and the
+denominator — the accelerators measured against the accelerators the deployment used.
+When fewer accelerators were measured than used, the power is partial and agents per MW
+and tokens per joule are not computed (they would flatter the deployment).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+MEASURED_TOOLS = ("nvml", "nvidia-smi", "amd-smi")
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def trial_energy(telemetry: Any, *, accelerators: int, throughput_tok_s: float | None) -> dict:
+    """The energy block of one frontier point: {"measured": False, "reason"} or the
+    measured power with its provenance and, when complete, tokens per joule."""
+    tel = telemetry if isinstance(telemetry, dict) else {}
+    power = _num(tel.get("power_w"))
+    if not tel.get("measured") or tel.get("tool") not in MEASURED_TOOLS or not power:
+        return {"measured": False, "reason": str(tel.get("reason") or "not measured")}
+    measured = int(tel.get("accelerators") or 0)
+    block = {
+        "measured": True,
+        "tool": tel["tool"],
+        "method": str(tel.get("method") or ""),
+        "denominator": str(tel.get("denominator") or ""),
+        "coverage": _num(tel.get("coverage")),
+        "max_gap_s": _num(tel.get("max_gap_s")),
+        "power_w": power,
+        "energy_j": _num(tel.get("energy_j")),
+        "accelerators_measured": measured,
+        "accelerators_used": accelerators,
+        "complete": measured >= accelerators,
+        "tokens_per_joule": None,
+    }
+    if block["complete"] and throughput_tok_s:
+        block["tokens_per_joule"] = throughput_tok_s / power
+    return block
+
+
+def point_power_w(point: dict) -> float | None:
+    """The power agents per MW may use: measured over all the accelerators used."""
+    energy = point.get("energy") or {}
+    return energy.get("power_w") if energy.get("measured") and energy.get("complete") else None
+
+
+def result_energy(result: Any) -> dict:
+    """Per tier, at its max agents: measured power, agents per MW, tokens per joule, and
+    how they were measured. {"measured": False, "reason"} when no point was."""
+    points = list(result.points or [])
+    measured = [p for p in points if (p.get("energy") or {}).get("measured")]
+    if not measured:
+        reasons = sorted({str((p.get("energy") or {}).get("reason") or "not measured")
+                          for p in points})  # fmt: skip
+        return {"measured": False, "reason": "; ".join(reasons) or "not measured"}
+    tiers: dict[str, dict] = {}
+    for name, n in (result.max_agents or {}).items():
+        at = [p for p in measured if p.get("concurrency") == n]
+        if not at:
+            tiers[name] = {"max_agents": n, "measured": False}
+            continue
+        e = at[-1]["energy"]
+        power = point_power_w(at[-1])
+        tiers[name] = {
+            "max_agents": n,
+            "measured": True,
+            "complete": e["complete"],
+            "power_w": e["power_w"],
+            "agents_per_mw": n / (power / 1e6) if power else None,
+            "tokens_per_joule": e.get("tokens_per_joule"),
+            "coverage": e.get("coverage"),
+        }
+    coverages = [c for p in measured if (c := p["energy"].get("coverage")) is not None]
+    return {
+        "measured": True,
+        "tools": sorted({p["energy"]["tool"] for p in measured}),
+        "methods": sorted({p["energy"]["method"] for p in measured}),
+        "denominators": sorted({p["energy"]["denominator"] for p in measured}),
+        "accelerators_used": result.accelerators_used,
+        "accelerators_measured": max(p["energy"]["accelerators_measured"] for p in measured),
+        "complete": all(p["energy"]["complete"] for p in measured),
+        "coverage_min": min(coverages) if coverages else None,
+        "trials_measured": len(measured),
+        "trials": len(points),
+        "tiers": tiers,
+    }
