@@ -84,6 +84,11 @@ class ResultSummaryOut(serializers.Serializer):
     accelerators_used = serializers.IntegerField()
     accelerators_in_system = serializers.IntegerField(allow_null=True)
     max_agents = serializers.JSONField()
+    max_agents_brackets = serializers.JSONField(
+        source="brackets",
+        help_text="per tier: highest_pass, lowest_fail (null: never failed), confirmed, "
+        "marginal (a bootstrap interval at a bound straddled the threshold), flags",
+    )
     agents_per_accelerator = serializers.JSONField()
     agents_per_mw = serializers.JSONField(help_text="null = power not measured")
     published_at = serializers.DateTimeField()
@@ -94,7 +99,10 @@ class ResultSummaryOut(serializers.Serializer):
 
 
 class ResultDetailOut(ResultSummaryOut):
-    points = serializers.JSONField()
+    points = serializers.JSONField(
+        help_text="each point's intervals: 95% session-bootstrap bounds of p25_speed and "
+        "throughput_per_accelerator (absent where not measured)"
+    )
     tier_set = TierSetOut()
     engine = serializers.SerializerMethodField()
     provenance = serializers.SerializerMethodField()

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from leaderboard import api
+from leaderboard import api, timeline_api
 
 urlpatterns = [
     path("models/", api.ModelListApi.as_view(), name="public-api-models"),
@@ -9,5 +9,10 @@ urlpatterns = [
     path("hardware/<str:slug>/", api.HardwareDetailApi.as_view(), name="public-api-hardware"),
     path("results/", api.ResultListApi.as_view(), name="public-api-results"),
     path("results/<int:pk>/", api.ResultDetailApi.as_view(), name="public-api-result"),
+    path(
+        "results/<int:pk>/trials/<int:index>/timeline/",
+        timeline_api.ResultTrialTimelineApi.as_view(),
+        name="public-api-result-timeline",
+    ),
     path("compare/", api.CompareApi.as_view(), name="public-api-compare"),
 ]

@@ -28,14 +28,21 @@ HOVER = (
     "p25 speed %{x:.1f} tok/s<br>"
     "TTFT p75 %{customdata[1]}<br>"
     "throughput %{y:,.0f} tok/s/accel.<br>"
-    "%{customdata[2]:.3f} agents/accel."
+    "%{customdata[2]:.3f} agents/accel.<br>"
+    "%{customdata[3]}"
     "<extra></extra>"
 )
 
 
+def _bounds(point: dict, key: str) -> tuple[float | None, float | None]:
+    interval = (point.get("intervals") or {}).get(key) or {}
+    return interval.get("low"), interval.get("high")
+
+
 def compact_points(points: list[dict]) -> list[list]:
-    """[N, p25 speed, throughput/accel., TTFT p75, agents/accel., TTFT text] per point, by
-    concurrency (the hover text is formatted here once, not on every page build)."""
+    """[N, p25 speed, throughput/accel., TTFT p75, agents/accel., TTFT text, [speed low,
+    speed high, throughput low, throughput high]] per point, by concurrency (the hover text
+    is formatted here once, not on every page build; a bound is None when not measured)."""
     ordered = sorted(points, key=lambda p: (p["concurrency"], p.get("index", 0)))
     return [
         [
@@ -45,9 +52,40 @@ def compact_points(points: list[dict]) -> list[list]:
             p.get("ttft_p75_s"),
             p.get("agents_per_accelerator"),
             _ttft_text(p.get("ttft_p75_s")),
+            [*_bounds(p, "p25_speed"), *_bounds(p, "throughput_per_accelerator")],
         ]
         for p in ordered
     ]
+
+
+def _interval_text(bounds: list) -> str:
+    sx0, sx1, ty0, ty1 = bounds
+    parts = []
+    if sx0 is not None and sx1 is not None:
+        parts.append(f"95% CI speed {sx0:.1f}–{sx1:.1f}")
+    if ty0 is not None and ty1 is not None:
+        parts.append(f"throughput {ty0:,.0f}–{ty1:,.0f}")
+    return ", ".join(parts) if parts else "no interval"
+
+
+def _error_bars(values: list[float], bounds: list[tuple[float | None, float | None]]) -> dict:
+    """An asymmetric Plotly error bar from (low, high) per point; no bar where not measured
+    (a None in the arrays draws nothing)."""
+    plus = [
+        None if hi is None else max(0.0, hi - v) for v, (_, hi) in zip(values, bounds, strict=True)
+    ]
+    minus = [
+        None if lo is None else max(0.0, v - lo) for v, (lo, _) in zip(values, bounds, strict=True)
+    ]
+    return {
+        "type": "data",
+        "symmetric": False,
+        "array": plus,
+        "arrayminus": minus,
+        "visible": any(x is not None for x in plus),
+        "thickness": 1,
+        "width": 3,
+    }
 
 
 def result_series(
@@ -92,11 +130,19 @@ def _trace(index: int, s: dict) -> dict:
     # points through graph objects costs ~300 ms, the copy a few µs (benchmarks/site.py).
     sim = bool(s["is_simulated"])
     pts = s["points"]
+    bounds = [p[6] if len(p) > 6 else [None] * 4 for p in pts]
+    xs = [p[1] for p in pts]
+    ys = [p[2] for p in pts]
+    colour = _trace_style(index, sim)["marker"]["color"]
     return {
         **_trace_style(index, sim),
-        "x": [p[1] for p in pts],
-        "y": [p[2] for p in pts],
-        "customdata": [[p[0], p[5], p[4] or 0.0] for p in pts],
+        "x": xs,
+        "y": ys,
+        "error_x": {**_error_bars(xs, [(b[0], b[1]) for b in bounds]), "color": colour},
+        "error_y": {**_error_bars(ys, [(b[2], b[3]) for b in bounds]), "color": colour},
+        "customdata": [
+            [p[0], p[5], p[4] or 0.0, _interval_text(b)] for p, b in zip(pts, bounds, strict=True)
+        ],
         "name": f"{s['name']} [simulated]" if sim else s["name"],
         "legendgroup": str(s["id"]),
         "meta": {"result_id": s["id"], "simulated": sim},

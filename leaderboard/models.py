@@ -166,6 +166,7 @@ CHART_FIELDS = (
     "accelerators_used",
     "accelerators_in_system",
     "max_agents",
+    "brackets",
     "agents_per_accelerator",
     "agents_per_mw",
     "quality",
@@ -224,9 +225,13 @@ class Result(models.Model):
     accelerators_in_system = models.PositiveIntegerField(null=True, blank=True)
     # {tier name: max agents}; absent tier = never passed
     max_agents = models.JSONField(default=dict)
+    # {tier name: {"highest_pass", "lowest_fail", "confirmed", "marginal", "flags"}}: the
+    # search's bracket around each max agents figure (leaderboard.publishing.tier_brackets)
+    brackets = models.JSONField(default=dict, blank=True)
     agents_per_accelerator = models.JSONField(default=dict)
     agents_per_mw = models.JSONField(null=True, blank=True)  # null = not measured
-    # [{"concurrency", "p25_speed", "ttft_p75_s", "throughput_per_accelerator", ...}]
+    # [{"concurrency", "p25_speed", "ttft_p75_s", "throughput_per_accelerator", ...,
+    #   "intervals": {"p25_speed": {"low", "high", "confidence"}, ...}}]
     points = models.JSONField(default=list)
     engine_name = models.CharField(max_length=50, blank=True)
     engine_version = models.CharField(max_length=100, blank=True)

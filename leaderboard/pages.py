@@ -62,13 +62,15 @@ def hidden_simulated_count(include_simulated: bool, **filters) -> int:
 
 
 POINTS_TIMEOUT_S = 7 * 24 * 3600
+# v2: each compact point carries its interval bounds (charts.compact_points)
+POINTS_KEY = "lb:points:v2:"
 
 
 def chart_points(results: Sequence[Result]) -> dict[int, list[list]]:
     """Compact chart points per result id. A result's points never change after publishing,
     so they are cached per result (no generation): a page after a publish decodes only the
     new result's points document, not all of them (one query for the misses, if any)."""
-    keys = {f"lb:points:{r.pk}": r.pk for r in results}
+    keys = {f"{POINTS_KEY}{r.pk}": r.pk for r in results}
     out = {keys[k]: v for k, v in cache.get_many(list(keys)).items()}
     missing = [r.pk for r in results if r.pk not in out]
     if missing:
@@ -76,7 +78,7 @@ def chart_points(results: Sequence[Result]) -> dict[int, list[list]]:
             pk: charts.compact_points(points)
             for pk, points in Result.objects.filter(pk__in=missing).values_list("pk", "points")
         }
-        cache.set_many({f"lb:points:{pk}": v for pk, v in fresh.items()}, POINTS_TIMEOUT_S)
+        cache.set_many({f"{POINTS_KEY}{pk}": v for pk, v in fresh.items()}, POINTS_TIMEOUT_S)
         out.update(fresh)
     return out
 
@@ -96,6 +98,31 @@ def quality_cell(quality: dict) -> str:
     return {"simulated": "simulated", "no_reference": "no reference"}.get(
         str(status), "not measured"
     )
+
+
+FLAG_TEXT = {
+    "failed_confirmation": "failed confirmation",
+    "non_monotone": "non-monotone",
+    "capped": "capped (no fail up to the cap)",
+    "unconfirmed": "unconfirmed",
+    "trial_budget_exhausted": "trial budget exhausted",
+}
+
+
+def bracket_text(bracket: dict | None) -> str | None:
+    """A max-agents figure's bracket and flags in one cell: "12 … 14 · confirmed ·
+    marginal" (highest pass … lowest fail); None when the result has no bracket stored."""
+    if not bracket:
+        return None
+    low = bracket.get("lowest_fail")
+    parts = [f"{bracket.get('highest_pass', 0):,} … {low:,}" if low is not None
+             else f"{bracket.get('highest_pass', 0):,} … no fail"]  # fmt: skip
+    if bracket.get("confirmed"):
+        parts.append("confirmed")
+    parts += [FLAG_TEXT.get(f, f) for f in bracket.get("flags") or [] if f != "marginal"]
+    if bracket.get("marginal"):
+        parts.append("marginal")
+    return " · ".join(parts)
 
 
 def results_table(
@@ -119,7 +146,9 @@ def results_table(
         Column("published", "Published"),
         Column("accelerators_used", "Accelerators used", "int"),
     ]
-    columns += [Column(f"max_agents:{t}", f"Max agents @ {t}", "int", "none") for t in tier_names]
+    for t in tier_names:
+        columns.append(Column(f"max_agents:{t}", f"Max agents @ {t}", "int", "none"))
+        columns.append(Column(f"bracket:{t}", f"Pass … fail @ {t}", "text", "not recorded"))
     if tier_names:
         columns.append(
             Column(f"per_accel:{tier_names[0]}", f"Agents / accel. @ {tier_names[0]}", "float3")
@@ -160,6 +189,7 @@ def results_table(
         }
         for t in tier_names:
             row[f"max_agents:{t}"] = r.max_agents.get(t)
+            row[f"bracket:{t}"] = bracket_text((r.brackets or {}).get(t))
         if tier_names:
             row[f"per_accel:{tier_names[0]}"] = r.agents_per_accelerator.get(tier_names[0])
         rows.append(row)
@@ -191,8 +221,12 @@ def _points_table(series: list[dict], name: str = "points") -> Table:
         Column("result", "Result"),
         Column("concurrency", "Concurrency (agents)", "int"),
         Column("p25_speed", "p25 speed (tok/s)", "float1"),
+        Column("p25_speed_low", "p25 speed 95% CI low", "float1", "not measured"),
+        Column("p25_speed_high", "p25 speed 95% CI high", "float1", "not measured"),
         Column("ttft_p75_s", "TTFT p75 (s)", "float2", "∞ (failed requests)"),
         Column("throughput_per_accelerator", "Throughput / accel. (tok/s)", "float0"),
+        Column("throughput_low", "Throughput 95% CI low", "float0", "not measured"),
+        Column("throughput_high", "Throughput 95% CI high", "float0", "not measured"),
         Column("agents_per_accelerator", "Agents / accel.", "float3"),
         Column("simulated", "Simulated", "bool"),
         Column("result_id", "Result ID", "int"),
@@ -206,14 +240,18 @@ def _points_rows(series: list[dict]) -> list[dict]:
     for s in series:
         name_ = f"{s['name']} [simulated]" if s["is_simulated"] else s["name"]
         links = {"result": result_url(s["id"])}
-        for n, x, y, ttft, apa, _ in s["points"]:
+        for n, x, y, ttft, apa, _, bounds in s["points"]:
             rows.append(
                 {
                     "result": name_,
                     "concurrency": n,
                     "p25_speed": x,
+                    "p25_speed_low": bounds[0],
+                    "p25_speed_high": bounds[1],
                     "ttft_p75_s": ttft,
                     "throughput_per_accelerator": y,
+                    "throughput_low": bounds[2],
+                    "throughput_high": bounds[3],
                     "agents_per_accelerator": apa,
                     "simulated": s["is_simulated"],
                     "result_id": s["id"],
@@ -228,6 +266,12 @@ def _points_rows(series: list[dict]) -> list[dict]:
 
 def home(*, tier: str | None, include_simulated: bool) -> dict:
     results = list(Result.objects.public(include_simulated=include_simulated).for_chart())
+    # Nothing measured yet (a fresh `make demo`): show the simulated results, each one
+    # labelled, rather than an empty page; they are still never ranked with measured ones.
+    simulated_only = False
+    if not results and not include_simulated:
+        results = list(Result.objects.public(include_simulated=True).for_chart())
+        simulated_only = bool(results)
     tier_set = default_tier_set()
     names = [t for t, _ in tier_guides(tier_set)]
     for r in results:
@@ -242,7 +286,8 @@ def home(*, tier: str | None, include_simulated: bool) -> dict:
         if key not in best or value > best[key].max_agents.get(chosen, 0):
             best[key] = r
     columns = [Column("model", "Model")] + [
-        Column(f"hw:{h.slug}", h.name, "int", "—") for h in systems
+        Column(f"hw:{h.slug}", f"{h.name} [simulated]" if simulated_only else h.name, "int", "—")
+        for h in systems
     ]
     rows = []
     for m in models:
@@ -276,7 +321,8 @@ def home(*, tier: str | None, include_simulated: bool) -> dict:
         "tier": chosen,
         "tier_names": names,
         "tables": {"matrix": matrix, "latest": latest},
-        "hidden_simulated": hidden_simulated_count(include_simulated),
+        "hidden_simulated": 0 if simulated_only else hidden_simulated_count(include_simulated),
+        "simulated_only": simulated_only,
         "catalog": {
             "models": AIModel.objects.count(),
             "hardware": HardwareSystem.objects.count(),
@@ -441,6 +487,10 @@ def tiers_table(result: Result, tiers: Sequence[SloTier]) -> Table:
         Column("ttft_percentile", "TTFT percentile", "int"),
         Column("max_error_rate", "Max error rate", "pct"),
         Column("max_agents", "Max agents", "int", "never passed"),
+        Column("highest_pass", "Highest pass", "int", "not recorded"),
+        Column("lowest_fail", "Lowest fail", "int", "no fail"),
+        Column("confirmed", "Confirmed", "bool"),
+        Column("marginal", "Marginal", "bool"),
         Column("agents_per_accelerator", "Agents / accel.", "float3"),
         Column("agents_per_mw", "Agents / MW", "float0", "not measured"),
         Column("flags", "Flags"),
@@ -449,9 +499,14 @@ def tiers_table(result: Result, tiers: Sequence[SloTier]) -> Table:
     summary = (result.run.search_summary or {}).get("tiers") or {}
     rows = []
     for t in tiers:
-        flags = (summary.get(t.name) or {}).get("flags") or []
+        bracket = (result.brackets or {}).get(t.name) or {}
+        flags = bracket.get("flags") or (summary.get(t.name) or {}).get("flags") or []
         rows.append(
             {
+                "highest_pass": bracket.get("highest_pass"),
+                "lowest_fail": bracket.get("lowest_fail"),
+                "confirmed": bracket.get("confirmed"),
+                "marginal": bracket.get("marginal"),
                 "tier": t.name,
                 "min_p25_speed": t.min_p25_output_speed,
                 "max_ttft": t.max_ttft_s,
@@ -460,11 +515,42 @@ def tiers_table(result: Result, tiers: Sequence[SloTier]) -> Table:
                 "max_agents": result.max_agents.get(t.name),
                 "agents_per_accelerator": result.agents_per_accelerator.get(t.name),
                 "agents_per_mw": (result.agents_per_mw or {}).get(t.name),
-                "flags": ", ".join(flags) or None,
+                "flags": ", ".join(FLAG_TEXT.get(f, f) for f in flags) or None,
                 "simulated": result.is_simulated,
+                "_class": "marginal" if bracket.get("marginal") else "",
             }
         )
-    return Table("tiers", "Max agents per tier", columns, rows)
+    return Table(
+        "tiers",
+        "Max agents per tier",
+        columns,
+        rows,
+        caption="Max agents is the highest concurrency that passed with no fail below it; "
+        "the lowest fail bounds it from above. Confirmed: a repeat trial passed too. "
+        "Marginal: at a bound, the 95% session-bootstrap interval of speed or TTFT "
+        "straddled the tier's threshold (the verdict could go either way).",
+    )
+
+
+def timeline_trials(trials: Iterable) -> list[dict]:
+    """The trial picker of the session timeline (templates/leaderboard/_timeline.html), from
+    Trial rows or dicts with the same keys."""
+
+    def get(t, name: str):
+        return t.get(name) if isinstance(t, dict) else getattr(t, name)
+
+    return sorted(
+        (
+            {
+                "index": get(t, "index"),
+                "concurrency": get(t, "concurrency"),
+                "phase": get(t, "phase"),
+                "records": bool(get(t, "raw_records_key")),
+            }
+            for t in trials
+        ),
+        key=lambda t: t["index"],
+    )
 
 
 def energy_table(result: Result, energy: dict) -> Table:
@@ -569,6 +655,9 @@ def result_page(*, pk: int) -> dict | None:
         "roles_total": total_role_acc,
         "raw_data": _raw_data_links(result, run.raw_artifacts),
         "search_flags": (run.search_summary or {}).get("flags") or [],
+        "timeline_trials": timeline_trials(run.trials.all()),
+        "timeline_base": f"/api/v1/public/results/{result.pk}/trials/",
+        "timeline_suffix": "/timeline/",
         "reproduce": reproduce_command(result),
         "power_measured": result.agents_per_mw is not None,
         "energy": energy,
@@ -688,6 +777,22 @@ def compare_page(
             for name, _ in guides
         ],
     )
+    brackets_table = Table(
+        "max_agents_brackets",
+        "Max agents: bracket and flags (highest pass … lowest fail)",
+        [Column("label", "Tier")]
+        + [Column(f"v{i}", r.display_label, "text", "not recorded") for i, r in enumerate(results)],
+        [
+            {
+                "label": name,
+                **{
+                    f"v{i}": bracket_text((r.brackets or {}).get(name))
+                    for i, r in enumerate(results)
+                },
+            }
+            for name, _ in guides
+        ],
+    )
     diff = configview.diff([r.submission.config for r in results])
     diff_table = Table(
         "config_diff",
@@ -717,6 +822,7 @@ def compare_page(
             "iso_concurrency": iso_n,
             "single_agent": single_table,
             "max_agents": max_table,
+            "max_agents_brackets": brackets_table,
             "config_diff": diff_table,
         },
         "changed_count": sum(1 for d in diff if d.changed),

@@ -66,6 +66,96 @@ def _trial_energy(trial: Trial, accelerators: int) -> dict:
     )
 
 
+def point_intervals(metrics: dict) -> dict[str, dict]:
+    """A trial's session-bootstrap intervals of its frontier point's x and y (engine.stats):
+    {"p25_speed": {"low", "high", "confidence"}, "throughput_per_accelerator": {...}}; a
+    statistic without a finite interval is left out (trials run with resamples = 0, or
+    stored before the engine measured throughput's)."""
+    stored = ((metrics or {}).get("statistics") or {}).get("intervals") or {}
+    out: dict[str, dict] = {}
+    pairs = (("p25_speed", "p25_output_speed"),
+             ("throughput_per_accelerator", "throughput_per_accelerator"))  # fmt: skip
+    for key, name in pairs:
+        interval = stored.get(name)
+        if not isinstance(interval, dict):
+            continue
+        low, high = _num(interval.get("low")), _num(interval.get("high"))
+        if low is None or high is None or low > high:
+            continue
+        out[key] = {"low": low, "high": high, "confidence": _num(interval.get("confidence"))}
+    return out
+
+
+def _marginal_tiers(verdicts: Any) -> set[str]:
+    return {
+        name
+        for name, v in (verdicts or {}).items()
+        if isinstance(v, dict) and v.get("marginal") is True
+    }
+
+
+def tier_brackets(summary: dict, trials: Iterable[Any], tier_names: list[str]) -> dict[str, dict]:
+    """Per tier, the search's bracket around its max agents and how sure it is:
+    {"highest_pass", "lowest_fail" (None: never failed), "confirmed", "marginal", "flags"}.
+
+    From the search summary's tiers (engine SearchResult.to_dict()) where stored, else
+    recomputed from the trials. ``marginal``: a trial at the highest pass or the lowest
+    fail had its verdict for this tier marginal (its bootstrap interval straddled the
+    threshold, docs/verification.md "Statistics"). ``trials`` need ``concurrency``,
+    ``index``, ``phase`` and ``verdicts`` (a Trial row or the migration's historical one).
+    """
+    trials = list(trials)
+    stored = (summary or {}).get("tiers")
+    found: dict[str, dict] = {}
+    if isinstance(stored, dict) and stored:
+        found = {k: v for k, v in stored.items() if isinstance(v, dict)}
+    else:
+        search_trials = [
+            SearchTrial(
+                index=t.index,
+                concurrency=t.concurrency,
+                phase=t.phase,
+                verdicts={
+                    k: p
+                    for k, v in (t.verdicts or {}).items()
+                    if (p := verdict_passed(v)) is not None
+                },
+                marginal=sorted(_marginal_tiers(t.verdicts)),
+            )
+            for t in trials
+        ]
+        cap = int((summary or {}).get("cap") or max((t.concurrency for t in trials), default=1))
+        found = {
+            name: r.to_dict()
+            for name, r in tier_results(search_trials, tier_names, cap=cap).items()
+        }
+    marginal_at: dict[str, set[int]] = {}
+    for t in trials:
+        for name in _marginal_tiers(t.verdicts):
+            marginal_at.setdefault(name, set()).add(t.concurrency)
+    out: dict[str, dict] = {}
+    for name in tier_names:
+        entry = found.get(name)
+        if entry is None:
+            continue
+        high = entry.get("max_agents")
+        high = int(high) if isinstance(high, int) and not isinstance(high, bool) else 0
+        low = entry.get("lowest_fail")
+        low = int(low) if isinstance(low, int) and not isinstance(low, bool) else None
+        flags = [str(f) for f in entry.get("flags") or []]
+        marginal = bool(marginal_at.get(name, set()) & {high, low})
+        if marginal and "marginal" not in flags:
+            flags.append("marginal")
+        out[name] = {
+            "highest_pass": high,
+            "lowest_fail": low,
+            "confirmed": bool(entry.get("confirmed")),
+            "marginal": marginal,
+            "flags": flags,
+        }
+    return out
+
+
 def trial_point(trial: Trial, *, accelerators: int, power_w: float | None) -> dict | None:
     """The public frontier point of one trial; None when it has no speed or throughput."""
     m = trial.metrics or {}
@@ -92,6 +182,7 @@ def trial_point(trial: Trial, *, accelerators: int, power_w: float | None) -> di
         "power_w": power_w,
         "energy": _trial_energy(trial, accelerators),
         "verdicts": {k: v for k, v in verdicts.items() if v is not None},
+        "intervals": point_intervals(m),
     }
 
 
@@ -228,6 +319,7 @@ def result_publish(
             p["throughput_per_accelerator"],
         ) in on_frontier
     max_agents = max_agents_of(run, trials, tier_names)
+    brackets = tier_brackets(run.search_summary or {}, trials, tier_names)
     per_accel = {name: n / accelerators for name, n in max_agents.items()}
     agents_per_mw = _agents_per_mw(max_agents, points)
     engine_name, engine_version = engine_of(submission.config, run.run_spec)
@@ -249,6 +341,7 @@ def result_publish(
             accelerators_used=accelerators,
             accelerators_in_system=in_system,
             max_agents=max_agents,
+            brackets=brackets,
             agents_per_accelerator=per_accel,
             agents_per_mw=agents_per_mw,
             points=points,

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runner.engine.metrics import RequestRecord, percentile
+from runner.engine.metrics import NS, RequestRecord, attributed_tokens, percentile
 
 DEFAULT_RESAMPLES = 1000
 DEFAULT_CONFIDENCE = 0.95
@@ -165,6 +165,45 @@ def _resampled_percentiles(
     return out
 
 
+def throughput_interval(
+    records: Sequence[RequestRecord],
+    *,
+    window_start_ns: int,
+    window_end_ns: int,
+    accelerators: int,
+    resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = 0,
+) -> Interval:
+    """Throughput per accelerator (tokens inside the window, as ``metrics.summarize`` counts
+    them, ÷ window ÷ accelerators) with a bootstrap interval: each resample draws agent
+    sessions with replacement and sums the drawn sessions' tokens."""
+    name = "throughput_per_accelerator"
+    if not 0 < confidence < 1:
+        raise ValueError("confidence must be in (0, 1)")
+    w0, w1 = window_start_ns, window_end_ns
+    scale = NS / (w1 - w0) / max(1, accelerators)
+    groups = group_by_session(records)
+    totals = [sum(sum(attributed_tokens(r, w0, w1)) for r in g) * scale for g in groups]
+    n_req = sum(1 for r in records if w0 <= r.t_send_ns < w1)
+    estimate = sum(totals)
+    if len(totals) < 2 or resamples < 1:
+        return Interval(name, estimate, estimate, estimate, confidence, len(groups), n_req, 0)
+    import numpy as np
+
+    rng = bootstrap_rng(seed, name)
+    values = np.array(totals, dtype=np.float64)
+    k = len(totals)
+    stats = sorted(
+        float(np.bincount(rng.integers(0, k, size=k), minlength=k) @ values)
+        for _ in range(resamples)
+    )
+    alpha = (1 - confidence) / 2
+    low = stats[max(0, math.ceil(alpha * len(stats)) - 1)]
+    high = stats[min(len(stats) - 1, math.ceil((1 - alpha) * len(stats)) - 1)]
+    return Interval(name, estimate, low, high, confidence, len(groups), n_req, len(stats))
+
+
 def trial_intervals(
     records: Sequence[RequestRecord],
     *,
@@ -174,10 +213,12 @@ def trial_intervals(
     resamples: int = DEFAULT_RESAMPLES,
     confidence: float = DEFAULT_CONFIDENCE,
     seed: int = 0,
+    accelerators: int | None = None,
 ) -> dict[str, Interval]:
     """Intervals for a trial's p25 output speed and each TTFT percentile, over the requests
     sent inside the window (failed requests count as speed 0 and TTFT +inf, as in
-    ``metrics.summarize``)."""
+    ``metrics.summarize``); with ``accelerators``, also for throughput per accelerator
+    (the frontier point's y, so a chart can draw both error bars)."""
     sent = [r for r in records if window_start_ns <= r.t_send_ns < window_end_ns]
     groups = group_by_session(sent)
     out = {
@@ -195,6 +236,16 @@ def trial_intervals(
         key = f"ttft_p{p:g}"
         out[key] = bootstrap_interval(
             groups, _ttft_values, p, name=key, resamples=resamples, confidence=confidence, seed=seed
+        )
+    if accelerators is not None:
+        out["throughput_per_accelerator"] = throughput_interval(
+            records,
+            window_start_ns=window_start_ns,
+            window_end_ns=window_end_ns,
+            accelerators=accelerators,
+            resamples=resamples,
+            confidence=confidence,
+            seed=seed,
         )
     return out
 

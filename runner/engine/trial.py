@@ -333,6 +333,7 @@ async def run_trial(
             resamples=config.bootstrap_resamples,
             confidence=config.bootstrap_confidence,
             seed=config.replay.seed,
+            accelerators=config.accelerators,
         )
         mark_marginal(verdicts, tiers, intervals, summary, min_requests=config.min_requests)
         statistics = {

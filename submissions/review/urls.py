@@ -1,6 +1,6 @@
 from django.urls import path
 
-from submissions.review import views
+from submissions.review import timeline, views
 
 app_name = "review"
 
@@ -8,5 +8,10 @@ urlpatterns = [
     path("", views.queue, name="queue"),
     path("submissions/<int:pk>/", views.submission_detail, name="submission"),
     path("runs/<int:run_pk>/", views.run_detail, name="run"),
+    path(
+        "runs/<int:run_pk>/trials/<int:index>/timeline.json",
+        timeline.run_trial_timeline,
+        name="run-timeline",
+    ),
     path("submissions/<int:pk>/<str:action>/", views.decide, name="decide"),
 ]

@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from leaderboard.configview import redact
 from leaderboard.models import Result
+from leaderboard.pages import timeline_trials
 from runner.models import BenchmarkRun, VerificationReport
 from submissions.models import Artifact, Submission
 from submissions.review import presenters, selectors
@@ -167,6 +168,7 @@ def _detail_context(
     rows: list[presenters.TrialRow] = []
     artifacts: list[dict[str, Any]] = []
     report = None
+    trials: list[dict[str, Any]] = []
     if run is not None:
         run_artifacts = list(run.artifacts.order_by("kind", "storage_key"))
         by_key = {a.storage_key: a for a in run_artifacts}
@@ -180,6 +182,7 @@ def _detail_context(
                 "raw_url": _artifact_link(by_key[t.raw_records_key])
                 if t.raw_records_key in by_key
                 else "",
+                "raw_records_key": t.raw_records_key,
             }
             for t in run.trials.all()
         ]
@@ -254,4 +257,7 @@ def _detail_context(
         "config_redacted": json.dumps(redact(submission.config), indent=2, sort_keys=True),
         "result": Result.objects.filter(submission=submission).first(),
         "launch": presenters.launch_rows(submission),
+        "timeline_trials": timeline_trials(trials) if run else [],
+        "timeline_base": f"/review/runs/{run.pk}/trials/" if run else "",
+        "timeline_suffix": "/timeline.json",
     }

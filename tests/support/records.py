@@ -1,0 +1,175 @@
+"""Results whose trials carry real raw records: the records are synthetic (agents walking
+sessions turn by turn with tool delays), everything after them is the real code — the
+engine's summarize, tier verdicts, session-bootstrap intervals and marginal marks, the
+search's tier results, gzip JSONL stored through ``artifact_store`` (SeaweedFS S3 under
+tests.services), and ``result_publish``."""
+
+from __future__ import annotations
+
+import gzip
+import random
+from dataclasses import dataclass
+
+import orjson
+
+from runner.engine.metrics import NS, RequestRecord, summarize
+from runner.engine.search import SearchTrial, tier_results
+from runner.engine.stats import min_requests_table, trial_intervals
+from runner.engine.trial import Tier, evaluate_tiers, mark_marginal
+from tests.support.builders import (
+    make_hardware,
+    make_model,
+    make_org,
+    make_submission,
+    make_tier_set,
+)
+
+WARMUP_S = 10.0
+WINDOW_S = 60.0
+
+
+@dataclass(slots=True)
+class Shape:
+    """How one trial's agents behave: per-agent speed level and TTFT."""
+
+    concurrency: int
+    speed: float  # tok/s, each agent's level varies around it
+    ttft_s: float
+    spread: float = 0.25  # relative spread of agent levels (wide → wide intervals)
+
+
+def session_records(shape: Shape, *, seed: int, turns_per_session: int = 6) -> list[RequestRecord]:
+    """Records of `shape.concurrency` agents over warm-up + window + drain: each agent walks
+    sessions of `turns_per_session` turns, a tool delay between turns; the prompt grows by
+    the last output and is cached up to the previous prompt."""
+    rng = random.Random(seed)
+    out: list[RequestRecord] = []
+    end_ns = int((WARMUP_S + WINDOW_S) * NS)
+    i = 0
+    for agent in range(shape.concurrency):
+        level = shape.speed * (1 + rng.uniform(-shape.spread, shape.spread))
+        t = int(rng.uniform(0, WARMUP_S / 2) * NS)
+        session = 0
+        while t < end_ns:
+            n_in, cached = rng.randint(4000, 9000), 0
+            for turn in range(turns_per_session):
+                if t >= end_ns:
+                    break
+                n_out = rng.choice([40, 80, 150, 300])
+                ttft = shape.ttft_s * rng.uniform(0.7, 1.3)
+                speed = level * rng.uniform(0.9, 1.1)
+                t_first = t + int(ttft * NS)
+                t_last = t_first + int((n_out - 1) / speed * NS)
+                out.append(
+                    RequestRecord(
+                        request_id=f"r{i}", agent_id=agent, session_id=f"a{agent}s{session}",
+                        trajectory_id=f"traj-{(agent + session) % 7}", turn_index=turn,
+                        target_output_tokens=n_out, t_send_ns=t, t_first_ns=t_first,
+                        t_last_ns=t_last, t_end_ns=t_last + 1_000_000, n_reads=n_out,
+                        n_output_events=n_out, n_in=n_in, n_out=n_out, n_cached=cached,
+                        local_prompt_tokens=n_in, ok=True,
+                    )
+                )  # fmt: skip
+                i += 1
+                cached = n_in
+                n_in += n_out + rng.randint(200, 2000)
+                t = t_last + 1_000_000 + int(rng.uniform(0.3, 2.0) * NS)
+            session += 1
+    out.sort(key=lambda r: r.t_send_ns)
+    return out
+
+
+def records_blob(records: list[RequestRecord]) -> bytes:
+    """The worker's raw-records format (runner/worker/execute.py records_blob)."""
+    lines = b"".join(orjson.dumps(r.to_dict()) + b"\n" for r in records)
+    return gzip.compress(lines, compresslevel=6, mtime=0)
+
+
+def make_result_with_records(
+    *,
+    shapes: list[Shape],
+    accelerators: int = 8,
+    label: str = "With records",
+    model=None,
+    hardware=None,
+    tier_set=None,
+    resamples: int = 300,
+):
+    """A published Result whose every trial was measured from raw records in storage."""
+    from leaderboard.publishing import result_publish
+    from runner.models import BenchmarkRun, Trial
+    from submissions.models import Artifact
+    from submissions.services.artifacts import artifact_store
+
+    model = model or make_model()
+    hardware = hardware or make_hardware()
+    tier_set = tier_set or make_tier_set()
+    submission = make_submission(
+        org=make_org(), status="in_review", model=model, hardware=hardware, config={}
+    )
+    run = BenchmarkRun.objects.create(
+        submission=submission,
+        tier_set=tier_set,
+        status="done",
+        run_spec={"search": {"warmup_s": WARMUP_S, "duration_s": WINDOW_S, "cap": 64}},
+    )
+    tiers = [
+        Tier(t.name, t.min_p25_output_speed, t.max_ttft_s, t.ttft_percentile, t.max_error_rate)
+        for t in tier_set.tiers.all()
+    ]
+    w0, w1 = int(WARMUP_S * NS), int((WARMUP_S + WINDOW_S) * NS)
+    search_trials = []
+    for index, shape in enumerate(shapes):
+        records = session_records(shape, seed=index + 1)
+        ps = {t.ttft_percentile for t in tiers}
+        summary = summarize(records, window_start_ns=w0, window_end_ns=w1,
+                            accelerators=accelerators, extra_ttft_percentiles=ps)  # fmt: skip
+        verdicts = evaluate_tiers(summary, tiers, min_requests=20)
+        intervals = trial_intervals(records, window_start_ns=w0, window_end_ns=w1,
+                                    ttft_percentiles=ps, resamples=resamples, seed=index,
+                                    accelerators=accelerators)  # fmt: skip
+        mark_marginal(verdicts, tiers, intervals, summary, min_requests=20)
+        metrics = summary.to_dict()
+        metrics["statistics"] = {
+            "intervals": {k: v.to_dict() for k, v in intervals.items()},
+            "min_requests": min_requests_table({25.0, *ps}),
+            "marginal": sorted(n for n, v in verdicts.items() if v.marginal),
+        }
+        blob = records_blob(records)
+        artifact = artifact_store(
+            kind=Artifact.KIND_RAW_RECORDS,
+            key=f"runs/{run.pk}/trials/{index:03d}-records.jsonl.gz",
+            content=blob,
+            content_type="application/gzip",
+            run=run,
+        )
+        phase = (
+            "confirm" if any(s.concurrency == shape.concurrency for s in shapes[:index]) else "ramp"
+        )
+        Trial.objects.create(
+            run=run, index=index, concurrency=shape.concurrency, phase=phase,
+            window_start_s=WARMUP_S, window_end_s=WARMUP_S + WINDOW_S, metrics=metrics,
+            verdicts={k: v.to_dict() for k, v in verdicts.items()},
+            raw_records_key=artifact.storage_key, raw_records_sha256=artifact.sha256,
+            raw_records_count=len(records),
+        )  # fmt: skip
+        search_trials.append(
+            SearchTrial(
+                index,
+                shape.concurrency,
+                phase,
+                {k: v.passed for k, v in verdicts.items()},
+                marginal=sorted(k for k, v in verdicts.items() if v.marginal),
+            )  # fmt: skip
+        )
+    cap = max(s.concurrency for s in shapes)
+    results = tier_results(search_trials, [t.name for t in tiers], cap=cap)
+    run.search_summary = {
+        "cap": cap,
+        "flags": [],
+        "max_agents": {k: r.max_agents for k, r in results.items()},
+        "tiers": {k: r.to_dict() for k, r in results.items()},
+        "trials": [t.to_dict() for t in search_trials],
+    }
+    run.save(update_fields=["search_summary"])
+    return result_publish(submission=submission, run=run, label=label)
