@@ -26,7 +26,6 @@ import asyncio
 import json
 import math
 import multiprocessing as mp
-import os
 import random
 import statistics
 import sys
@@ -34,124 +33,14 @@ import time
 import urllib.request
 from typing import Any
 
-import orjson
 import uvloop
 
-EVENT = (
-    b'data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":0,'
-    b'"model":"bench","choices":[{"index":0,"delta":{"content":"tok"},'
-    b'"logprobs":null,"finish_reason":null}]}\n\n'
-)
-
-
-def _chunk(data: bytes) -> bytes:
-    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
-
-
-CHUNK = _chunk(EVENT)
-HEAD = (
-    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-    b"Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n"
-)
-
-
-def _tail(n: int) -> bytes:
-    usage = {"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": n}}
-    return (
-        _chunk(b"data: " + orjson.dumps(usage) + b"\n\n")
-        + _chunk(b"data: [DONE]\n\n")
-        + b"0\r\n\r\n"
-    )
-
-
-# --------------------------------------------------------------------------- server
-
-
-class _ServerConn(asyncio.Protocol):
-    def __init__(self, stats: dict[str, Any]) -> None:
-        self.stats = stats
-        self.buf = b""
-        self.transport: Any = None
-
-    def connection_made(self, transport: Any) -> None:
-        self.transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        self.buf += data
-        while True:
-            end = self.buf.find(b"\r\n\r\n")
-            if end < 0:
-                return
-            head = self.buf[:end].decode("latin-1")
-            length = 0
-            for line in head.split("\r\n")[1:]:
-                name, _, value = line.partition(":")
-                if name.strip().lower() == "content-length":
-                    length = int(value)
-            if len(self.buf) < end + 4 + length:
-                return
-            t_received = time.perf_counter_ns()
-            body = self.buf[end + 4 : end + 4 + length]
-            self.buf = self.buf[end + 4 + length :]
-            path = head.split(" ", 2)[1]
-            if path == "/stats":
-                payload = orjson.dumps(self.stats)
-                self.stats["first"] = {}
-                self.stats["received"] = {}
-                self.transport.write(
-                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                    + f"Content-Length: {len(payload)}\r\n\r\n".encode()
-                    + payload
-                )
-                continue
-            req = orjson.loads(body)
-            asyncio.ensure_future(self.stream(req, t_received))
-
-    async def stream(self, req: dict[str, Any], t_received: int) -> None:
-        n = int(req["max_tokens"])
-        rid = str(req.get("x_id", ""))
-        pack = int(req.get("x_pack", 1))
-        interval = float(req.get("x_interval_s", 0.0))
-        ttft = float(req.get("x_ttft_s", 0.0))
-        self.stats["received"][rid] = t_received
-        t = self.transport
-        t.write(HEAD)
-        if ttft:
-            await asyncio.sleep(ttft)
-        sent = 0
-        first = True
-        while sent < n:
-            k = min(pack, n - sent)
-            if first:
-                self.stats["first"][rid] = time.perf_counter_ns()
-                first = False
-            t.write(CHUNK * k)
-            sent += k
-            if interval:
-                await asyncio.sleep(interval)
-            else:
-                await asyncio.sleep(0)
-        t.write(_tail(n))
+from runner.engine.stub import pin as _pin
+from runner.engine.stub import serve as _serve_stub
 
 
 def _server_main(port_queue: Any, core: int) -> None:
-    _pin(core)
-    stats: dict[str, Any] = {"first": {}, "received": {}}
-
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
-        server = await loop.create_server(lambda: _ServerConn(stats), "127.0.0.1", 0, backlog=1024)
-        port_queue.put(server.sockets[0].getsockname()[1])
-        await asyncio.Event().wait()
-
-    uvloop.run(main())
-
-
-def _pin(core: int) -> None:
-    try:
-        os.sched_setaffinity(0, {core % os.cpu_count()})  # type: ignore[operator]
-    except (AttributeError, OSError):
-        pass
+    _serve_stub(port_queue, core)
 
 
 def _fetch_stats(port: int) -> dict[str, Any]:

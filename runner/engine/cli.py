@@ -15,6 +15,7 @@ import orjson
 
 from runner.engine.replay import ReplayConfig
 from runner.engine.search import SearchTrial
+from runner.engine.shard_cli import add_shard_commands, add_shard_option, build_sharding
 from runner.engine.trial import Tier, TrialConfig, TrialResult, load_tiers
 
 
@@ -123,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     trial.add_argument("--warmup", type=_non_negative, required=True, help="seconds")
     trial.add_argument("--duration", type=float, required=True, help="window, seconds")
     trial.add_argument("--tiers", help="tiers JSON (optional: adds verdicts)")
+    add_shard_option(trial)
     search = sub.add_parser("search", help="find max agents per SLO tier")
     _common(search)
     search.add_argument("--tiers", required=True, help="tiers JSON")
@@ -143,6 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument(
         "--resume", action="store_true", help="continue from DIR/trials.jsonl of a previous run"
     )
+    add_shard_option(search)
+    add_shard_commands(sub)
     dataset = sub.add_parser("dataset", help="dataset import|generate|stats")
     dataset_sub = dataset.add_subparsers(dest="dataset_command", required=True)
     try:
@@ -275,6 +279,7 @@ def cmd_trial(args: argparse.Namespace, out: TextIO) -> int:
         config=config,
         tiers=tiers,
         out_dir=args.out,
+        sharding=build_sharding(args, tiers, work_dir=Path(args.out) / "shards"),
     )
     reporter.line(_describe(result))
     reporter.line(f"wrote {Path(args.out) / 'trial.json'} and requests.jsonl")
@@ -328,6 +333,8 @@ def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
         on_trial=on_trial,
         progress=progress,
         max_trials=args.max_trials,
+        sharding=build_sharding(args, tiers, work_dir=out_dir / "shards"),
+        on_attempt_failed=lambda i, a, why: reporter.line(f"trial {i} attempt {a} failed: {why}"),
     )
     doc = result.to_dict()
     doc["simulated"] = args.target is not None

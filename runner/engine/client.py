@@ -636,8 +636,14 @@ class HttpTransport:
     async def send(self, spec: RequestSpec) -> Exchange:
         payload = encode_body(spec.body)
         path = endpoint_path(self.base_path, spec.api)
+        # X-Request-Id names the request to the server (vLLM uses it as its request id; the
+        # simulator's ground truth and the loopback stub key their logs by it).
+        rid = spec.request_id
+        named = f"X-Request-Id: {rid}\r\n" if rid and rid.isprintable() else ""
         head = (
-            f"POST {path} HTTP/1.1\r\nContent-Length: {len(payload)}\r\n".encode("latin-1")
+            f"POST {path} HTTP/1.1\r\nContent-Length: {len(payload)}\r\n{named}".encode(
+                "latin-1", "replace"
+            )
             + self._fixed_headers
             + b"\r\n"
         )

@@ -182,21 +182,32 @@ class ClientHealth:
     cpu_percent: float | None = None
     healthy: bool = True
     reason: str = ""
+    # How late the loop stamped a socket read's arrival (engine.health.StampProbe), p99
+    stamp_delay_p99_ms: float | None = None
 
 
 def judge_client_health(
     loop_lag_p99_ms: float | None,
     cpu_percent: float | None,
+    stamp_delay_p99_ms: float | None = None,
     *,
     max_loop_lag_ms: float = 25.0,
     max_cpu_percent: float = 90.0,
 ) -> ClientHealth:
+    """Healthy when the loop lag and the stamping delay (p99 each) stay under
+    ``max_loop_lag_ms`` and the CPU under ``max_cpu_percent``; None: not measured."""
     reasons = []
     if loop_lag_p99_ms is not None and loop_lag_p99_ms > max_loop_lag_ms:
         reasons.append(f"event-loop lag p99 {loop_lag_p99_ms:.1f} ms > {max_loop_lag_ms:g} ms")
+    if stamp_delay_p99_ms is not None and stamp_delay_p99_ms > max_loop_lag_ms:
+        reasons.append(
+            f"first-token stamping delay p99 {stamp_delay_p99_ms:.1f} ms > {max_loop_lag_ms:g} ms"
+        )
     if cpu_percent is not None and cpu_percent > max_cpu_percent:
         reasons.append(f"client CPU {cpu_percent:.0f}% > {max_cpu_percent:g}%")
-    return ClientHealth(loop_lag_p99_ms, cpu_percent, not reasons, "; ".join(reasons))
+    return ClientHealth(
+        loop_lag_p99_ms, cpu_percent, not reasons, "; ".join(reasons), stamp_delay_p99_ms
+    )
 
 
 @dataclass(slots=True)

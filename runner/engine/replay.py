@@ -81,6 +81,11 @@ class ReplayConfig:
             "prime_cache": self.prime_cache,
         }
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ReplayConfig:
+        """The inverse of ``to_dict`` (a shard's settings travel as JSON)."""
+        return cls(**{f: data[f] for f in cls.__dataclass_fields__ if f in data})
+
 
 def _text_of(content: Any) -> str:
     if isinstance(content, str):
@@ -244,7 +249,9 @@ class _Session:
 class _AgentState:
     """One agent's seeded choices: trajectory order, starting turn, session namespaces."""
 
-    __slots__ = ("agent_id", "rng", "ns_rng", "order", "position", "session_no", "_first", "_r")
+    __slots__ = (
+        "agent_id", "rng", "ns_rng", "order", "position", "session_no", "sent", "_first", "_r"
+    )  # fmt: skip
 
     def __init__(self, replay: Replay, agent_id: int) -> None:
         config = replay.config
@@ -259,6 +266,7 @@ class _AgentState:
         self.rng.shuffle(self.order)
         self.position = 0
         self.session_no = 0
+        self.sent = 0  # requests this agent has sent: its request ids do not depend on others
         self._first: _Session | None = None
 
     def first_session(self) -> _Session:
@@ -299,7 +307,14 @@ class _AgentState:
 
 class Replay:
     """``concurrency`` agents sending until ``stop_sending_at_ns``; finished requests are
-    appended to ``records`` (and passed to ``on_record``) as they complete."""
+    appended to ``records`` (and passed to ``on_record``) as they complete.
+
+    ``agent_ids`` runs only those agents of the ``concurrency`` (a shard of a sharded trial,
+    docs/engine.md "Sharded trials"): each agent's seeds, start time on the ramp and request
+    ids are those it has in the whole trial, so K shards send the requests one process
+    would. ``keep_records=False`` only passes records to ``on_record`` (a shard streams
+    them to disk instead of holding them).
+    """
 
     def __init__(
         self,
@@ -310,6 +325,8 @@ class Replay:
         concurrency: int,
         *,
         on_record: Callable[[RequestRecord], None] | None = None,
+        agent_ids: Sequence[int] | None = None,
+        keep_records: bool = True,
     ) -> None:
         if not trajectories:
             raise ValueError("no trajectories to replay")
@@ -327,29 +344,37 @@ class Replay:
         self.turn_offsets = [0, *itertools.accumulate(len(t.turns) for t in self.trajectories)]
         self.config = config
         self.concurrency = concurrency
+        self.agent_ids = list(range(concurrency)) if agent_ids is None else list(agent_ids)
+        if any(not 0 <= a < concurrency for a in self.agent_ids):
+            raise ValueError(f"agent ids must lie in [0, {concurrency})")
+        self.keep_records = keep_records
         self.on_record = on_record
         self.records: list[RequestRecord] = []
         self.in_flight = 0
         self._stop_ns = 0
-        self._sequence = 0
         self._count: Callable[[str], int] | None = None
         if config.count_output_tokens:
             from runner.engine.tokens import TokenCounter
 
             self._count = TokenCounter().count
 
-    async def run(self, *, stop_sending_at_ns: int) -> list[RequestRecord]:
-        """Run every agent; returns once no agent will send again and none is in flight."""
+    async def run(
+        self, *, stop_sending_at_ns: int, start_ns: int | None = None
+    ) -> list[RequestRecord]:
+        """Run every agent; returns once no agent will send again and none is in flight.
+
+        The ramp starts at ``start_ns`` (default: now): agent i starts at
+        ``start + ramp * i // concurrency``."""
         self._stop_ns = stop_sending_at_ns
-        start = self.clock.now_ns()
+        start = self.clock.now_ns() if start_ns is None else start_ns
         n = self.concurrency
         ramp_ns = int(self.config.ramp_s * 1e9)
-        states = [_AgentState(self, i) for i in range(n)]
+        states = [_AgentState(self, i) for i in self.agent_ids]
         if self.config.prime_cache:
             self._prime(states)
         agents = [
-            asyncio.ensure_future(self._agent(state, start + ramp_ns * i // n))
-            for i, state in enumerate(states)
+            asyncio.ensure_future(self._agent(state, start + ramp_ns * state.agent_id // n))
+            for state in states
         ]
         try:
             await asyncio.gather(*agents)
@@ -401,12 +426,12 @@ class Replay:
                     return
                 if k > k0:
                     prompt.advance()
-                self._sequence += 1
+                state.sent += 1
                 spec = build_request(
                     trajectory,
                     k,
                     config,
-                    request_id=f"{session_id}t{k}r{self._sequence}",
+                    request_id=f"{session_id}t{k}r{state.sent}",
                     agent_id=agent_id,
                     session_id=session_id,
                     namespace=namespace,
@@ -422,7 +447,8 @@ class Replay:
                     # the server's cache held turn k0-1 of this session before it was sent:
                     # verification's cache bound counts it as sent (cache_honesty)
                     record.extra[PRIMED_TURN] = k0 - 1
-                self.records.append(record)
+                if self.keep_records:
+                    self.records.append(record)
                 if self.on_record is not None:
                     self.on_record(record)
                 # Tool delay, end to start: measured from the end of the answer, so time the

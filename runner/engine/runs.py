@@ -39,12 +39,15 @@ from runner.engine.search import (
     TrialOutcome,
     run_search,
 )
+from runner.engine.shards import ShardFailed, Sharding, run_sharded_trial
 from runner.engine.trajectory import Trajectory
 from runner.engine.transport import Clock, RealClock, Transport
 from runner.engine.trial import Tier, TrialConfig, TrialResult, run_trial, write_trial
 
 T = TypeVar("T")
 OnTrialResult = Callable[[TrialResult], None]
+# (trial index, attempt, reason): an attempt of a sharded trial failed and is run again
+OnAttemptFailed = Callable[[int, int, str], None]
 
 
 @dataclass(slots=True)
@@ -126,16 +129,75 @@ def trial_job(
     config: TrialConfig,
     tiers: Sequence[Tier] = (),
     out_dir: str | os.PathLike[str] | None = None,
+    sharding: Sharding | None = None,
 ) -> TrialResult:
-    """One trial; writes DIR/trial.json and DIR/requests.jsonl when ``out_dir`` is given."""
+    """One trial; writes DIR/trial.json and DIR/requests.jsonl when ``out_dir`` is given.
+    With ``sharding`` of more than one shard, its agents run in shard processes."""
 
     async def main(transport: Transport, clock: Clock) -> TrialResult:
-        return await run_trial(transport, clock, trajectories, config, tiers)
+        result, _ = await _one_trial(
+            transport, clock, target, trajectories, config, tiers, sharding, index=0
+        )
+        return result
 
     result = run_on_target(target, main)
     if out_dir is not None:
         write_trial(out_dir, result)
     return result
+
+
+async def _one_trial(
+    transport: Transport,
+    clock: Clock,
+    target: Target,
+    trajectories: Sequence[Trajectory],
+    config: TrialConfig,
+    tiers: Sequence[Tier],
+    sharding: Sharding | None,
+    *,
+    index: int,
+    on_window: Callable[[str, int], None] | None = None,
+    on_attempt_failed: OnAttemptFailed | None = None,
+) -> tuple[TrialResult, list[dict[str, Any]]]:
+    """One trial in this process, or sharded; a sharded attempt whose shard failed is run
+    again (fresh cache namespaces), up to ``sharding.max_attempts``. Returns the result and
+    the failed attempts (``{"attempt", "reason"}``)."""
+    shards = 1 if sharding is None else sharding.shards_for(config.concurrency)
+    if shards <= 1 or sharding is None:
+        result = await run_trial(transport, clock, trajectories, config, tiers, on_window=on_window)
+        return result, []
+    if clock.is_virtual:
+        raise ValueError("sharded trials need a real endpoint (virtual time is one process)")
+    failed: list[dict[str, Any]] = []
+    for attempt in range(1, sharding.max_attempts + 1):
+        attempt_config = config
+        if attempt > 1:
+            replay = dataclasses.replace(
+                config.replay, namespace_salt=f"{config.replay.namespace_salt}a{attempt}"
+            )
+            attempt_config = dataclasses.replace(config, replay=replay)
+        try:
+            result = await run_sharded_trial(
+                sharding.executor(),
+                clock,
+                attempt_config,
+                tiers,
+                shards=shards,
+                trial_id=f"t{index}a{attempt}",
+                base_url=target.base_url,
+                sync_host=sharding.sync_host,
+                on_window=on_window,
+            )
+        except ShardFailed as exc:
+            failed.append({"attempt": attempt, "reason": str(exc)})
+            if on_attempt_failed is not None:
+                on_attempt_failed(index, attempt, str(exc))
+            continue
+        if failed:
+            result.load_generator["failed_attempts"] = failed
+        return result, failed
+    reasons = "; ".join(f"attempt {f['attempt']}: {f['reason']}" for f in failed)
+    raise ShardFailed(f"trial {index} (N={config.concurrency}) failed every attempt: {reasons}")
 
 
 def trial_dir(out_dir: str | os.PathLike[str], index: int, concurrency: int) -> Path:
@@ -165,6 +227,8 @@ def search_job(
     progress: Progress | None = None,
     max_trials: int = 60,
     on_window: Callable[[int, str, int, Transport], None] | None = None,
+    sharding: Sharding | None = None,
+    on_attempt_failed: OnAttemptFailed | None = None,
 ) -> SearchResult:
     """The whole SLO-tier search; ``base`` gives every trial's settings but concurrency.
 
@@ -172,7 +236,9 @@ def search_job(
     ``on_trial`` receives and what ``prior_trials`` takes back); ``on_trial_result``
     additionally gets the full TrialResult with raw records (for uploading them).
     ``on_window(trial index, "start"|"end", t_ns, transport)`` marks each trial's
-    measurement window (scrape /metrics there; it must not block).
+    measurement window (scrape /metrics there; it must not block). ``sharding`` runs each
+    trial's agents in shard processes (docs/engine.md "Sharded trials"); a trial whose
+    shard failed is reported to ``on_attempt_failed`` and run again under the same index.
     """
     names = [t.name for t in tiers]
 
@@ -186,7 +252,18 @@ def search_job(
                 def marks(mark: str, t_ns: int) -> None:
                     hook(index, mark, t_ns, transport)
 
-            result = await run_trial(transport, clock, trajectories, config, tiers, on_window=marks)
+            result, _ = await _one_trial(
+                transport,
+                clock,
+                target,
+                trajectories,
+                config,
+                tiers,
+                sharding,
+                index=index,
+                on_window=marks,
+                on_attempt_failed=on_attempt_failed,
+            )
             data = result.to_dict()
             if out_dir is not None:
                 folder = trial_dir(out_dir, index, n)

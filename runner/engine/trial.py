@@ -12,7 +12,6 @@ import asyncio
 import json
 import math
 import os
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from runner.engine.health import monitor_health
 from runner.engine.metrics import (
     NS,
     ClientHealth,
@@ -39,8 +39,6 @@ from runner.engine.stats import (
 )
 from runner.engine.trajectory import Trajectory
 from runner.engine.transport import Clock, Transport
-
-LAG_PROBE_INTERVAL_S = 0.01
 
 
 @dataclass(slots=True)
@@ -203,6 +201,12 @@ class TrialConfig:
             "replay": self.replay.to_dict(),
         }
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrialConfig:
+        """The inverse of ``to_dict``."""
+        fields_ = {f: data[f] for f in cls.__dataclass_fields__ if f in data and f != "replay"}
+        return cls(replay=ReplayConfig.from_dict(data["replay"]), **fields_)
+
 
 @dataclass(slots=True)
 class TrialResult:
@@ -213,6 +217,8 @@ class TrialResult:
     simulated: bool = False
     # Bootstrap intervals and the MLPerf-style minimum request counts (engine.stats)
     statistics: dict[str, Any] = field(default_factory=dict)
+    # A sharded trial's shards: agents, health, clock offsets (engine.shards); {}: one process
+    load_generator: dict[str, Any] = field(default_factory=dict)
 
     @property
     def concurrency(self) -> int:
@@ -227,6 +233,7 @@ class TrialResult:
             "summary": self.summary.to_dict(),
             "verdicts": {name: v.to_dict() for name, v in self.verdicts.items()},
             "statistics": self.statistics,
+            **({"load_generator": self.load_generator} if self.load_generator else {}),
             "frontier_point": {
                 "p25_output_speed": self.summary.p25_output_speed,
                 "throughput_per_accelerator": self.summary.throughput_per_accelerator,
@@ -244,23 +251,6 @@ def write_trial(out_dir: str | os.PathLike[str], result: TrialResult) -> None:
     (path / "trial.json").write_bytes(
         orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2) + b"\n"
     )
-
-
-async def _monitor_health(
-    clock: Clock, w0: int, w1: int, lags_ms: list[float], cpu: list[float]
-) -> None:
-    """Event-loop lag (sleep overshoot) and process CPU over [w0, w1) on a real clock."""
-    wait = w0 - clock.now_ns()
-    if wait > 0:
-        await clock.sleep(wait / NS)
-    cpu0, wall0 = time.process_time(), clock.now_ns()
-    while clock.now_ns() < w1:
-        before = clock.now_ns()
-        await clock.sleep(LAG_PROBE_INTERVAL_S)
-        lags_ms.append(max(0.0, (clock.now_ns() - before) / 1e6 - LAG_PROBE_INTERVAL_S * 1e3))
-    wall = clock.now_ns() - wall0
-    if wall > 0:
-        cpu.append((time.process_time() - cpu0) * NS / wall * 100.0)
 
 
 async def run_trial(
@@ -289,9 +279,10 @@ async def run_trial(
     w1 = w0 + int(config.duration_s * NS)
     lags: list[float] = []
     cpu: list[float] = []
+    stamps: list[float] = []
     monitor = None
     if not clock.is_virtual:
-        monitor = asyncio.ensure_future(_monitor_health(clock, w0, w1, lags, cpu))
+        monitor = asyncio.ensure_future(monitor_health(clock, w0, w1, lags, cpu, stamps))
     marks = None
     if on_window is not None:
         marks = asyncio.ensure_future(_window_marks(clock, w0, w1, on_window))
@@ -309,9 +300,28 @@ async def run_trial(
     health: ClientHealth = judge_client_health(
         percentile(lags, 99) if lags else None,
         cpu[0] if cpu else None,
+        percentile(stamps, 99) if stamps else None,
         max_loop_lag_ms=config.max_loop_lag_ms,
         max_cpu_percent=config.max_cpu_percent,
     )
+    return judge_trial(
+        records, config, tiers, window=(w0, w1), client=health, simulated=clock.is_virtual
+    )
+
+
+def judge_trial(
+    records: list[RequestRecord],
+    config: TrialConfig,
+    tiers: Sequence[Tier],
+    *,
+    window: tuple[int, int],
+    client: ClientHealth,
+    simulated: bool,
+    load_generator: dict[str, Any] | None = None,
+) -> TrialResult:
+    """Summary, verdicts and bootstrap intervals of a trial's records, computed once (one
+    process, or the merged records of every shard: docs/engine.md "Sharded trials")."""
+    w0, w1 = window
     extra_ps = {t.ttft_percentile for t in tiers}
     summary = summarize(
         records,
@@ -319,7 +329,7 @@ async def run_trial(
         window_end_ns=w1,
         accelerators=config.accelerators,
         accelerators_total=config.accelerators_total,
-        client=health,
+        client=client,
         extra_ttft_percentiles=extra_ps,
     )
     verdicts = evaluate_tiers(summary, tiers, min_requests=config.min_requests)
@@ -346,8 +356,9 @@ async def run_trial(
         summary=summary,
         verdicts=verdicts,
         records=sorted(records, key=lambda r: r.t_send_ns),
-        simulated=clock.is_virtual,
+        simulated=simulated,
         statistics=statistics,
+        load_generator=load_generator or {},
     )
 
 

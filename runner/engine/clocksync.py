@@ -1,0 +1,176 @@
+"""Clock alignment and the common start of a sharded trial (docs/engine.md "Sharded trials").
+
+Per-request metrics are deltas on one shard's own monotonic clock and need no alignment.
+Only the measurement window's boundaries and the throughput attribution compare times
+across shards, so each shard measures the offset of its monotonic clock to the
+coordinator's, NTP-style: it sends a probe at ``t0``, the coordinator answers with its own
+time ``tc``, the answer arrives at ``t1``; ``offset = tc − (t0 + t1) / 2`` is exact up to
+the round trip's asymmetry, so its uncertainty is ``(t1 − t0) / 2``. Of many round trips
+the tightest is kept. The same exchange carries the start instant: the coordinator
+answers 0 until every shard has said hello (loaded its dataset and is ready), then the
+instant on its own clock at which the ramp starts.
+
+The coordinator side is a UDP socket served by its own thread (``SyncServer``), so its
+answers are not delayed by the coordinator's event loop. Packets carry a random trial
+token; any other packet is ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import socket
+import struct
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+# hello: token (16 bytes), shard (u32), nonce (u64) ; answer: nonce, coordinator ns, start ns
+_HELLO = struct.Struct("!16sIQ")
+_ANSWER = struct.Struct("!QqQ")
+MAX_UNCERTAINTY_NS = 1_000_000  # a trial is invalid when a shard's offset is less sure
+PROBE_INTERVAL_S = 0.005
+MIN_PROBES = 16
+
+
+@dataclass(slots=True)
+class Offset:
+    """The offset of a shard's monotonic clock to the coordinator's (coordinator − shard)."""
+
+    offset_ns: int
+    uncertainty_ns: int
+    probes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "offset_ns": self.offset_ns,
+            "uncertainty_ns": self.uncertainty_ns,
+            "probes": self.probes,
+        }
+
+
+class SyncServer:
+    """The coordinator's clock and start instant, answered over UDP by a thread."""
+
+    def __init__(self, shards: int, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.shards = shards
+        self.token = secrets.token_bytes(16)
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self._sock.bind((host, port))
+        self._sock.settimeout(0.2)
+        self.address: tuple[str, int] = self._sock.getsockname()
+        self._ready: set[int] = set()
+        self._all_ready = threading.Event()
+        self._start_ns = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="clock-sync", daemon=True)
+
+    def start(self) -> SyncServer:
+        self._thread.start()
+        return self
+
+    @property
+    def ready(self) -> set[int]:
+        return set(self._ready)
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        """Whether every shard said hello within ``timeout_s``."""
+        return self._all_ready.wait(timeout_s)
+
+    def set_start(self, start_ns: int) -> None:
+        self._start_ns = start_ns
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                data, peer = self._sock.recvfrom(64)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            now = time.perf_counter_ns()
+            if len(data) != _HELLO.size:
+                continue
+            token, shard, nonce = _HELLO.unpack(data)
+            if token != self.token or shard >= self.shards:
+                continue
+            try:
+                self._sock.sendto(_ANSWER.pack(nonce, now, self._start_ns), peer)
+            except OSError:
+                continue
+            if shard not in self._ready:
+                self._ready.add(shard)
+                if len(self._ready) == self.shards:
+                    self._all_ready.set()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._sock.close()
+        if self._thread.is_alive():
+            self._thread.join(timeout=1)
+
+
+class _Client(asyncio.DatagramProtocol):
+    def __init__(self) -> None:
+        self.answers: dict[int, tuple[int, int, int]] = {}  # nonce -> (tc, start, t1)
+        self.arrived = asyncio.Event()
+
+    def datagram_received(self, data: bytes, addr: Any) -> None:
+        t1 = time.perf_counter_ns()
+        if len(data) == _ANSWER.size:
+            nonce, tc, start = _ANSWER.unpack(data)
+            self.answers[nonce] = (tc, start, t1)
+            self.arrived.set()
+
+
+async def measure(
+    address: tuple[str, int],
+    token: bytes,
+    shard: int,
+    *,
+    wait_for_start: bool,
+    timeout_s: float = 120.0,
+    min_probes: int = MIN_PROBES,
+) -> tuple[Offset, int]:
+    """Probe the coordinator until ``min_probes`` answers (and, with ``wait_for_start``, a
+    start instant) arrived; returns the tightest offset and the start (coordinator ns, 0
+    when not waited for)."""
+    loop = asyncio.get_running_loop()
+    transport, proto = await loop.create_datagram_endpoint(_Client, remote_addr=address)
+    sent: dict[int, int] = {}
+    best: tuple[int, int] | None = None  # (rtt, offset)
+    start = 0
+    deadline = time.monotonic() + timeout_s
+    nonce = 0
+    try:
+        while True:
+            nonce += 1
+            t0 = time.perf_counter_ns()
+            sent[nonce] = t0
+            transport.sendto(_HELLO.pack(token, shard, nonce))
+            await asyncio.sleep(PROBE_INTERVAL_S)
+            for n, (tc, s, t1) in list(proto.answers.items()):
+                t0n = sent.pop(n, None)
+                del proto.answers[n]
+                if t0n is None:
+                    continue
+                rtt = t1 - t0n
+                offset = tc - (t0n + t1) // 2
+                if best is None or rtt < best[0]:
+                    best = (rtt, offset)
+                if s:
+                    start = s
+            answered = nonce - len(sent)
+            if answered >= min_probes and (start or not wait_for_start):
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"no start from the coordinator at {address[0]}:{address[1]} "
+                    f"within {timeout_s:g} s ({answered} answers)"
+                )
+    finally:
+        transport.close()
+    assert best is not None
+    rtt, offset = best
+    return Offset(offset, (rtt + 1) // 2, nonce - len(sent)), start
