@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import itertools
+import operator
 import zlib
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -120,6 +121,15 @@ class KvPool:
       once; eviction walks the log from the oldest release, tail first, and evicts a block
       only where its stamp is still that release's (a later release moved it) and it is not
       pinned. The log is compacted when it outgrows the cache.
+    - stamps are written lazily: a release only queues its record (``unstamped``); the
+      queue is stamped, in release order, before anything reads a stamp (an eviction or a
+      compaction). Until a pool first has to evict, its releases cost no per-block work.
+    - a prompt's matched prefix is looked up from where it leaves the same session's
+      previous admitted prompt (``last``): those blocks were all present at its admission,
+      and while no eviction has run since (``evictions``) they still are.
+
+    Both are bookkeeping only: every decision is the one the eager version made (docs/
+    benchmarks.md "Rack scale"; tests/simulator/test_kv_pool.py against per-block counts).
     """
 
     __slots__ = (
@@ -134,6 +144,9 @@ class KvPool:
         "active",
         "active_tokens",
         "refs",
+        "unstamped",
+        "evictions",
+        "last",
         "_compact_at",
     )
 
@@ -150,6 +163,10 @@ class KvPool:
         self.active: dict[int, list[Any]] = {}  # id(keys) -> [keys, pins, prompt tokens]
         self.active_tokens = 0  # Σ tokens of pinned prompts: >= the pinned blocks' tokens
         self.refs: dict[int, int] = {}  # without caching: key -> pins
+        self.unstamped: list[tuple[tuple[int, ...], int]] = []  # releases not yet stamped
+        self.evictions = 0  # eviction passes so far (each may remove blocks)
+        # session -> (keys of its last admitted prompt, evictions at that admission)
+        self.last: dict[int, tuple[tuple[int, ...], int]] = {}
         self._compact_at = 4096
 
     # ------------------------------------------------------------------ pins
@@ -175,14 +192,29 @@ class KvPool:
             del self.active[id(keys)]
 
     # ------------------------------------------------------------------ public
-    def acquire(self, keys: tuple[int, ...], cum: tuple[int, ...], reserve: int) -> int | None:
-        """Pin the prompt's blocks; return matched prefix tokens, or None if it cannot fit."""
+    def acquire(
+        self, keys: tuple[int, ...], cum: tuple[int, ...], reserve: int, session: int = 0
+    ) -> int | None:
+        """Pin the prompt's blocks; return matched prefix tokens, or None if it cannot fit.
+
+        ``session`` (0: none) names the prompt's session, so the blocks it shares with that
+        session's previous prompt need no lookup while no eviction has run since."""
         if not self.caching:
             return self._acquire_uncached(keys, cum, reserve)
         sizes = self.sizes
-        found = list(map(sizes.get, keys))
+        known = 0  # keys[:known] are certainly cached
+        if session:
+            last = self.last.get(session)
+            if last is not None and last[1] == self.evictions:
+                old = last[0]
+                n = min(len(old), len(keys)) - 1
+                if n > 0 and old[:n] == keys[:n]:  # the usual turn: all but the priming block
+                    known = n
+                while known <= n and old[known] == keys[known]:
+                    known += 1
+        found = list(map(sizes.get, keys[known:] if known else keys))
         try:
-            m = found.index(None)
+            m = known + found.index(None)
         except ValueError:
             m = len(keys)
         matched = cum[m - 1] if m else 0
@@ -208,6 +240,11 @@ class KvPool:
             prev = end
         self.used += added + reserve
         self.reserved += reserve
+        if session:
+            last_seen = self.last
+            if len(last_seen) >= 131_072:  # a hint only: forgetting costs lookups, not results
+                last_seen.clear()
+            last_seen[session] = (keys, self.evictions)
         return matched
 
     def release(self, keys: tuple[int, ...], reserve: int) -> None:
@@ -218,14 +255,20 @@ class KvPool:
             return
         self._unpin(keys)
         self.gen += 1
-        g = self.gen
-        self.stamp.update(zip(keys, itertools.repeat(g)))
-        self.log.append((keys, g, 0))
+        self.unstamped.append((keys, self.gen))
         if len(self.log) > self._compact_at:
             self._compact()
 
+    def _stamp(self) -> None:
+        """Stamp the queued releases, oldest first, and move them to the log."""
+        stamp, log = self.stamp, self.log
+        for keys, g in self.unstamped:
+            stamp.update(zip(keys, itertools.repeat(g)))
+            log.append((keys, g, 0))
+        self.unstamped.clear()
+
     def reserve(self, n: int) -> bool:
-        if self.capacity - self.used < n and self.log:
+        if self.capacity - self.used < n and (self.log or self.unstamped):
             self._evict(n, ())
         if self.capacity - self.used < n:
             return False
@@ -247,6 +290,9 @@ class KvPool:
     # ------------------------------------------------------------------ eviction
     def _evict(self, need: int, protect: Sequence[int]) -> None:
         """Evict least recently released blocks, tail first, until ``need`` tokens fit."""
+        if self.unstamped:
+            self._stamp()
+        self.evictions += 1
         pinned: set[int] | None = None
         log, stamp, sizes = self.log, self.stamp, self.sizes
         while self.capacity - self.used < need and log:
@@ -266,10 +312,26 @@ class KvPool:
                 log[0] = (keys, g, len(keys) - 1 - i)
 
     def _compact(self) -> None:
-        """Drop log records none of whose blocks still carry their stamp."""
-        stamp = self.stamp
-        self.log = deque(rec for rec in self.log if list(map(stamp.get, rec[0])).count(rec[1]))
-        self._compact_at = max(4096, 2 * len(self.log))
+        """Cut each log record to its blocks that still carry its stamp (in order), and drop
+        records left with none (queued releases are stamped first). Eviction skips every other block of a record, and a block
+        never gets an older stamp back, so the log evicts exactly as before while holding a
+        few keys per release (typically the priming block: a session's next prompt restamps
+        the rest) instead of a reference to its whole prompt. A record partly walked by an
+        eviction keeps only its unwalked part."""
+        if self.unstamped:
+            self._stamp()
+        stamp, eq = self.stamp, operator.eq
+        log: deque[tuple[tuple[int, ...], int, int]] = deque()
+        for keys, g, done in self.log:
+            if done:
+                keys = keys[: len(keys) - done]
+            live = tuple(
+                itertools.compress(keys, map(eq, map(stamp.get, keys), itertools.repeat(g)))
+            )
+            if live:
+                log.append((keys if len(live) == len(keys) else live, g, 0))
+        self.log = log
+        self._compact_at = max(4096, 2 * len(log))
 
     # ------------------------------------------------------------------ no caching
     def _acquire_uncached(
@@ -654,7 +716,8 @@ class Replica:
 
     def _admit(self, req: SimRequest) -> bool:
         reserve = req.stop_at if self.role == "aggregated" else 0
-        matched = self.pool.acquire(req.prompt.keys, req.prompt.cum, reserve)
+        prompt = req.prompt
+        matched = self.pool.acquire(prompt.keys, prompt.cum, reserve, prompt.session_key)
         if matched is None:
             return False
         cached = min((matched // self.block) * self.block, req.prompt.tokens - 1)
@@ -1058,7 +1121,7 @@ class Deployment:
             return False
         key = prompt.session_key if session_key is None else session_key
         rep = self._route(key, lambda r: r.pool.used)
-        if rep.pool.acquire(prompt.keys, prompt.cum, 0) is None:
+        if rep.pool.acquire(prompt.keys, prompt.cum, 0, prompt.session_key) is None:
             return False
         rep.pool.release(prompt.keys, 0)
         return True

@@ -98,8 +98,16 @@ operations = st.lists(
     ops=operations,
     capacity=st.integers(50, 600),
     sizes=st.lists(st.integers(1, 60), min_size=1, max_size=6),
+    compact=st.booleans(),
+    sessions=st.booleans(),
 )
-def test_the_pool_decides_exactly_as_per_block_reference_counting(ops, capacity, sizes):
+def test_the_pool_decides_exactly_as_per_block_reference_counting(
+    ops, capacity, sizes, compact, sessions
+):
+    """``compact``: the release log is compacted after every operation (it normally is
+    every few thousand releases); ``sessions``: acquires name their session, so the pool
+    skips lookups of blocks the session's previous prompt had. Neither may change a
+    decision."""
     pool, ref = KvPool(capacity, caching=True), ReferencePool(capacity)
     held: list[tuple[tuple[int, ...], int]] = []  # (keys, reserve) of pinned prompts
     for op, session, length, reserve in ops:
@@ -111,10 +119,25 @@ def test_the_pool_decides_exactly_as_per_block_reference_counting(ops, capacity,
             ref.release(keys, r)
         else:
             keys, cum = _chain(session, length, sizes)
-            got, want = pool.acquire(keys, cum, reserve), ref.acquire(keys, cum, reserve)
+            got = pool.acquire(keys, cum, reserve, session + 1 if sessions else 0)
+            want = ref.acquire(keys, cum, reserve)
             assert got == want
             if got is not None:
                 held.append((keys, reserve))
+        if compact:
+            pool._compact()
         assert pool.used == ref.used
         assert pool.in_use == ref.used - ref.evictable
         assert set(pool.sizes) == set(ref.entries)
+
+
+def test_a_sessions_blocks_evicted_since_its_last_prompt_are_looked_up_again():
+    pool, ref = KvPool(100, caching=True), ReferencePool(100)
+    a, a_cum = _chain(1, 4, [20])  # 80 tokens: the tools block and three of session 1's
+    b, b_cum = _chain(2, 4, [25])  # 20 + 75 tokens: needs most of session 1's blocks gone
+    for keys, cum, session in ((a, a_cum, 1), (b, b_cum, 2), (a, a_cum, 1)):
+        got, want = pool.acquire(keys, cum, 0, session), ref.acquire(keys, cum, 0)
+        assert got == want
+        pool.release(keys, 0)
+        ref.release(keys, 0)
+    assert pool.evictions > 0 and set(pool.sizes) == set(ref.entries)
