@@ -21,22 +21,29 @@
     var body = root.querySelector(".timeline-turns tbody");
     var status = root.querySelector(".timeline-status");
     var sessOffset = 0, sessCount = 0, turnOffset = 0;
+    var generation = 0;  // a newer pick makes older answers stale: they are dropped
 
     function url(params) {
       return root.dataset.base + trialSel.value + root.dataset.suffix + "?" + new URLSearchParams(params).toString();
     }
     function get(params) {
+      var mine = generation;
       return fetch(url(params), { headers: { Accept: "application/json" }, credentials: "same-origin" }).then(function (r) {
         return r.json().then(function (data) {
+          if (mine !== generation) { throw new Stale(); }
           if (!r.ok) { throw new Error((data.error && data.error.message) || ("HTTP " + r.status)); }
           return data;
         });
       });
     }
-    function fail(err) { status.textContent = "Could not load the timeline: " + err.message; }
+    function Stale() { this.message = "stale"; }
+    function fail(err) {
+      if (err instanceof Stale) { return; }
+      status.textContent = "Could not load the timeline: " + err.message;
+    }
 
     function loadSessions(append) {
-      if (!append) { sessOffset = 0; sessSel.innerHTML = ""; }
+      if (!append) { generation += 1; sessOffset = 0; sessSel.innerHTML = ""; }
       status.textContent = "Loading sessions…";
       return get({ offset: sessOffset, limit: PAGE }).then(function (data) {
         sessCount = data.count;
@@ -115,10 +122,10 @@
     }
 
     trialSel.addEventListener("change", function () { loadSessions(false); });
-    sessSel.addEventListener("change", function () { turnOffset = 0; loadTurns(); });
+    sessSel.addEventListener("change", function () { generation += 1; turnOffset = 0; loadTurns(); });
     moreSessions.addEventListener("click", function () { loadSessions(true); });
-    prev.addEventListener("click", function () { turnOffset = Math.max(0, turnOffset - PAGE); loadTurns(); });
-    next.addEventListener("click", function () { turnOffset += PAGE; loadTurns(); });
+    prev.addEventListener("click", function () { generation += 1; turnOffset = Math.max(0, turnOffset - PAGE); loadTurns(); });
+    next.addEventListener("click", function () { generation += 1; turnOffset += PAGE; loadTurns(); });
     if (!trialSel.value) {
       var first = Array.prototype.find.call(trialSel.options, function (o) { return !o.disabled; });
       if (first) { trialSel.value = first.value; }
