@@ -147,6 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_shard_option(search)
     add_shard_commands(sub)
+    from runner.engine.report import add_report_command
+
+    add_report_command(sub)
     dataset = sub.add_parser("dataset", help="dataset import|generate|stats")
     dataset_sub = dataset.add_subparsers(dest="dataset_command", required=True)
     try:
@@ -345,6 +348,9 @@ def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
         flags = f" ({', '.join(tier.flags)})" if tier.flags else ""
         reporter.line(f"tier {name}: max agents {tier.max_agents}{flags}")
     reporter.line(f"wrote {out_dir / 'search.json'} ({len(result.trials)} trials)")
+    from runner.engine.report import print_max_agents
+
+    print_max_agents(out, doc)
     return 0
 
 
