@@ -31,6 +31,7 @@ seed: migrate
 
 # Embedded default: SQLite, kombu's SQLite broker and a local artifacts folder under var/.
 demo: seed sandbox
+	$(PYTHON) manage.py publish_tuning_subset
 	$(PYTHON) -m config.demo --host $(HOST) --port $(PORT)
 
 worker: install

@@ -78,7 +78,7 @@ def _generated(spec: TestSetSpec) -> tuple[bytes, str, dict]:
     from runner.engine.trajectory import dataset_to_bytes
 
     params = _small_shape() if spec.small else ShapeParams()
-    log.info("generating private test set %s@%s", spec.name, spec.version)
+    log.info("generating synthetic dataset %s@%s", spec.name, spec.version)
     dataset = generate_dataset(
         seed=spec.seed,
         trajectories=spec.trajectories,
@@ -132,3 +132,47 @@ def file_sha256(dataset: Dataset) -> str:
     Dataset.objects.filter(pk=dataset.pk).update(stats={**(dataset.stats or {}),
                                                         "file_sha256": digest})  # fmt: skip
     return digest
+
+
+# --- the public tuning subset ------------------------------------------------------------
+
+TUNING_NAME = "agentperf-tuning-subset"
+# Its own seed: the same generator and shape as the small private set, never its sessions.
+TUNING_SEED = 20261201
+TUNING_TRAJECTORIES = 32
+
+
+def tuning_subset_spec() -> TestSetSpec:
+    return TestSetSpec(name=TUNING_NAME, seed=TUNING_SEED, trajectories=TUNING_TRAJECTORIES,
+                       small=True)  # fmt: skip
+
+
+def public_tuning_subset() -> Dataset:
+    """The downloadable tuning subset (visibility public), stored and listed the first time
+    it is asked for; idempotent. Vendors tune on it; runs use the private test set only
+    (docs/datasets.md "Public tuning subset")."""
+    spec = tuning_subset_spec()
+    version = spec.version
+    existing = Dataset.objects.filter(name=spec.name, version=version).first()
+    if existing is not None:
+        return existing
+    content, digest, stats = _generated(spec)
+    if Dataset.objects.filter(sha256=digest).exists():  # same bytes under another name
+        return Dataset.objects.get(sha256=digest)
+    key = f"public/{spec.name}/{version}/{digest}.jsonl.gz"
+    storage = storages["datasets"]
+    if not storage.exists(key):
+        storage.save(key, ContentFile(content))
+    try:
+        with transaction.atomic():
+            return Dataset.objects.create(
+                name=spec.name,
+                version=version,
+                visibility=Dataset.VISIBILITY_PUBLIC,
+                sha256=digest,
+                storage_key=key,
+                size=len(content),
+                stats=dict(stats),
+            )
+    except IntegrityError:  # created concurrently: the same bytes
+        return Dataset.objects.get(sha256=digest)

@@ -19,6 +19,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from runner.models import BenchmarkRun, Trial
+from runner.progress import progress_settled
 from submissions import constants as c
 from submissions.models import Artifact, Submission
 from submissions.services.lifecycle import TransitionError, audit_record, submission_transition
@@ -282,7 +283,7 @@ def run_complete(
         locked.search_summary = payload.get("search_summary") or {}
         locked.telemetry = payload.get("telemetry") or {}
         locked.runner_info = {**(locked.runner_info or {}), **(payload.get("runner_info") or {})}
-        locked.progress = {**(locked.progress or {}), "phase": "verifying"}
+        locked.progress = progress_settled(locked.progress, "verifying")
         locked.heartbeat_at = timezone.now()
         locked.save(
             update_fields=["search_summary", "telemetry", "runner_info", "progress", "heartbeat_at"]
@@ -301,7 +302,7 @@ def run_complete(
             now = timezone.now()
             locked.status = BenchmarkRun.STATUS_DONE
             locked.finished_at = now
-            locked.progress = {**(locked.progress or {}), "phase": "done"}
+            locked.progress = progress_settled(locked.progress, BenchmarkRun.STATUS_DONE)
             locked.save(update_fields=["status", "finished_at", "progress"])
             submission_transition(
                 submission=locked.submission,

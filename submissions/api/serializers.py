@@ -5,20 +5,61 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from runner.progress import run_progress
 from submissions.models import Artifact, Submission
 
+PROGRESS_HELP = (
+    "queued: queue, queue_position (1 = next), runs_ahead, estimated_start_s (null without "
+    "history) and estimate_basis; running: phase, search_phase, trial k of max_trials, "
+    "concurrency, last_trial; finished: phase and search_phase = done | failed | cancelled"
+)
 
-class LatestRunSerializer(serializers.Serializer):
+
+class ProgressMixin(serializers.Serializer):
+    progress = serializers.SerializerMethodField(help_text=PROGRESS_HELP)
+
+    @extend_schema_field(serializers.JSONField())
+    def get_progress(self, obj) -> dict:
+        return run_progress(obj)
+
+
+class LatestRunSerializer(ProgressMixin):
     id = serializers.IntegerField()
     status = serializers.CharField()
-    progress = serializers.JSONField()
     heartbeat_at = serializers.DateTimeField(allow_null=True)
+
+
+class PublishedResultSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    status = serializers.CharField(help_text="published, superseded or invalidated")
+    label = serializers.CharField()
+    url = serializers.CharField(help_text="the public result page")
+    api_url = serializers.CharField(help_text="the public read API's result")
+
+
+def published_result(submission: Submission, request=None) -> dict | None:
+    """The public result of a published (or since retired) submission; None before."""
+    from django.urls import reverse
+
+    try:
+        result = submission.result  # reverse one-to-one; missing raises DoesNotExist
+    except Submission.result.RelatedObjectDoesNotExist:
+        return None
+    url = reverse("result-detail", args=[result.pk])
+    api_url = reverse("public-api-result", args=[result.pk])
+    if request is not None:
+        url, api_url = request.build_absolute_uri(url), request.build_absolute_uri(api_url)
+    return {"id": result.pk, "status": result.status, "label": result.label, "url": url,
+            "api_url": api_url}  # fmt: skip
 
 
 class SubmissionListSerializer(serializers.ModelSerializer):
     model = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     hardware = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     latest_run = serializers.SerializerMethodField()
+    result = serializers.SerializerMethodField(
+        help_text="the published result's id and URLs once published; null before"
+    )
 
     class Meta:
         model = Submission
@@ -34,6 +75,7 @@ class SubmissionListSerializer(serializers.ModelSerializer):
             "previous",
             "created_at",
             "latest_run",
+            "result",
         ]
         read_only_fields = fields
 
@@ -43,6 +85,10 @@ class SubmissionListSerializer(serializers.ModelSerializer):
         if run is None:
             return None
         return LatestRunSerializer(run).data
+
+    @extend_schema_field(PublishedResultSerializer(allow_null=True))
+    def get_result(self, obj: Submission) -> dict | None:
+        return published_result(obj, self.context.get("request"))
 
 
 class SubmissionDetailSerializer(SubmissionListSerializer):
@@ -75,12 +121,11 @@ class TrialSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
-class RunSerializer(serializers.Serializer):
+class RunSerializer(ProgressMixin):
     id = serializers.IntegerField()
     submission = serializers.IntegerField(source="submission_id")
     status = serializers.CharField()
     attempt = serializers.IntegerField()
-    progress = serializers.JSONField(help_text="phase, trial k of n, concurrency, last verdicts")
     search_summary = serializers.JSONField()
     heartbeat_at = serializers.DateTimeField(allow_null=True)
     created_at = serializers.DateTimeField()

@@ -20,6 +20,7 @@ from leaderboard.models import Dataset
 from runner.models import BenchmarkRun, Trial, VerificationReport
 from submissions.api import serializers as s
 from submissions.api.access import IsVendor, VendorSubmitThrottle, VendorThrottle, request_org
+from submissions.api.openapi import CONFIG_REF
 from submissions.api.parsers import RawConfigParser
 from submissions.models import Artifact, Submission
 from submissions.schema import ConfigError, config_json_schema
@@ -50,12 +51,12 @@ IDEMPOTENCY_HEADER = OpenApiParameter(
     "Idempotency-Key",
     OpenApiTypes.STR,
     OpenApiParameter.HEADER,
-    description="Same key + same body returns the first submission; another body is a 409.",
+    description="Same key + the same config (compared parsed, so YAML and JSON of one "
+    "config match) returns the first submission; another config is a 409.",
 )
-CONFIG_BODY = {
-    "application/yaml": OpenApiTypes.STR,
-    "application/json": OpenApiTypes.OBJECT,
-}
+# Both encodings carry the same document: the deployment-config schema (a component added
+# by submissions.api.openapi.deployment_config_components).
+CONFIG_BODY = {"application/yaml": CONFIG_REF, "application/json": CONFIG_REF}
 
 
 def config_api_error(exc: ConfigError) -> ApiError:
@@ -95,7 +96,7 @@ class VendorView(APIView):
         return request_org(self.request)
 
     def own_submissions(self):
-        return Submission.objects.filter(org=self.org).select_related("model", "hardware")
+        return Submission.objects.filter(org=self.org).select_related("model", "hardware", "result")
 
     def own_submission(self, pk: int) -> Submission:
         return get_object_or_404(self.own_submissions(), pk=pk)
@@ -148,7 +149,7 @@ class SubmissionListCreateView(VendorView):
         status_filter = request.query_params.get("status")
         if status_filter:
             qs = qs.filter(status=status_filter)
-        return Response(s.SubmissionListSerializer(qs[:500], many=True).data)
+        return Response(s.SubmissionListSerializer(qs[:500], many=True, context=_ctx(request)).data)
 
     @extend_schema(
         operation_id="submissions_create",
@@ -157,7 +158,7 @@ class SubmissionListCreateView(VendorView):
         responses={
             201: s.SubmissionDetailSerializer,
             200: OpenApiResponse(s.SubmissionDetailSerializer, description="idempotent replay"),
-            409: OpenApiResponse(description="idempotency key reused with another body"),
+            409: OpenApiResponse(description="idempotency key reused with another config"),
             413: OpenApiResponse(description="config larger than the limit"),
             **ERROR_RESPONSES,
         },
@@ -178,13 +179,17 @@ class SubmissionListCreateView(VendorView):
             raise config_api_error(exc) from None
         except IdempotencyConflict as exc:
             raise ApiError("idempotency_conflict", str(exc), status_code=409) from None
-        return _submission_response(submission)
+        return _submission_response(submission, request)
 
 
-def _submission_response(submission: Submission) -> Response:
+def _ctx(request: Request) -> dict:
+    return {"request": request}
+
+
+def _submission_response(submission: Submission, request: Request) -> Response:
     replayed = getattr(submission, "replayed", False)
     response = Response(
-        s.SubmissionDetailSerializer(submission).data,
+        s.SubmissionDetailSerializer(submission, context=_ctx(request)).data,
         status=status.HTTP_200_OK if replayed else status.HTTP_201_CREATED,
     )
     if replayed:
@@ -198,7 +203,9 @@ class SubmissionDetailView(VendorView):
         responses={200: s.SubmissionDetailSerializer, **ERROR_RESPONSES},
     )
     def get(self, request: Request, pk: int) -> Response:
-        return Response(s.SubmissionDetailSerializer(self.own_submission(pk)).data)
+        return Response(
+            s.SubmissionDetailSerializer(self.own_submission(pk), context=_ctx(request)).data
+        )
 
 
 class SubmissionWithdrawView(VendorView):
@@ -223,7 +230,9 @@ class SubmissionWithdrawView(VendorView):
             )
         except TransitionError as exc:
             raise ApiError("conflict", str(exc), status_code=409) from None
-        return Response(s.SubmissionDetailSerializer(self.own_submission(pk)).data)
+        return Response(
+            s.SubmissionDetailSerializer(self.own_submission(pk), context=_ctx(request)).data
+        )
 
 
 class SubmissionResubmitView(VendorView):
@@ -237,7 +246,7 @@ class SubmissionResubmitView(VendorView):
         responses={
             201: s.SubmissionDetailSerializer,
             200: OpenApiResponse(s.SubmissionDetailSerializer, description="idempotent replay"),
-            409: OpenApiResponse(description="idempotency key reused with another body"),
+            409: OpenApiResponse(description="idempotency key reused with another config"),
             **ERROR_RESPONSES,
         },
         description="A new submission linked to this one; this one is withdrawn if still live.",
@@ -257,7 +266,7 @@ class SubmissionResubmitView(VendorView):
             raise config_api_error(exc) from None
         except IdempotencyConflict as exc:
             raise ApiError("idempotency_conflict", str(exc), status_code=409) from None
-        return _submission_response(submission)
+        return _submission_response(submission, request)
 
 
 def _run_queryset():
@@ -413,7 +422,8 @@ class DatasetListView(VendorView):
     @extend_schema(
         operation_id="datasets_list",
         responses={200: s.DatasetSerializer(many=True), **ERROR_RESPONSES},
-        description="Public datasets (the tuning subset). The private test set is never listed.",
+        description="Public datasets (the tuning subset, published by `manage.py "
+        "publish_tuning_subset` and `make demo`). The private test set is never listed.",
     )
     def get(self, request: Request) -> Response:
         qs = Dataset.objects.filter(visibility=Dataset.VISIBILITY_PUBLIC)
@@ -430,7 +440,10 @@ class DatasetDownloadView(VendorView):
             Dataset.objects.filter(visibility=Dataset.VISIBILITY_PUBLIC), pk=pk
         )
         storage = storages["datasets"]
-        link = _download(storage, dataset.storage_key, dataset.sha256, dataset.size)
+        # The file's own sha256 as recorded at creation (what a download checks); `sha256`
+        # in the list is the canonical digest (docs/datasets.md "Canonical encoding").
+        file_digest = str((dataset.stats or {}).get("file_sha256") or "")
+        link = _download(storage, dataset.storage_key, file_digest, dataset.size)
         return Response(s.DownloadSerializer(link).data)
 
 

@@ -11,6 +11,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from runner.models import BenchmarkRun, Trial
+from runner.progress import run_progress
 from submissions.models import Organization, Submission
 from submissions.portal.annotate import annotate
 from submissions.portal.forms import SubmitConfigForm
@@ -67,7 +68,7 @@ def status_payload(submission: Submission, run: BenchmarkRun | None) -> dict:
         else {
             "id": run.pk,
             "status": run.status,
-            "progress": run.progress or {},
+            "progress": run_progress(run),
             "heartbeat_at": run.heartbeat_at.isoformat() if run.heartbeat_at else None,
             "trials": run.trials.count(),
         },

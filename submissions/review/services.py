@@ -327,14 +327,18 @@ _SERVICES = {
 }
 
 
-def review_act(*, action: str, submission: Submission, actor, reason: str):
-    """Run the named review action (the console's single entry point)."""
+def review_act(
+    *, action: str, submission: Submission, actor, reason: str, label: str | None = None
+):
+    """Run the named review action (the console's single entry point); `label` is the
+    public label a publish gives the result (None: the automatic one)."""
     from leaderboard.publishing import PublishError
 
     if action not in _SERVICES:
         raise ReviewError(f"unknown action {action!r}")
+    options = {"label": label} if action == PUBLISH and label else {}
     try:
-        return _SERVICES[action](submission=submission, actor=actor, reason=reason)
+        return _SERVICES[action](submission=submission, actor=actor, reason=reason, **options)
     except (TransitionError, PublishError) as exc:
         raise ReviewError(str(exc)) from exc
 

@@ -24,7 +24,7 @@ from runner.models import BenchmarkRun, VerificationReport
 from submissions.models import Artifact, Submission
 from submissions.review import presenters, selectors
 from submissions.review.diff import config_diff, diff_summary
-from submissions.review.forms import DecisionForm, QueueFilterForm
+from submissions.review.forms import DecisionForm, QueueFilterForm, decision_form
 from submissions.review.services import (
     ACTIONS,
     ReviewError,
@@ -105,7 +105,7 @@ def decide(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     submission = get_object_or_404(_submissions(), pk=pk)
     if action not in ACTIONS:
         return HttpResponse(f"unknown action {action!r}", status=404, content_type="text/plain")
-    form = DecisionForm(request.POST, prefix=action)
+    form = decision_form(action, submission, request.POST)
     if not form.is_valid():
         return _detail_error(request, submission, action, form, status=400)
     try:
@@ -114,6 +114,7 @@ def decide(request: HttpRequest, pk: int, action: str) -> HttpResponse:
             submission=submission,
             actor=request.user,
             reason=form.cleaned_data["reason"],
+            label=form.cleaned_data.get("label"),
         )
     except ReviewForbidden as exc:
         raise PermissionDenied(str(exc)) from exc
@@ -224,7 +225,7 @@ def _detail_context(
         )
     available = review_available_actions(actor=request.user, submission=submission)
     action_forms = [
-        {"spec": spec, "form": bound.get(spec.name) or DecisionForm(prefix=spec.name)}
+        {"spec": spec, "form": bound.get(spec.name) or decision_form(spec.name, submission)}
         for spec in available
     ]
     summary = (run.search_summary if run else None) or {}

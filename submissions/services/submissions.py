@@ -112,18 +112,20 @@ def submission_create(
 ) -> Submission:
     """Validate `config_text` and record a submission that goes on to the runner.
 
-    Same `idempotency_key` and same body → the submission already made (`replayed` is set
-    on it); same key with another body → IdempotencyConflict. An invalid config raises
+    Same `idempotency_key` and the same parsed config (YAML or JSON alike) → the submission
+    already made (`replayed` is set on it); same key with another config →
+    IdempotencyConflict. An invalid config raises
     ConfigError (fields by path) and writes nothing. A valid one goes draft → submitted →
     validated and is dispatched after commit.
     """
     digest = _sha256(config_text)
     key = (idempotency_key or "").strip() or None
+    config = parse_config(config_text, content_type)
+    document = config.model_dump(mode="json")
     if key is not None:
         existing = Submission.objects.filter(org=org, idempotency_key=key).first()
         if existing is not None:
-            return _replay(existing, digest)
-    config = parse_config(config_text, content_type)
+            return _replay(existing, document)
     model, hardware = config_resolve_catalog(config=config, org=org)
     text = config_text.decode("utf-8") if isinstance(config_text, bytes) else config_text
     label = _actor_label(created_by, actor_label)
@@ -134,7 +136,7 @@ def submission_create(
                 org=org,
                 model=model,
                 hardware=hardware,
-                config=config.model_dump(mode="json"),
+                config=document,
                 config_text=text,
                 config_sha256=digest,
                 schema_version=SCHEMA_VERSION,
@@ -158,13 +160,15 @@ def submission_create(
         existing = Submission.objects.filter(org=org, idempotency_key=key).first()
         if existing is None:
             raise
-        return _replay(existing, digest)
+        return _replay(existing, document)
     submission.replayed = False  # type: ignore[attr-defined]
     return submission
 
 
-def _replay(existing: Submission, digest: str) -> Submission:
-    if existing.config_sha256 != digest:
+def _replay(existing: Submission, document: dict) -> Submission:
+    """The same key with the same *parsed* config is a replay, whatever the encoding (YAML
+    or JSON, key order, comments, whitespace); another config is a conflict."""
+    if existing.config != document:
         raise IdempotencyConflict(existing)
     existing.replayed = True  # type: ignore[attr-defined]
     return existing

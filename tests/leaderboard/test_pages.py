@@ -153,10 +153,14 @@ def test_home_leaves_simulated_results_out_of_the_ranking(client, db):
         simulated=True,
         points=synthetic_points(single_agent_speed=900),
     )
-    rows = csv_rows(client.get("/?format=csv&table=matrix"))
-    assert rows == []
+    measured = make_published_result(tier_set=tiers)  # with one measured result, the
+    rows = csv_rows(client.get("/?format=csv&table=matrix"))  # ranking is measured only
+    assert [r["model"] for r in rows] == [measured.model.name]
     with_sim = csv_rows(client.get("/?simulated=1&format=csv&table=latest"))
-    assert [(int(r["result_id"]), r["simulated"]) for r in with_sim] == [(sim.pk, "true")]
+    assert {(int(r["result_id"]), r["simulated"]) for r in with_sim} == {
+        (sim.pk, "true"), (measured.pk, "false")}  # fmt: skip
+    # (With no measured result at all, home shows the simulated ones, labelled: issue 16,
+    # tests/submissions/test_friction.py.)
 
 
 def test_hardware_page_lists_every_model_measured_on_it(client, lineup):
