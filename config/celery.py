@@ -70,6 +70,12 @@ def web_queue() -> str:
     return f"{_prefix()}web"
 
 
+def loadgen_queue(pool: str) -> str:
+    """The queue a pool's load-generator hosts consume: `loadgen.<pool>` (docs/engine.md
+    "Sharded trials")."""
+    return f"{_prefix()}loadgen.{pool}"
+
+
 def pool_queue(pool: str) -> str:
     """The queue a hardware pool's runner workers consume: `pool.<pool>`."""
     return f"{_prefix()}pool.{pool}"

@@ -257,6 +257,10 @@ RUN_SEARCH_OPTIONS = _env_json_object(
         # HumanEval problems of the task check, idle and under load (docs/verification.md
         # "quality_task"); run only for models whose reference deployment has a task score
         "task_problems": 164,
+        # Load generation (docs/engine.md "Sharded trials"): shards per trial (K or "auto")
+        # and the pool's load-generator hosts (none: shards are local processes)
+        "shards": 1,
+        "loadgen_hosts": [],
     },
 )
 RUN_SEARCH_OPTIONS_BY_POOL = _env_json_object(

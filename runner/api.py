@@ -132,11 +132,15 @@ class QualificationIn(serializers.Serializer):
 
 
 class UploadIn(serializers.Serializer):
-    kind = serializers.ChoiceField(choices=[Artifact.KIND_RAW_RECORDS, Artifact.KIND_LOG])
+    kind = serializers.ChoiceField(
+        choices=[Artifact.KIND_RAW_RECORDS, Artifact.KIND_LOG, services.SHARD_RECORDS]
+    )
     sha256 = serializers.RegexField(r"^[0-9a-f]{64}$")
     size = serializers.IntegerField(min_value=1)
     trial_index = serializers.IntegerField(min_value=0, required=False, allow_null=True)
     count = serializers.IntegerField(min_value=0, required=False)
+    trial_id = serializers.RegexField(services.SHARD_TRIAL_ID.pattern, required=False)
+    shard = serializers.IntegerField(min_value=0, max_value=4095, required=False)
 
 
 class TrialIn(serializers.Serializer):
@@ -247,7 +251,13 @@ class UploadsView(RunView):
             raise ApiError(
                 "too_large", f"uploads are limited to {settings.RUN_UPLOAD_MAX_BYTES} bytes"
             )
-        key = services.upload_key(run, kind=data["kind"], trial_index=data.get("trial_index"))
+        key = services.upload_key(
+            run,
+            kind=data["kind"],
+            trial_index=data.get("trial_index"),
+            trial_id=data.get("trial_id"),
+            shard=data.get("shard"),
+        )
         return Response({"key": key, "upload": _upload_target(request, run, key)})
 
 
@@ -295,6 +305,47 @@ class TrialsView(RunView):
             {"index": trial.index, "created": created},
             status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
         )
+
+
+class ShardReportIn(serializers.Serializer):
+    trial_id = serializers.RegexField(services.SHARD_TRIAL_ID.pattern)
+    shard = serializers.IntegerField(min_value=0, max_value=4095)
+    report = serializers.JSONField()
+    sha256 = serializers.RegexField(r"^[0-9a-f]{64}$")
+    size = serializers.IntegerField(min_value=1)
+
+
+class ShardsView(RunView):
+    """Load-generator shards of a sharded trial (docs/engine.md "Sharded trials"): a shard
+    host reports here after uploading its records; the coordinator lists the reports of a
+    trial with a GET URL for each shard's records."""
+
+    @extend_schema(request=ShardReportIn, responses=_OK)
+    def post(self, request: Request, run_id: int) -> Response:
+        data = _payload(request, ShardReportIn)
+        services.run_store_shard_report(
+            run=self.run(request), attempt=self.attempt(request), **data
+        )
+        return Response({"ok": True}, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses=inline_serializer("RunnerShards", {"shards": serializers.JSONField()}))
+    def get(self, request: Request, run_id: int) -> Response:
+        trial_id = request.query_params.get("trial_id", "")
+        if not services.SHARD_TRIAL_ID.match(trial_id):
+            raise ApiError("invalid", "trial_id must look like t<index>a<attempt>")
+        try:
+            shards = int(request.query_params.get("shards", ""))
+        except ValueError:
+            raise ApiError("invalid", "shards must be an integer") from None
+        run = self.run(request)
+        reports = services.run_shard_reports(run=run, trial_id=trial_id, shards=shards)
+        storage = storages["artifacts"]
+        for doc in reports:
+            url = storage.url(doc["key"], expire=settings.RUN_PRESIGN_SECONDS)
+            if url.startswith("/"):
+                url = settings.RUNNER_API_BASE_URL.rstrip("/") + url
+            doc["url"] = url
+        return Response({"shards": reports})
 
 
 class CompleteView(RunView):

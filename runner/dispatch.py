@@ -24,7 +24,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.urls import reverse
 
-from config.celery import pool_queue
+from config.celery import loadgen_queue, pool_queue
 from leaderboard.services import default_tier_set_for
 from runner.datasets import SIZE_SMALL, SIZE_STANDARD, file_sha256, private_test_set
 from runner.models import BenchmarkRun
@@ -194,6 +194,18 @@ def search_options(submission: Submission, pool: str, launcher: dict[str, Any]) 
     return options
 
 
+def loadgen_section(pool: str, search: dict[str, Any]) -> dict[str, Any]:
+    """How the pool worker generates load (docs/engine.md "Sharded trials"): ``shards`` per
+    trial (K or "auto"), in local processes, or on the pool's load-generator hosts (the
+    search option ``loadgen_hosts``) through the ``loadgen.<pool>`` queue."""
+    hosts = [str(h) for h in search.get("loadgen_hosts") or []]
+    return {
+        "shards": search.get("shards", 1),
+        "hosts": hosts,
+        "queue": loadgen_queue(pool) if hosts else None,
+    }
+
+
 def dataset_size(submission: Submission, pool: str, launcher: dict[str, Any]) -> str:
     engine = ((submission.config or {}).get("engine") or {}).get("name")
     if launcher["kind"] == "simulated" and launcher["clock"] == "real":
@@ -309,6 +321,7 @@ def run_prepare(*, submission: Submission) -> tuple[BenchmarkRun, Signature]:
         "tiers": tier_set.as_engine_tiers(),
         "accelerators": accelerators(submission, launcher),
         "search": search,
+        "loadgen": loadgen_section(pool, search),
         "heartbeat_interval_s": settings.RUN_HEARTBEAT_INTERVAL_S,
         "telemetry_interval_s": 1.0,
         "limits": {"soft_s": soft, "hard_s": hard},

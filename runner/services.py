@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import logging
+import re
 from typing import Any
 
 from django.conf import settings
+from django.core.files.base import ContentFile
 from django.core.files.storage import storages
 from django.db import IntegrityError, transaction
 from django.db.models import Q
@@ -137,7 +140,32 @@ def run_record_qualification(
         locked.save(update_fields=["qualification", "runner_info"])
 
 
-def upload_key(run: BenchmarkRun, *, kind: str, trial_index: int | None) -> str:
+# A load-generator shard's raw records (docs/engine.md "Sharded trials"): transient, the
+# coordinator merges them into the trial's raw records.
+SHARD_RECORDS = "shard_records"
+SHARD_TRIAL_ID = re.compile(r"^t\d{1,4}a\d{1,3}$")
+
+
+def shard_key(run: BenchmarkRun, trial_id: str, shard: int, suffix: str = ".jsonl.gz") -> str:
+    if not SHARD_TRIAL_ID.match(trial_id):
+        raise RunInvalid("trial_id must look like t<index>a<attempt>")
+    if not 0 <= shard < 4096:
+        raise RunInvalid("shard must be in [0, 4096)")
+    return f"runs/{run.pk}/a{run.attempt}/shards/{trial_id}/shard-{shard:04d}{suffix}"
+
+
+def upload_key(
+    run: BenchmarkRun,
+    *,
+    kind: str,
+    trial_index: int | None,
+    trial_id: str | None = None,
+    shard: int | None = None,
+) -> str:
+    if kind == SHARD_RECORDS:
+        if trial_id is None or shard is None:
+            raise RunInvalid("shard records need a trial_id and a shard")
+        return shard_key(run, trial_id, shard)
     if kind == Artifact.KIND_RAW_RECORDS:
         if trial_index is None:
             raise RunInvalid("raw records need a trial_index")
@@ -414,3 +442,41 @@ def _reap_never_started(now: dt.datetime) -> list[tuple[int, str]]:
 
 def submission_latest_run(submission: Submission) -> BenchmarkRun | None:
     return submission.runs.order_by("-created_at", "-pk").first()
+
+
+def run_store_shard_report(
+    *, run: BenchmarkRun, attempt: int | None, trial_id: str, shard: int, report: dict[str, Any],
+    sha256: str, size: int,
+) -> str:  # fmt: skip
+    """Store a shard's report beside its uploaded records (checked against the declared
+    digest); the coordinator reads both back. Returns the records' key."""
+    if run.status != BenchmarkRun.STATUS_RUNNING or attempt != run.attempt:
+        raise RunConflict(f"attempt {attempt} of run #{run.pk} may not report shards")
+    key = shard_key(run, trial_id, shard)
+    _stored_matches(key, sha256=sha256, size=size)
+    body = json.dumps(
+        {"trial_id": trial_id, "shard": shard, "report": report, "sha256": sha256, "size": size}
+    ).encode()
+    storage = storages["artifacts"]
+    report_key = shard_key(run, trial_id, shard, ".report.json")
+    if storage.exists(report_key):
+        storage.delete(report_key)
+    storage.save(report_key, ContentFile(body))
+    return key
+
+
+def run_shard_reports(*, run: BenchmarkRun, trial_id: str, shards: int) -> list[dict[str, Any]]:
+    """The stored reports of ``trial_id``'s shards (those that reported so far)."""
+    if not 1 <= shards <= 4096:
+        raise RunInvalid("shards must be in [1, 4096]")
+    storage = storages["artifacts"]
+    out = []
+    for s in range(shards):
+        report_key = shard_key(run, trial_id, s, ".report.json")
+        if not storage.exists(report_key):
+            continue
+        with storage.open(report_key, "rb") as fh:
+            doc = json.loads(fh.read())
+        doc["key"] = shard_key(run, trial_id, s)
+        out.append(doc)
+    return out

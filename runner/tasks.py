@@ -40,6 +40,16 @@ def execute_run(spec: dict) -> dict:
     return run(spec)
 
 
+@shared_task(name="runner.loadgen_shard", acks_late=False, ignore_result=True, max_retries=0)
+def loadgen_shard(message: dict) -> dict:
+    """One load-generator shard of a sharded trial, on a load-generator host (no database).
+    Not redelivered: a shard that missed its trial's start is of no use; the coordinator
+    runs the trial again."""
+    from runner.worker.shards import run_shard_task
+
+    return run_shard_task(message)
+
+
 @shared_task(name="runner.reap_stale_runs", acks_late=True, ignore_result=True)
 def reap_stale_runs() -> list:
     """Retry or fail runs whose heartbeat went stale (web side: needs the database)."""

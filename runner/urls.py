@@ -16,6 +16,7 @@ urlpatterns = [
     path("runs/<int:run_id>/uploads", api.UploadsView.as_view(), name="runner-api-uploads"),
     path("runs/<int:run_id>/blobs", api.BlobView.as_view(), name="runner-api-blobs"),
     path("runs/<int:run_id>/trials", api.TrialsView.as_view(), name="runner-api-trials"),
+    path("runs/<int:run_id>/shards", api.ShardsView.as_view(), name="runner-api-shards"),
     path("runs/<int:run_id>/complete", api.CompleteView.as_view(), name="runner-api-complete"),
     path("runs/<int:run_id>/fail", api.FailView.as_view(), name="runner-api-fail"),
 ]

@@ -32,6 +32,9 @@ _ANSWER = struct.Struct("!QqQ")
 MAX_UNCERTAINTY_NS = 1_000_000  # a trial is invalid when a shard's offset is less sure
 PROBE_INTERVAL_S = 0.005
 MIN_PROBES = 16
+DONE_NONCE = (1 << 64) - 1  # a hello with this nonce: the shard finished (no longer watched)
+KEEPALIVE_S = 0.5  # a shard's hello while it runs
+SILENT_S = 10.0  # no hello for this long: the shard is lost
 
 
 @dataclass(slots=True)
@@ -61,6 +64,8 @@ class SyncServer:
         self._sock.settimeout(0.2)
         self.address: tuple[str, int] = self._sock.getsockname()
         self._ready: set[int] = set()
+        self._seen: dict[int, float] = {}  # shard -> time.monotonic() of its last packet
+        self._done: set[int] = set()
         self._all_ready = threading.Event()
         self._start_ns = 0
         self._stop = threading.Event()
@@ -77,6 +82,12 @@ class SyncServer:
     def wait_ready(self, timeout_s: float) -> bool:
         """Whether every shard said hello within ``timeout_s``."""
         return self._all_ready.wait(timeout_s)
+
+    def silent(self, after_s: float) -> list[int]:
+        """Shards that said hello once but no packet for ``after_s`` (their keep-alive
+        stopped: the process or its host is gone)."""
+        now = time.monotonic()
+        return sorted(s for s, t in self._seen.items() if now - t > after_s and s not in self._done)
 
     def set_start(self, start_ns: int) -> None:
         self._start_ns = start_ns
@@ -95,6 +106,10 @@ class SyncServer:
             token, shard, nonce = _HELLO.unpack(data)
             if token != self.token or shard >= self.shards:
                 continue
+            if nonce == DONE_NONCE:
+                self._done.add(shard)
+                continue
+            self._seen[shard] = time.monotonic()
             try:
                 self._sock.sendto(_ANSWER.pack(nonce, now, self._start_ns), peer)
             except OSError:
@@ -174,3 +189,31 @@ async def measure(
     assert best is not None
     rtt, offset = best
     return Offset(offset, (rtt + 1) // 2, nonce - len(sent)), start
+
+
+async def keep_alive(
+    address: tuple[str, int],
+    token: bytes,
+    shard: int,
+    finished: asyncio.Event,
+    interval_s: float = KEEPALIVE_S,
+) -> None:
+    """Say hello every ``interval_s`` until cancelled (the coordinator's liveness check);
+    cancelled once ``finished`` is set, say "done" (a failed shard just falls silent)."""
+    loop = asyncio.get_running_loop()
+    transport, _ = await loop.create_datagram_endpoint(
+        asyncio.DatagramProtocol, remote_addr=address
+    )
+    try:
+        nonce = 1 << 62
+        while True:
+            nonce += 1
+            transport.sendto(_HELLO.pack(token, shard, nonce))
+            await asyncio.sleep(interval_s)
+    except asyncio.CancelledError:
+        if finished.is_set():
+            for _ in range(3):  # UDP may drop one
+                transport.sendto(_HELLO.pack(token, shard, DONE_NONCE))
+        raise
+    finally:
+        transport.close()

@@ -23,6 +23,7 @@ with the reason), never silently short of agents.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -33,7 +34,7 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -126,9 +127,11 @@ async def run_shard(
     clock: Clock,
     trajectories: Sequence[Trajectory],
     out_dir: Path,
+    finish: Callable[[dict[str, Any], Path], Awaitable[None]] | None = None,
 ) -> dict[str, Any]:
     """One shard's part of the trial (on a real clock); writes records.jsonl and returns
-    the report (also written to report.json)."""
+    the report (also written to report.json). ``finish(report, records_path)`` runs before
+    the shard tells the coordinator it is done (a remote shard uploads and reports there)."""
     if clock.is_virtual:
         raise ValueError("a sharded trial runs on real time (virtual time is one process)")
     config = TrialConfig.from_dict(spec.config)
@@ -159,6 +162,12 @@ async def run_shard(
             address, token, spec.shard, wait_for_start=True, timeout_s=READY_TIMEOUT_S
         )
         start = start_coord - before.offset_ns  # on this shard's clock
+        if clock.now_ns() > start + int(START_LEAD_S * NS):
+            # a redelivered shard task, or one that came too late: its agents would start
+            # behind the others'; the coordinator's trial fails (no report) and runs again
+            raise RuntimeError("shard started after the trial's common start")
+        finished = asyncio.Event()
+        alive = asyncio.ensure_future(clocksync.keep_alive(address, token, spec.shard, finished))
         w0 = start + int(config.warmup_s * NS)
         w1 = w0 + int(config.duration_s * NS)
         lags: list[float] = []
@@ -169,11 +178,39 @@ async def run_shard(
         try:
             await replay.run(stop_sending_at_ns=w1, start_ns=start)
             await monitor
+        except BaseException:
+            alive.cancel()
+            raise
         finally:
             monitor.cancel()
         cpu_total_s = time.process_time() - cpu0
-    after, _ = await clocksync.measure(address, token, spec.shard, wait_for_start=False)
-    report = {
+    try:
+        after, _ = await clocksync.measure(address, token, spec.shard, wait_for_start=False)
+        report = _report(spec, agents, count, lags, cpu, stamps, cpu_total_s, before, after)
+        report["window"] = {"start_ns": w0, "end_ns": w1}  # on this shard's clock
+        (out_dir / REPORT_FILE).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
+        if finish is not None:
+            await finish(report, records_path)
+        finished.set()
+    finally:
+        alive.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await alive
+    return report
+
+
+def _report(
+    spec: ShardSpec,
+    agents: range,
+    count: int,
+    lags: list[float],
+    cpu: list[float],
+    stamps: list[float],
+    cpu_total_s: float,
+    before: clocksync.Offset,
+    after: clocksync.Offset,
+) -> dict[str, Any]:
+    return {
         "shard": spec.shard,
         "shards": spec.shards,
         "agents": len(agents),
@@ -191,10 +228,7 @@ async def run_shard(
         # ru_maxrss is KiB on Linux
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "clock": {"start": before.to_dict(), "end": after.to_dict()},
-        "window": {"start_ns": w0, "end_ns": w1},  # on this shard's clock
     }
-    (out_dir / REPORT_FILE).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
-    return report
 
 
 # --------------------------------------------------------------------------- local processes
@@ -369,6 +403,7 @@ async def run_sharded_trial(
         ready_by = time.monotonic() + READY_TIMEOUT_S
         while not sync.wait_ready(0):
             executor.check()
+            _check_silent(sync)
             if time.monotonic() > ready_by:
                 missing = sorted(set(range(shards)) - sync.ready)
                 raise ShardFailed(f"shards {missing} not ready within {READY_TIMEOUT_S:g} s")
@@ -381,7 +416,7 @@ async def run_sharded_trial(
             marks = asyncio.ensure_future(_marks(clock, w0, w1, on_window))
         drain_s = config.replay.timeout_s
         deadline = time.monotonic() + (w1 - clock.now_ns()) / NS + drain_s + REPORT_GRACE_S
-        outputs = await _collect_checking(executor, deadline)
+        outputs = await _collect_checking(executor, deadline, sync)
         if marks is not None:
             await marks
     finally:
@@ -401,11 +436,22 @@ async def run_sharded_trial(
     )
 
 
-async def _collect_checking(executor: ShardExecutor, deadline: float) -> list[ShardOutput]:
+def _check_silent(sync: clocksync.SyncServer) -> None:
+    lost = sync.silent(clocksync.SILENT_S)
+    if lost:
+        raise ShardFailed(
+            f"shards {lost} fell silent for {clocksync.SILENT_S:g} s (process or host lost)"
+        )
+
+
+async def _collect_checking(
+    executor: ShardExecutor, deadline: float, sync: clocksync.SyncServer
+) -> list[ShardOutput]:
     collecting = asyncio.ensure_future(executor.collect(deadline))
     try:
         while not collecting.done():
             executor.check()
+            _check_silent(sync)
             await asyncio.wait([collecting], timeout=0.1)
         return collecting.result()
     finally:

@@ -239,6 +239,7 @@ def report_checks(
             trials, shared_host=bool((spec.get("search") or {}).get("shared_host"))
         ),
         ext.check_statistics(trials, result_ns),
+        ext.check_load_generator(trials),
         check_raw_records(trials),
         check_private_test_set(run),
         ext.check_accelerators(int(claimed) if claimed else None, run.telemetry or {}, trials),

@@ -657,6 +657,62 @@ def check_power(trials: Sequence[TrialData]) -> dict[str, Any]:
                   f"{', '.join(denominators)}", rule, {"trials": rows})  # fmt: skip
 
 
+# ------------------------------------------------------------------------- load generator
+
+
+def check_load_generator(trials: Sequence[TrialData]) -> dict[str, Any]:
+    """Every trial's load generator was healthy; for sharded trials (docs/engine.md
+    "Sharded trials") every shard was, its clock offset was known within 1 ms, and the
+    shards ran all N agents."""
+    from runner.engine.clocksync import MAX_UNCERTAINTY_NS
+
+    rule = (
+        "every shard of every trial healthy (CPU, event-loop lag, first-token stamping delay "
+        f"under the trial's limits), clock offsets known within {MAX_UNCERTAINTY_NS / 1e6:g} ms, "
+        "the shards' agents adding up to N; a one-process trial's client healthy"
+    )
+    rows: list[dict[str, Any]] = []
+    bad: list[str] = []
+    sharded = 0
+    for t in trials:
+        lg = t.metrics.get("load_generator") or {}
+        client = t.metrics.get("client") or {}
+        if lg:
+            sharded += 1
+            per = lg.get("per_shard") or []
+            rows.append({
+                "trial": t.index, "concurrency": t.concurrency, "shards": lg.get("shards"),
+                "agents": [p.get("agents") for p in per],
+                "hosts": sorted({str(p.get("host")) for p in per}),
+                "max_cpu_percent": max((p["health"].get("cpu_percent") or 0 for p in per),
+                                       default=None),
+                "max_clock_uncertainty_ns": lg.get("max_clock_uncertainty_ns"),
+                "failed_attempts": len(lg.get("failed_attempts") or []),
+            })  # fmt: skip
+            if sum(int(p.get("agents") or 0) for p in per) != t.concurrency:
+                bad.append(f"trial {t.index}: shards ran {sum(p.get('agents') or 0 for p in per)}"
+                           f" of {t.concurrency} agents")  # fmt: skip
+            for reason in lg.get("reasons") or []:
+                bad.append(f"trial {t.index}: {reason}")
+            if int(lg.get("max_clock_uncertainty_ns") or 0) > MAX_UNCERTAINTY_NS:
+                bad.append(f"trial {t.index}: clock offset uncertainty over 1 ms")
+        elif client and client.get("healthy") is False:
+            bad.append(f"trial {t.index}: client unhealthy: {client.get('reason')}")
+    evidence = {"sharded_trials": sharded, "trials": rows}
+    if bad:
+        return result("load_generator", FAIL, "; ".join(bad[:4]), rule, evidence)
+    if not sharded:
+        return result("load_generator", PASS,
+                      f"one load-generator process per trial; its client was healthy in all "
+                      f"{len(trials)} trials", rule, evidence)  # fmt: skip
+    shards = sorted({int(r["shards"] or 0) for r in rows})
+    hosts = sorted({h for r in rows for h in r["hosts"]})
+    return result("load_generator", PASS,
+                  f"{sharded} trials sharded over {'/'.join(map(str, shards))} load-generator "
+                  f"processes on {len(hosts)} host(s), every shard healthy, clocks within 1 ms",
+                  rule, evidence)  # fmt: skip
+
+
 # ------------------------------------------------------------------------- statistics
 
 

@@ -29,6 +29,7 @@ import orjson
 from runner.engine.replay import ReplayConfig
 from runner.engine.runs import Target, run_on_target, search_job
 from runner.engine.search import SearchTrial
+from runner.engine.shards import LocalShards, ShardExecutor, Sharding
 from runner.engine.trajectory import Dataset, dataset_from_bytes
 from runner.engine.transport import Clock, Transport
 from runner.engine.trial import Tier, TrialConfig, TrialResult, parse_tiers, run_trial
@@ -46,6 +47,7 @@ from runner.verification.probes import (
 from runner.verification.speculative import parse_metrics, scrape_metrics
 from runner.verification.taskcheck import collect_completions, load_problems, score
 from runner.worker.api_client import RunnerApi, RunnerApiError, RunSuperseded
+from runner.worker.shards import CeleryShards
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +176,51 @@ def trial_config(spec: dict[str, Any], model: str, *, virtual: bool = False) -> 
             namespace_salt=f"run{spec['run_id']}.",
             prime_cache=virtual and bool(search.get("prime_cache", False)),
         ),
+    )
+
+
+def sharding_for(
+    spec: dict[str, Any], endpoint: Endpoint, api: RunnerApi, tiers: list[Tier], work_dir: str
+) -> Sharding | None:
+    """The run's load generation (spec ``loadgen``): None for one process; local shard
+    processes; or shards on the pool's load-generator hosts (docs/engine.md "Sharded
+    trials")."""
+    section = spec.get("loadgen") or {}
+    shards = section.get("shards", 1)
+    shards = None if shards == "auto" else int(shards or 1)
+    if shards == 1:
+        return None
+    if endpoint.virtual:
+        raise RunFailure("sharded load generation needs a real-time endpoint, not virtual time")
+    if endpoint.connect is not None or not endpoint.base_url:
+        raise RunFailure(
+            "sharded load generation needs an endpoint reachable over the network; this "
+            "launched server is reachable only from the worker's sandbox network"
+        )
+    dataset_path = _cache_dir() / "datasets" / f"{spec['dataset']['file_sha256']}.jsonl.gz"
+    queue = section.get("queue")
+    sync_host = os.environ.get("AGENTPERF_LOADGEN_SYNC_HOST", "127.0.0.1")
+    cpus = os.cpu_count() or 1
+
+    def executor() -> ShardExecutor:
+        if queue:
+            return CeleryShards(api=api, queue=str(queue), dataset=spec["dataset"],
+                                api_key=endpoint.api_key, work_dir=work_dir)  # fmt: skip
+        return LocalShards(dataset_path=dataset_path, api_key=endpoint.api_key, work_dir=work_dir)
+
+    ceiling = None
+    if shards is None:
+        from runner.engine.shard_cli import calibrate, read_ceiling
+
+        ceiling = read_ceiling() or float(calibrate(write=True)["events_per_core_s"])
+    hosts = len(section.get("hosts") or []) or 1
+    return Sharding(
+        executor=executor,
+        shards=shards,
+        fastest_speed=max((t.min_p25_output_speed for t in tiers), default=0.0),
+        ceiling_events_per_core_s=ceiling,
+        max_shards=cpus * hosts if shards is None else None,
+        sync_host=sync_host,
     )
 
 
@@ -384,6 +431,13 @@ class RunExecution:
         tiers: list[Tier] = parse_tiers(spec["tiers"])
         search = spec["search"]
         base = trial_config(spec, endpoint.served_model_name, virtual=endpoint.virtual)
+        sharding = sharding_for(spec, endpoint, self.api, tiers, self.work_dir)
+
+        def on_attempt_failed(index: int, attempt: int, reason: str) -> None:
+            log.warning("run %s trial %s attempt %s failed: %s", spec["run_id"], index,
+                        attempt, reason)  # fmt: skip
+            self.heartbeat.update(last_failed_attempt={"trial": index, "attempt": attempt,
+                                                       "reason": reason[:500]})  # fmt: skip
 
         def progress(phase: str, index: int, concurrency: int) -> None:
             self.heartbeat.check()
@@ -444,6 +498,8 @@ class RunExecution:
             metrics = dict(data.get("summary") or {})
             if data.get("statistics"):
                 metrics["statistics"] = data["statistics"]
+            if data.get("load_generator"):
+                metrics["load_generator"] = data["load_generator"]
             if telemetry.get("measured"):
                 metrics["power_w"] = telemetry["power_w"]
             payload = {
@@ -481,6 +537,8 @@ class RunExecution:
             progress=progress,
             max_trials=int(search["max_trials"]),
             on_window=on_window,
+            sharding=sharding,
+            on_attempt_failed=on_attempt_failed,
         )
         self.sampler.stop()
         if task_problems:
