@@ -215,3 +215,29 @@ def methodology(request: HttpRequest) -> HttpResponse:
         template="leaderboard/methodology.html",
         stem="methodology",
     )
+
+
+@require_GET
+def data(request: HttpRequest) -> HttpResponse:
+    """The public API and the newest data dump (`manage.py export_public`)."""
+    from leaderboard.export import FORMAT_VERSION, latest_manifest
+
+    manifest = latest_manifest()
+    return render(request, "leaderboard/data.html",
+                  {"manifest": manifest, "format_version": FORMAT_VERSION})  # fmt: skip
+
+
+@require_GET
+def data_file(request: HttpRequest, name: str) -> HttpResponse:
+    """A file of the newest dump: a redirect to a short-lived storage link."""
+    from django.core.files.storage import storages
+    from django.shortcuts import redirect
+
+    from leaderboard.export import latest_manifest
+
+    manifest = latest_manifest() or {}
+    names = {"manifest.json": f"{manifest.get('folder')}/manifest.json"} if manifest else {}
+    names.update({f["name"]: f["key"] for f in manifest.get("files") or []})
+    if name not in names:
+        raise Http404("no such file in the latest data dump")
+    return redirect(storages["artifacts"].url(names[name], expire=900))

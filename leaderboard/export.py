@@ -1,0 +1,162 @@
+"""Public data dumps: every published result, its points and provenance, as a versioned
+bundle (JSON + CSV) in artifact storage (`manage.py export_public`, linked from /data/).
+
+A bundle lives under `public-exports/v<FORMAT_VERSION>/<UTC stamp>/`:
+
+- `results.json`: `{"format", "format_version", "generated_at", "results": [...]}`, each
+  result as the public read API's detail (`leaderboard.api.ResultDetailOut`: max agents
+  and brackets per tier, points, energy, config, provenance, verification);
+- `results.csv`: one row per result and tier (max agents, per accelerator, per MW);
+- `points.csv`: one row per frontier point (trial) of every result;
+- `manifest.json`: the files with their sha256 and sizes, and the counts.
+
+`public-exports/latest.json` names the newest bundle. Results of every status are kept
+(superseded and invalidated ones with their status and reason, as the pages keep them);
+simulated results are included and marked `is_simulated`.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import hashlib
+import io
+import json
+from typing import Any
+
+from django.core.files.base import ContentFile
+from django.core.files.storage import Storage, storages
+from django.db.models import Prefetch
+from django.utils import timezone
+
+from leaderboard.models import Result, SloTier
+
+FORMAT = "agentperf-public-results"
+FORMAT_VERSION = 1
+PREFIX = "public-exports"
+LATEST_KEY = f"{PREFIX}/latest.json"
+
+RESULT_COLUMNS = ("result_id", "label", "status", "is_simulated", "model", "hardware", "tier",
+                  "max_agents", "highest_pass", "lowest_fail", "agents_per_accelerator",
+                  "agents_per_mw", "tokens_per_joule", "accelerators_used",
+                  "accelerators_in_system", "engine", "engine_version", "dataset_sha256",
+                  "published_at", "url")  # fmt: skip
+POINT_COLUMNS = ("result_id", "index", "phase", "concurrency", "p25_speed", "p25_speed_low",
+                 "p25_speed_high", "median_speed", "ttft_p75_s", "throughput_per_accelerator",
+                 "agents_per_accelerator", "error_rate", "cache_hit_ratio", "requests",
+                 "power_w", "power_tool", "power_coverage", "tokens_per_joule", "frontier",
+                 "is_simulated")  # fmt: skip
+
+
+def _results():
+    return (
+        Result.objects.select_related(
+            "model", "hardware", "submission__org", "run__dataset", "run__verification",
+            "tier_set",
+        )
+        .prefetch_related(Prefetch("tier_set__tiers", queryset=SloTier.objects.order_by("order")))
+        .order_by("pk")
+    )  # fmt: skip
+
+
+def _json_default(value: Any) -> str:
+    if isinstance(value, dt.datetime | dt.date):
+        return value.isoformat()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def _csv(columns: tuple[str, ...], rows: list[dict[str, Any]]) -> bytes:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: "" if row.get(k) is None else row.get(k) for k in columns})
+    return out.getvalue().encode()
+
+
+def bundle_files(*, now: dt.datetime) -> tuple[dict[str, bytes], dict[str, int]]:
+    """The bundle's files (name → bytes) and its counts, from the database."""
+    from leaderboard.api import ResultDetailOut
+
+    documents, result_rows, point_rows = [], [], []
+    for result in _results():
+        doc = ResultDetailOut(result).data
+        documents.append(doc)
+        energy = doc.get("energy") or {}
+        for tier in result.tier_set.tiers.all():
+            bracket = (result.brackets or {}).get(tier.name) or {}
+            result_rows.append({
+                "result_id": result.pk, "label": result.label, "status": result.status,
+                "is_simulated": result.is_simulated, "model": result.model.slug,
+                "hardware": result.hardware.slug, "tier": tier.name,
+                "max_agents": (result.max_agents or {}).get(tier.name),
+                "highest_pass": bracket.get("highest_pass"),
+                "lowest_fail": bracket.get("lowest_fail"),
+                "agents_per_accelerator": (result.agents_per_accelerator or {}).get(tier.name),
+                "agents_per_mw": (result.agents_per_mw or {}).get(tier.name),
+                "tokens_per_joule": ((energy.get("tiers") or {}).get(tier.name) or {})
+                .get("tokens_per_joule"),
+                "accelerators_used": result.accelerators_used,
+                "accelerators_in_system": result.accelerators_in_system,
+                "engine": result.engine_name, "engine_version": result.engine_version,
+                "dataset_sha256": result.dataset_sha256,
+                "published_at": result.published_at.isoformat(), "url": doc.get("url"),
+            })  # fmt: skip
+        for p in result.points or []:
+            interval = (p.get("intervals") or {}).get("p25_speed") or {}
+            e = p.get("energy") or {}
+            point_rows.append({
+                **{k: p.get(k) for k in POINT_COLUMNS}, "result_id": result.pk,
+                "p25_speed_low": interval.get("low"), "p25_speed_high": interval.get("high"),
+                "power_tool": e.get("tool"), "power_coverage": e.get("coverage"),
+                "tokens_per_joule": e.get("tokens_per_joule"),
+                "is_simulated": result.is_simulated,
+            })  # fmt: skip
+    header = {"format": FORMAT, "format_version": FORMAT_VERSION,
+              "generated_at": now.isoformat()}  # fmt: skip
+    files = {
+        "results.json": json.dumps(
+            {**header, "results": documents}, default=_json_default, indent=1, sort_keys=True
+        ).encode(),  # fmt: skip
+        "results.csv": _csv(RESULT_COLUMNS, result_rows),
+        "points.csv": _csv(POINT_COLUMNS, point_rows),
+    }
+    counts = {"results": len(documents), "result_tier_rows": len(result_rows),
+              "points": len(point_rows)}  # fmt: skip
+    return files, counts
+
+
+def export_public(*, storage: Storage | None = None, now: dt.datetime | None = None) -> dict:
+    """Write a new bundle and point `latest.json` at it; returns the manifest."""
+    storage = storage or storages["artifacts"]
+    now = now or timezone.now()
+    files, counts = bundle_files(now=now)
+    folder = f"{PREFIX}/v{FORMAT_VERSION}/{now:%Y%m%dT%H%M%S%fZ}"
+    manifest: dict[str, Any] = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "generated_at": now.isoformat(),
+        "folder": folder,
+        "counts": counts,
+        "files": [],
+    }
+    for name, content in files.items():
+        key = f"{folder}/{name}"
+        storage.save(key, ContentFile(content))
+        manifest["files"].append({"name": name, "key": key, "size": len(content),
+                                  "sha256": hashlib.sha256(content).hexdigest()})  # fmt: skip
+    body = json.dumps(manifest, indent=1, sort_keys=True).encode()
+    storage.save(f"{folder}/manifest.json", ContentFile(body))
+    if storage.exists(LATEST_KEY):
+        storage.delete(LATEST_KEY)
+    storage.save(LATEST_KEY, ContentFile(body))
+    return manifest
+
+
+def latest_manifest(storage: Storage | None = None) -> dict | None:
+    """The newest bundle's manifest, or None before the first export."""
+    storage = storage or storages["artifacts"]
+    if not storage.exists(LATEST_KEY):
+        return None
+    with storage.open(LATEST_KEY, "rb") as handle:
+        return json.loads(handle.read())
