@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 
 from leaderboard import configview, frontier, pages
 from leaderboard.cache import cached
-from leaderboard.energy import result_energy
+from leaderboard.energy import power_source, result_energy
 from leaderboard.models import AIModel, HardwareSystem, Result, SloTier, SloTierSet
 
 # --- output serializers --------------------------------------------------------------
@@ -90,12 +90,27 @@ class ResultSummaryOut(serializers.Serializer):
         "marginal (a bootstrap interval at a bound straddled the threshold), flags",
     )
     agents_per_accelerator = serializers.JSONField()
-    agents_per_mw = serializers.JSONField(help_text="null = power not measured")
+    agents_per_mw = serializers.JSONField(
+        help_text="measured only: null = power not measured (a simulated result's figures "
+        "are in modelled_power, never here)"
+    )
+    power_source = serializers.SerializerMethodField(
+        help_text='"measured" (runner-host telemetry: agents_per_mw, energy), "modelled" '
+        "(a simulated result: modelled_power) or null (no power figure)"
+    )
+    modelled_power = serializers.JSONField(
+        help_text="simulated results only, MODELLED not measured: per tier at max agents "
+        "power_w, agents_per_mw, tokens_per_joule from the simulator's power model (idle + "
+        "dynamic share of a sourced TDP); label 'modelled', method; null on measured results"
+    )
     published_at = serializers.DateTimeField()
     url = serializers.SerializerMethodField()
 
     def get_url(self, obj: Result) -> str:
         return pages.result_url(obj.pk)
+
+    def get_power_source(self, obj: Result) -> str | None:
+        return power_source(obj)
 
 
 class ResultDetailOut(ResultSummaryOut):

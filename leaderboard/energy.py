@@ -97,3 +97,81 @@ def result_energy(result: Any) -> dict:
         "trials": len(points),
         "tiers": tiers,
     }
+
+
+# --- modelled power (simulated results only) ---------------------------------------------
+
+MODELLED = "modelled"
+MEASURED = "measured"
+
+
+def trial_modelled_energy(
+    metrics: Any, *, simulated: bool, throughput_tok_s: float | None
+) -> dict | None:
+    """The modelled-power block of a simulated trial's point: the simulator's own power model
+    over the window (runner/telemetry/modelled.py, `metrics["modelled_energy"]`) and tokens
+    per joule from it, labelled "modelled". None for a measured result, whatever its
+    metrics say: a modelled figure is never read for one."""
+    if not simulated or not isinstance(metrics, dict):
+        return None
+    block = metrics.get("modelled_energy")
+    if not isinstance(block, dict) or block.get("modelled") is not True:
+        return None
+    power = _num(block.get("power_w"))
+    if not power or power <= 0:
+        return None
+    return {
+        "modelled": True,
+        "label": MODELLED,
+        "power_w": power,
+        "power_w_per_accelerator": _num(block.get("power_w_per_accelerator")),
+        "accelerators": int(block.get("accelerators") or 0),
+        "method": str(block.get("method") or ""),
+        "tokens_per_joule": throughput_tok_s / power if throughput_tok_s else None,
+    }
+
+
+def result_modelled_power(*, simulated: bool, max_agents: dict, points: list[dict]) -> dict | None:
+    """Per tier, at its max agents: modelled power, agents per MW and tokens per joule, from
+    the points' modelled blocks (`Result.modelled_power`). None for a measured result or
+    when the simulated profile models no power."""
+    if not simulated:
+        return None
+    modelled = [p for p in points if isinstance(p.get("modelled_energy"), dict)]
+    if not modelled:
+        return None
+    tiers: dict[str, dict] = {}
+    for name, n in (max_agents or {}).items():
+        at = [p["modelled_energy"] for p in modelled if p.get("concurrency") == n]
+        if not at:
+            continue
+        power = sum(b["power_w"] for b in at) / len(at)
+        tpj = [b["tokens_per_joule"] for b in at if b.get("tokens_per_joule")]
+        tiers[name] = {
+            "max_agents": n,
+            "power_w": power,
+            "agents_per_mw": n / (power / 1e6),
+            "tokens_per_joule": sum(tpj) / len(tpj) if tpj else None,
+        }
+    return {
+        "label": MODELLED,
+        "method": modelled[0]["modelled_energy"].get("method", ""),
+        "trials_modelled": len(modelled),
+        "trials": len(points),
+        "tiers": tiers,
+    }
+
+
+def power_source(result: Any) -> str | None:
+    """ "measured" (runner-host telemetry), "modelled" (a simulated result's power model) or
+    None (neither): the label every power figure of ``result`` carries."""
+    if getattr(result, "is_simulated", False):
+        return MODELLED if getattr(result, "modelled_power", None) else None
+    return MEASURED if getattr(result, "agents_per_mw", None) is not None else None
+
+
+def labelled(value: float | None, source: str | None, digits: int = 0) -> str | None:
+    """A power figure as table text with its label, e.g. "12,345 (modelled)"."""
+    if value is None or source is None:
+        return None
+    return f"{value:,.{digits}f} ({source})"

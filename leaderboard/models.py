@@ -169,6 +169,7 @@ CHART_FIELDS = (
     "brackets",
     "agents_per_accelerator",
     "agents_per_mw",
+    "modelled_power",
     "quality",
     "published_at",
     "model__name",
@@ -230,6 +231,11 @@ class Result(models.Model):
     brackets = models.JSONField(default=dict, blank=True)
     agents_per_accelerator = models.JSONField(default=dict)
     agents_per_mw = models.JSONField(null=True, blank=True)  # null = not measured
+    # Simulated results only, labelled "modelled" wherever shown: {"label", "method",
+    # "trials_modelled", "trials", "tiers": {tier: {"max_agents", "power_w", "agents_per_mw",
+    # "tokens_per_joule"}}} from the simulator's power model (leaderboard.energy); null on
+    # every measured result and where the profile models no power.
+    modelled_power = models.JSONField(null=True, blank=True)
     # [{"concurrency", "p25_speed", "ttft_p75_s", "throughput_per_accelerator", ...,
     #   "intervals": {"p25_speed": {"low", "high", "confidence"}, ...}}]
     points = models.JSONField(default=list)

@@ -17,7 +17,7 @@ from django.urls import NoReverseMatch, reverse
 
 from leaderboard import charts, configview, frontier
 from leaderboard.catalog_fields import HARDWARE_FIELDS, MODEL_FIELDS, sourced_rows
-from leaderboard.energy import result_energy
+from leaderboard.energy import MODELLED, labelled, power_source, result_energy
 from leaderboard.methodology import engine_constants
 from leaderboard.models import AIModel, HardwareSystem, Result, SloTier, SloTierSet
 from leaderboard.publishing import verdict_passed
@@ -125,6 +125,23 @@ def bracket_text(bracket: dict | None) -> str | None:
     return " · ".join(parts)
 
 
+def power_cell(result: Result, tier: str) -> str | None:
+    """A result's agents per MW at ``tier`` as text with its label: measured from runner-host
+    telemetry, or (simulated results only) modelled, with tokens per joule beside it; None
+    when there is neither. A measured result never shows a modelled figure."""
+    source = power_source(result)
+    if source == MODELLED:
+        t = ((result.modelled_power or {}).get("tiers") or {}).get(tier) or {}
+        apm = t.get("agents_per_mw")
+        if apm is None:
+            return None
+        tpj = t.get("tokens_per_joule")
+        return f"{apm:,.0f}" + (f" · {tpj:,.2f} tok/J" if tpj else "") + f" ({MODELLED})"
+    if source is not None:
+        return labelled((result.agents_per_mw or {}).get(tier), source)
+    return None
+
+
 def results_table(
     results: Sequence[Result],
     tier_names: Sequence[str],
@@ -153,6 +170,11 @@ def results_table(
         columns.append(
             Column(f"per_accel:{tier_names[0]}", f"Agents / accel. @ {tier_names[0]}", "float3")
         )
+    if tier_names:
+        columns.append(
+            Column(f"power:{tier_names[0]}", f"Agents / MW @ {tier_names[0]}", "text",
+                   "not measured")
+        )  # fmt: skip
     columns += [
         Column("single_agent_speed", "Single-agent speed (tok/s)", "float1"),
         Column("quality", "Quality (KL · top-1)"),
@@ -192,6 +214,7 @@ def results_table(
             row[f"bracket:{t}"] = bracket_text((r.brackets or {}).get(t))
         if tier_names:
             row[f"per_accel:{tier_names[0]}"] = r.agents_per_accelerator.get(tier_names[0])
+            row[f"power:{tier_names[0]}"] = power_cell(r, tier_names[0])
         rows.append(row)
     columns.append(Column("result_id", "Result ID", "int"))
     return Table(name, title, columns, rows)
@@ -445,6 +468,11 @@ def trials_table(result: Result, trials, tier_names: Sequence[str]) -> Table:
         Column("requests", "Requests", "int"),
         Column("power_w", "Power (W)", "float0", "not measured"),
     ]
+    modelled_w = {
+        p.get("index"): (p.get("modelled_energy") or {}).get("power_w") for p in result.points
+    }
+    if result.modelled_power:
+        columns.append(Column("modelled_power_w", "Power (W, modelled)", "float0", "—"))
     columns += [Column(f"tier:{t}", t, "text", "—") for t in tier_names]
     columns.append(Column("simulated", "Simulated", "bool"))
     rows = []
@@ -470,6 +498,7 @@ def trials_table(result: Result, trials, tier_names: Sequence[str]) -> Table:
             "power_w": next(
                 (p.get("power_w") for p in result.points if p.get("index") == t.index), None
             ),
+            "modelled_power_w": modelled_w.get(t.index),
             "simulated": result.is_simulated,
         }
         for name in tier_names:
@@ -493,6 +522,11 @@ def tiers_table(result: Result, tiers: Sequence[SloTier]) -> Table:
         Column("marginal", "Marginal", "bool"),
         Column("agents_per_accelerator", "Agents / accel.", "float3"),
         Column("agents_per_mw", "Agents / MW", "float0", "not measured"),
+    ]
+    modelled = ((result.modelled_power or {}).get("tiers") or {}) if result.is_simulated else {}
+    if result.is_simulated and result.modelled_power:
+        columns.append(Column("modelled_agents_per_mw", "Agents / MW (modelled)", "float0", "—"))
+    columns += [
         Column("flags", "Flags"),
         Column("simulated", "Simulated", "bool"),
     ]
@@ -515,6 +549,7 @@ def tiers_table(result: Result, tiers: Sequence[SloTier]) -> Table:
                 "max_agents": result.max_agents.get(t.name),
                 "agents_per_accelerator": result.agents_per_accelerator.get(t.name),
                 "agents_per_mw": (result.agents_per_mw or {}).get(t.name),
+                "modelled_agents_per_mw": (modelled.get(t.name) or {}).get("agents_per_mw"),
                 "flags": ", ".join(FLAG_TEXT.get(f, f) for f in flags) or None,
                 "simulated": result.is_simulated,
                 "_class": "marginal" if bracket.get("marginal") else "",
@@ -577,6 +612,42 @@ def energy_table(result: Result, energy: dict) -> Table:
         for name, t in (energy.get("tiers") or {}).items()
     ]
     return Table("energy", "Measured energy at max agents", columns, rows)
+
+
+def modelled_energy_table(result: Result) -> Table:
+    """A simulated result's modelled power at each tier's max agents (leaderboard.energy);
+    empty for a measured result or a profile that models no power."""
+    columns = [
+        Column("tier", "Tier"),
+        Column("max_agents", "Max agents", "int"),
+        Column("power_w", "Power (W, modelled)", "float0"),
+        Column("power_w_per_accelerator", "Power / accel. (W, modelled)", "float0"),
+        Column("agents_per_mw", "Agents / MW (modelled)", "float0"),
+        Column("tokens_per_joule", "Tokens / J (modelled)", "float2", "—"),
+        Column("source", "Power source"),
+    ]
+    tiers = ((result.modelled_power or {}).get("tiers") or {}) if result.is_simulated else {}
+    rows = [
+        {
+            "tier": name,
+            "max_agents": t["max_agents"],
+            "power_w": t["power_w"],
+            "power_w_per_accelerator": t["power_w"] / result.accelerators_used,
+            "agents_per_mw": t["agents_per_mw"],
+            "tokens_per_joule": t.get("tokens_per_joule"),
+            "source": MODELLED,
+        }
+        for name, t in tiers.items()
+    ]
+    return Table(
+        "modelled_energy",
+        "Modelled power at max agents (simulated: modelled, not measured)",
+        columns,
+        rows,
+        caption="From the simulator's power model: per accelerator, idle power plus the "
+        "dynamic rest of a sourced TDP times each iteration's utilisation "
+        "(docs/simulator.md). A model's figure, never a measurement.",
+    )
 
 
 def reproduce_command(result: Result) -> str:
@@ -646,6 +717,7 @@ def result_page(*, pk: int) -> dict | None:
             "tiers": tiers_table(result, tiers),
             "trials": trials_table(result, run.trials.all(), tier_names),
             "energy": energy_table(result, energy),
+            "modelled_energy": modelled_energy_table(result),
             "points": _points_table(series),
         },
         "verification": verification,
@@ -661,6 +733,8 @@ def result_page(*, pk: int) -> dict | None:
         "reproduce": reproduce_command(result),
         "power_measured": result.agents_per_mw is not None,
         "energy": energy,
+        "power_source": power_source(result),
+        "modelled": result.modelled_power if result.is_simulated else None,
     }
 
 
@@ -793,6 +867,18 @@ def compare_page(
             for name, _ in guides
         ],
     )
+    power_table = Table(
+        "power",
+        "Agents per MW at max agents (each figure labelled measured or modelled)",
+        [Column("label", "Tier")]
+        + [Column(f"v{i}", r.display_label, "text", "not measured") for i, r in enumerate(results)],
+        [
+            {"label": name, **{f"v{i}": power_cell(r, name) for i, r in enumerate(results)}}
+            for name, _ in guides
+        ],
+        caption="Measured: runner-host telemetry. Modelled: a simulated result's power model "
+        "(never a measurement; no ratio is drawn between the two).",
+    )
     diff = configview.diff([r.submission.config for r in results])
     diff_table = Table(
         "config_diff",
@@ -823,6 +909,7 @@ def compare_page(
             "single_agent": single_table,
             "max_agents": max_table,
             "max_agents_brackets": brackets_table,
+            "power": power_table,
             "config_diff": diff_table,
         },
         "changed_count": sum(1 for d in diff if d.changed),

@@ -17,7 +17,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from leaderboard import frontier
-from leaderboard.energy import point_power_w, trial_energy
+from leaderboard.energy import (
+    point_power_w,
+    result_modelled_power,
+    trial_energy,
+    trial_modelled_energy,
+)
 from leaderboard.models import Result, SloTierSet
 from leaderboard.rebuild import result_pages_changed
 from leaderboard.services import default_tier_set_for
@@ -156,13 +161,24 @@ def tier_brackets(summary: dict, trials: Iterable[Any], tier_names: list[str]) -
     return out
 
 
-def trial_point(trial: Trial, *, accelerators: int, power_w: float | None) -> dict | None:
-    """The public frontier point of one trial; None when it has no speed or throughput."""
+def trial_point(
+    trial: Trial, *, accelerators: int, power_w: float | None, simulated: bool = False
+) -> dict | None:
+    """The public frontier point of one trial; None when it has no speed or throughput.
+
+    A simulated result's point carries the simulator's modelled power (``modelled_energy``,
+    labelled "modelled") and never a measured figure: the host running a twin measures
+    nothing of the system it stands for. A measured result's point never carries a
+    modelled one."""
     m = trial.metrics or {}
     speed = _num(m.get("p25_output_speed"))
     throughput = _num(m.get("throughput_per_accelerator"))
     if speed is None or throughput is None:
         return None
+    energy = _trial_energy(trial, accelerators)
+    if simulated:
+        power_w = None
+        energy = {"measured": False, "reason": "simulated: power is modelled, not measured"}
     ttft = {k: _num(v) for k, v in (m.get("ttft_s") or {}).items()}
     verdicts = {name: verdict_passed(v) for name, v in (trial.verdicts or {}).items()}
     return {
@@ -180,7 +196,10 @@ def trial_point(trial: Trial, *, accelerators: int, power_w: float | None) -> di
         "mean_in_flight": _num(m.get("mean_in_flight")),
         "requests": m.get("requests"),
         "power_w": power_w,
-        "energy": _trial_energy(trial, accelerators),
+        "energy": energy,
+        "modelled_energy": trial_modelled_energy(
+            m, simulated=simulated, throughput_tok_s=throughput * accelerators
+        ),
         "verdicts": {k: v for k, v in verdicts.items() if v is not None},
         "intervals": point_intervals(m),
     }
@@ -300,7 +319,12 @@ def result_publish(
     )
     points = []
     for trial in trials:
-        point = trial_point(trial, accelerators=accelerators, power_w=_trial_power_w(run, trial))
+        point = trial_point(
+            trial,
+            accelerators=accelerators,
+            power_w=_trial_power_w(run, trial),
+            simulated=submission.is_simulated,
+        )
         if point is not None:
             points.append(point)
     if not points:
@@ -322,6 +346,9 @@ def result_publish(
     brackets = tier_brackets(run.search_summary or {}, trials, tier_names)
     per_accel = {name: n / accelerators for name, n in max_agents.items()}
     agents_per_mw = _agents_per_mw(max_agents, points)
+    modelled_power = result_modelled_power(
+        simulated=submission.is_simulated, max_agents=max_agents, points=points
+    )
     engine_name, engine_version = engine_of(submission.config, run.run_spec)
     now = timezone.now()
     with transaction.atomic():
@@ -344,6 +371,7 @@ def result_publish(
             brackets=brackets,
             agents_per_accelerator=per_accel,
             agents_per_mw=agents_per_mw,
+            modelled_power=modelled_power,
             points=points,
             engine_name=engine_name,
             engine_version=engine_version,

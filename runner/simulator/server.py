@@ -573,6 +573,21 @@ class SimServer:
                 self.lag_count,
             ),
         ]
+        if self.profile.power_tdp_w is not None:  # modelled, never measured
+            rows += [
+                (
+                    "sim:modelled_dynamic_energy_joules_total",
+                    "counter",
+                    "Modelled accelerator energy above idle (docs/simulator.md).",
+                    c.energy_j,
+                ),
+                (
+                    "sim:modelled_idle_power_watts",
+                    "gauge",
+                    "Modelled idle power per accelerator (docs/simulator.md).",
+                    self.profile.power_idle_w,
+                ),
+            ]
         lines = []
         for name, kind, help_text, value in rows:
             lines.append(f"# HELP {name} {help_text}")

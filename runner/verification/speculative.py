@@ -40,8 +40,10 @@ VLLM_CACHE_HITS = "vllm:prefix_cache_hits"
 SGLANG_ACCEPT_LENGTH = "sglang:spec_accept_length"  # gauge: mean accepted length
 SGLANG_CACHE_HIT_RATE = "sglang:cache_hit_rate"  # gauge
 SIM_ACCELERATORS = "sim:accelerators_used"
+# sim:modelled_*: the simulator's modelled power (runner/telemetry/modelled.py), read only
+# for runs whose launcher is the simulator.
 KEPT_PREFIXES = ("vllm:spec_decode", "vllm:prefix_cache", "sglang:spec", "sglang:cache",
-                 "trtllm:", "sim:accelerators")  # fmt: skip
+                 "trtllm:", "sim:accelerators", "sim:modelled")  # fmt: skip
 
 # An acceptance rate this high over this many draft tokens is not a drafter guessing text.
 IMPLAUSIBLE_RATE = 0.98

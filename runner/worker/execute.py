@@ -35,6 +35,7 @@ from runner.engine.transport import Clock, Transport
 from runner.engine.trial import Tier, TrialConfig, TrialResult, parse_tiers, run_trial
 from runner.launchers import Endpoint, LauncherError, launcher_for
 from runner.telemetry import TelemetrySampler
+from runner.telemetry.modelled import modelled_power
 from runner.verification.fingerprint import load_reference
 from runner.verification.probes import (
     check,
@@ -451,6 +452,7 @@ class RunExecution:
             )
 
         scrapes: dict[int, dict[str, Any]] = {}
+        simulator = getattr(launcher, "kind", None) == "simulated"
         threads: dict[int, list[threading.Thread]] = {}
 
         def on_window(index: int, mark: str, t_ns: int, transport: Transport) -> None:
@@ -502,6 +504,11 @@ class RunExecution:
                 metrics["load_generator"] = data["load_generator"]
             if telemetry.get("measured"):
                 metrics["power_w"] = telemetry["power_w"]
+            if simulator:  # the twin's own power model: labelled, never read as measured
+                summary = data.get("summary") or {}
+                modelled = modelled_power(telemetry.get("server_metrics"), summary.get("window_s"))
+                if modelled is not None:
+                    metrics["modelled_energy"] = modelled
             payload = {
                 "index": trial.index,
                 "concurrency": trial.concurrency,

@@ -214,6 +214,32 @@ def measured_telemetry(
     return window_energy(samples, 1 * s, int((1 + window_s) * s), interval_s=1.0, tool=tool)
 
 
+def modelled_energy(
+    *, power_w: float, accelerators: int, window_s: float = 120.0, idle_fraction: float = 0.3
+) -> dict:
+    """A simulated trial's ``metrics["modelled_energy"]`` as the worker makes it: the
+    simulator's /metrics text at the window's start and end (its counter names), parsed by
+    the worker's parser and turned into power by runner.telemetry.modelled."""
+    from runner.telemetry.modelled import modelled_power
+    from runner.verification.speculative import parse_metrics
+
+    idle = power_w / accelerators * idle_fraction
+    dynamic = (power_w - idle * accelerators) * window_s
+
+    def text(energy_j: float) -> str:
+        label = '{model_name="sim"}'
+        return (
+            f"sim:modelled_dynamic_energy_joules_total{label} {energy_j!r}\n"
+            f"sim:modelled_idle_power_watts{label} {idle!r}\n"
+            f"sim:accelerators_used{label} {float(accelerators)!r}\n"
+        )
+
+    scrapes = {"start": parse_metrics(text(1000.0)), "end": parse_metrics(text(1000.0 + dynamic))}
+    block = modelled_power(scrapes, window_s)
+    assert block is not None
+    return block
+
+
 def make_run(
     *,
     submission: Submission,
@@ -225,6 +251,7 @@ def make_run(
     dataset=None,
     verification: list[dict] | None = None,
     summary: bool = True,
+    modelled_power_w: float | None = None,
 ):
     """A finished run whose trials are `points` [(N, speed, throughput, ttft_p75)], with
     verdicts against `tier_set` and the engine's own search summary."""
@@ -252,7 +279,12 @@ def make_run(
             for t in tiers
         }
         watts = power_w * (0.5 + 0.5 * n / points[-1][0]) if power_w else None
-        extra = {"power_w": watts} if watts else {}
+        extra: dict[str, Any] = {"power_w": watts} if watts else {}
+        if modelled_power_w:  # what a simulated run's worker stores (runner/worker/execute.py)
+            extra["modelled_energy"] = modelled_energy(
+                power_w=modelled_power_w * (0.5 + 0.5 * n / points[-1][0]),
+                accelerators=accelerators,
+            )
         trials.append(
             Trial(
                 run=run,
@@ -311,6 +343,7 @@ def make_published_result(
     verification: list[dict] | None = None,
     published_at=None,
     source: str = "vendor_submitted",
+    modelled_power_w: float | None = None,
 ):
     """A Result published through `result_publish`, from a run with synthetic trials."""
     from leaderboard.publishing import result_publish
@@ -334,6 +367,7 @@ def make_published_result(
         accelerators=accelerators,
         power_w=power_w,
         verification=verification,
+        modelled_power_w=modelled_power_w,
     )
     result = result_publish(submission=submission, run=run, label=label)
     if published_at is not None:
