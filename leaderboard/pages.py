@@ -18,6 +18,7 @@ from django.urls import NoReverseMatch, reverse
 from leaderboard import charts, configview, frontier
 from leaderboard.catalog_fields import HARDWARE_FIELDS, MODEL_FIELDS, sourced_rows
 from leaderboard.energy import MODELLED, labelled, power_source, result_energy
+from leaderboard.loadgen import load_generator_table
 from leaderboard.methodology import engine_constants
 from leaderboard.models import AIModel, HardwareSystem, Result, SloTier, SloTierSet
 from leaderboard.publishing import verdict_passed
@@ -716,6 +717,7 @@ def result_page(*, pk: int) -> dict | None:
         "tables": {
             "tiers": tiers_table(result, tiers),
             "trials": trials_table(result, run.trials.all(), tier_names),
+            "load_generator": load_generator_table(run.trials.all()),
             "energy": energy_table(result, energy),
             "modelled_energy": modelled_energy_table(result),
             "points": _points_table(series),

@@ -18,6 +18,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from leaderboard.configview import redact
+from leaderboard.loadgen import load_generator_table
 from leaderboard.models import Result
 from leaderboard.pages import timeline_trials
 from runner.models import BenchmarkRun, VerificationReport
@@ -259,6 +260,7 @@ def _detail_context(
         "result": Result.objects.filter(submission=submission).first(),
         "launch": presenters.launch_rows(submission),
         "timeline_trials": timeline_trials(trials) if run else [],
+        "load_generator": load_generator_table(trials) if run else None,
         "timeline_base": f"/review/runs/{run.pk}/trials/" if run else "",
         "timeline_suffix": "/timeline.json",
     }

@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 def test_a_search_sharded_over_two_load_generator_hosts_is_published(
-    pipeline_settings, live_server, vendor, pool_worker_factory, cast, tmp_path
+    pipeline_settings, live_server, vendor, pool_worker_factory, cast, tmp_path, client
 ):
     pipeline_settings.RUN_SEARCH_OPTIONS_BY_POOL = {
         **pipeline_settings.RUN_SEARCH_OPTIONS_BY_POOL,
@@ -79,5 +79,13 @@ def test_a_search_sharded_over_two_load_generator_hosts_is_published(
     checks = {c["name"]: c for c in report.checks}
     assert checks["load_generator"]["status"] == "pass", checks["load_generator"]
     assert checks["load_generator"]["evidence"]["sharded_trials"] == len(sharded)
+    # The reviewer sees each shard's agents, host, health and clock offset on the run page,
+    client.force_login(cast.rita)
+    page = client.get(f"/review/runs/{run.pk}/").content.decode()
+    assert 'id="load-generator"' in page and "lg-a" in page and "lg-b" in page
     result = review_publish(submission=submission, actor=cast.rita, reason="CI")
     assert result.is_simulated and len(result.points) == len(trials)
+    # and so does every reader on the result page
+    page = client.get(f"/results/{result.pk}/").content.decode()
+    assert 't-load_generator' in page and "lg-a" in page and "lg-b" in page
+    assert "First-token stamping delay p99 (ms)" in page
