@@ -14,8 +14,9 @@ $(PYTHON):
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(STAMP): requirements.txt requirements-dev.txt | $(PYTHON)
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml | $(PYTHON)
 	$(BIN)/pip install -q -r requirements-dev.txt
+	$(BIN)/pip install -q --no-deps -e .  # the `agentperf` CLI in $(BIN) (docs/api.md)
 	touch $(STAMP)
 
 install: $(STAMP)
