@@ -1,4 +1,4 @@
-"""``python -m runner.engine trial|search|dataset ...`` — see docs/engine.md."""
+"""``python -m runner.engine trial|search|ladder|dataset ...`` — see docs/engine.md."""
 
 from __future__ import annotations
 
@@ -150,6 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
     from runner.engine.report import add_report_command
 
     add_report_command(sub)
+    from runner.engine.ladder import add_ladder_command
+
+    add_ladder_command(sub)
     dataset = sub.add_parser("dataset", help="dataset import|generate|stats")
     dataset_sub = dataset.add_subparsers(dest="dataset_command", required=True)
     try:
