@@ -40,12 +40,14 @@ RESULT_COLUMNS = ("result_id", "label", "status", "is_simulated", "model", "hard
                   "max_agents", "highest_pass", "lowest_fail", "agents_per_accelerator",
                   "agents_per_mw", "tokens_per_joule", "accelerators_used",
                   "accelerators_in_system", "engine", "engine_version", "dataset_sha256",
-                  "published_at", "url")  # fmt: skip
+                  "published_at", "url",
+                  # simulated results only, MODELLED (leaderboard.energy): never measured
+                  "power_source", "modelled_agents_per_mw", "modelled_tokens_per_joule")  # fmt: skip
 POINT_COLUMNS = ("result_id", "index", "phase", "concurrency", "p25_speed", "p25_speed_low",
                  "p25_speed_high", "median_speed", "ttft_p75_s", "throughput_per_accelerator",
                  "agents_per_accelerator", "error_rate", "cache_hit_ratio", "requests",
                  "power_w", "power_tool", "power_coverage", "tokens_per_joule", "frontier",
-                 "is_simulated")  # fmt: skip
+                 "is_simulated", "modelled_power_w", "modelled_tokens_per_joule")  # fmt: skip
 
 
 def _results():
@@ -83,6 +85,7 @@ def bundle_files(*, now: dt.datetime) -> tuple[dict[str, bytes], dict[str, int]]
         doc = ResultDetailOut(result).data
         documents.append(doc)
         energy = doc.get("energy") or {}
+        modelled = (doc.get("modelled_power") or {}).get("tiers") or {}
         for tier in result.tier_set.tiers.all():
             bracket = (result.brackets or {}).get(tier.name) or {}
             result_rows.append({
@@ -101,6 +104,9 @@ def bundle_files(*, now: dt.datetime) -> tuple[dict[str, bytes], dict[str, int]]
                 "engine": result.engine_name, "engine_version": result.engine_version,
                 "dataset_sha256": result.dataset_sha256,
                 "published_at": result.published_at.isoformat(), "url": doc.get("url"),
+                "power_source": doc.get("power_source"),
+                "modelled_agents_per_mw": modelled.get(tier.name, {}).get("agents_per_mw"),
+                "modelled_tokens_per_joule": modelled.get(tier.name, {}).get("tokens_per_joule"),
             })  # fmt: skip
         for p in result.points or []:
             interval = (p.get("intervals") or {}).get("p25_speed") or {}
@@ -111,6 +117,10 @@ def bundle_files(*, now: dt.datetime) -> tuple[dict[str, bytes], dict[str, int]]
                 "power_tool": e.get("tool"), "power_coverage": e.get("coverage"),
                 "tokens_per_joule": e.get("tokens_per_joule"),
                 "is_simulated": result.is_simulated,
+                "modelled_power_w": (p.get("modelled_energy") or {}).get("power_w"),
+                "modelled_tokens_per_joule": (p.get("modelled_energy") or {}).get(
+                    "tokens_per_joule"
+                ),
             })  # fmt: skip
     header = {"format": FORMAT, "format_version": FORMAT_VERSION,
               "generated_at": now.isoformat()}  # fmt: skip

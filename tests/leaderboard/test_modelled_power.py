@@ -10,7 +10,7 @@ runner.telemetry.modelled, as a simulated run's worker stores them. The pipeline
 from __future__ import annotations
 
 import io
-from csv import reader
+from csv import DictReader, reader
 
 import pytest
 from django.urls import reverse
@@ -121,3 +121,23 @@ def test_no_power_anywhere_is_no_figure_and_no_label(client):
     assert "models no power" in html and "Agents / MW (modelled)" not in html
     body = client.get(f"/api/v1/public/results/{twin.pk}/").json()
     assert body["power_source"] is None and body["modelled_power"] is None
+
+
+@pytest.mark.django_db
+def test_the_public_data_dump_carries_modelled_figures_only_for_simulated_results():
+    from leaderboard.export import bundle_files
+
+    sim = make_published_result(points=POINTS, simulated=True, modelled_power_w=6_000.0)
+    measured = make_published_result(points=POINTS, power_w=8_000.0, modelled_power_w=6_000.0)
+    files, _ = bundle_files(now=sim.published_at)
+    rows = list(DictReader(io.StringIO(files["results.csv"].decode())))
+    sim_row = next(r for r in rows if r["result_id"] == str(sim.pk) and r["tier"] == "20 tok/s")
+    assert sim_row["power_source"] == "modelled" and sim_row["agents_per_mw"] == ""
+    assert float(sim_row["modelled_agents_per_mw"]) == pytest.approx(
+        sim.modelled_power["tiers"]["20 tok/s"]["agents_per_mw"]
+    )
+    for row in (r for r in rows if r["result_id"] == str(measured.pk)):
+        assert row["power_source"] == "measured" and row["modelled_agents_per_mw"] == ""
+    points = list(DictReader(io.StringIO(files["points.csv"].decode())))
+    assert all(p["modelled_power_w"] for p in points if p["result_id"] == str(sim.pk))
+    assert not any(p["modelled_power_w"] for p in points if p["result_id"] == str(measured.pk))

@@ -11,9 +11,10 @@ import urllib.request
 
 import pytest
 
+from leaderboard.energy import power_source
 from runner.models import BenchmarkRun
 from submissions.models import Artifact, Submission
-from tests.pipeline.conftest import EXAMPLES, no_database_env, submit, wait_for_status
+from tests.pipeline.conftest import EXAMPLES, http, no_database_env, submit, wait_for_status
 from tests.support.llamacpp import free_port, tiny_gguf
 
 pytestmark = [pytest.mark.slow, pytest.mark.llamacpp, pytest.mark.django_db(transaction=True)]
@@ -70,6 +71,15 @@ def test_process_launcher_measures_a_real_llama_cpp_server_and_stops_it(
         submission=run.submission, actor=cast.rita, reason="CI", label="llama.cpp on this CPU (CI)"
     )
     assert result.is_simulated is False
+    # a measured result never shows a modelled power figure (issue 13 item 5)
+    assert result.modelled_power is None
+    assert all(p["modelled_energy"] is None for p in result.points)
+    assert not any("modelled_energy" in t.metrics for t in trials)
+    assert power_source(result) != "modelled"
+    status, body = http("GET", f"{live_server.url}/api/v1/public/results/{result.pk}/")
+    assert status == 200 and body["power_source"] != "modelled" and body["modelled_power"] is None
+    with urllib.request.urlopen(f"{live_server.url}/results/{result.pk}/", timeout=30) as page:
+        assert "modelled" not in page.read().decode().lower()
     # the quality floor: the shipped F32 reference of the demo model, same build here
     report = {c["name"]: c for c in run.verification.checks}
     assert report["quality_distribution"]["status"] == "pass", report["quality_distribution"]

@@ -126,7 +126,7 @@ def test_simulated_submission_runs_on_a_database_free_worker_and_is_published_af
 
 
 def test_rack_scale_simulated_submission_runs_on_virtual_time_and_is_labelled_simulated(
-    pipeline_settings, live_server, vendor, pool_worker_factory, cast
+    pipeline_settings, live_server, vendor, pool_worker_factory, cast, client
 ):
 
     _, token = vendor
@@ -146,3 +146,24 @@ def test_rack_scale_simulated_submission_runs_on_virtual_time_and_is_labelled_si
     result = review_publish(submission=run.submission, actor=cast.rita, reason="CI")
     assert result.is_simulated is True
     assert result.accelerators_used == run.run_spec["accelerators"]["used"] > 1
+
+    # Modelled power (issue 13 item 5): the worker read the twin's modelled energy from its
+    # window scrapes; the published result shows agents per MW labelled "modelled".
+    for t in trials:
+        scraped = t.telemetry["server_metrics"]
+        assert scraped["end"]["sim:modelled_dynamic_energy_joules"] > 0
+        block = t.metrics["modelled_energy"]
+        assert block["modelled"] is True and block["accelerators"] == result.accelerators_used
+        # idle 30 % of the H100's 700 W TDP, dynamic share on top: between idle and TDP
+        assert 210.0 <= block["power_w_per_accelerator"] <= 700.0
+    assert result.agents_per_mw is None and result.modelled_power["tiers"]
+    tier, figures = next(iter(result.modelled_power["tiers"].items()))
+    assert figures["agents_per_mw"] > 0 and figures["tokens_per_joule"] > 0
+    html = client.get(f"/results/{result.pk}/").content.decode()
+    assert "Agents / MW (modelled)" in html and "Modelled power at max agents" in html
+    assert f"{figures['agents_per_mw']:,.0f}" in html
+    status, body = http("GET", f"{live_server.url}/api/v1/public/results/{result.pk}/")
+    assert status == 200 and body["power_source"] == "modelled"
+    assert body["modelled_power"]["tiers"][tier]["agents_per_mw"] == pytest.approx(
+        figures["agents_per_mw"]
+    )
