@@ -18,9 +18,17 @@ USER_AGENT = f"agentperf-cli/{__version__}"
 class ApiError(CliError):
     """A 4xx/5xx answer in the API's error shape: code, message and fields by path."""
 
-    def __init__(self, status: int, code: str, message: str, fields: dict[str, list[str]]):
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        fields: dict[str, list[str]],
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(f"{status} {code}: {message}", exit_code=2)
         self.status = status
+        self.retry_after = retry_after  # seconds, from a 429's Retry-After
         self.code = code
         self.api_message = message
         self.fields = fields
@@ -30,7 +38,14 @@ class Unreachable(CliError):
     """No HTTP answer at all (refused, DNS, timeout, TLS)."""
 
 
-def _error_from(status: int, raw: bytes) -> ApiError:
+def _retry_after(value: str | None) -> float | None:
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:
+        return None
+
+
+def _error_from(status: int, raw: bytes, retry_after: float | None = None) -> ApiError:
     try:
         body = json.loads(raw) if raw else {}
     except ValueError:
@@ -44,9 +59,10 @@ def _error_from(status: int, raw: bytes) -> ApiError:
             str(error.get("message") or ""),
             {str(k): [str(m) for m in v] for k, v in fields.items()} if isinstance(fields, dict)
             else {},
+            retry_after,
         )  # fmt: skip
     text = raw[:200].decode("utf-8", "replace").strip() or "no body"
-    return ApiError(status, "server_error" if status >= 500 else "error", text, {})
+    return ApiError(status, "server_error" if status >= 500 else "error", text, {}, retry_after)
 
 
 class Api:
@@ -79,7 +95,8 @@ class Api:
                 raw = response.read()
                 answer_headers = {k.lower(): v for k, v in response.headers.items()}
         except urllib.error.HTTPError as exc:
-            raise _error_from(exc.code, exc.read()) from None
+            wait = _retry_after(exc.headers.get("Retry-After") if exc.headers else None)
+            raise _error_from(exc.code, exc.read(), wait) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise Unreachable(f"cannot reach the API at {self.url}: {reason}") from None

@@ -50,6 +50,7 @@ DONE_BAD = (
     "invalidated",
 )
 KEY_PREFIX = "agentperf-cli-sha256-"
+DEFAULT_INTERVAL_S = 10.0  # 360 polls/hour, within THROTTLE_VENDOR's default 600/hour
 RETRIES = 5  # consecutive unanswered polls before following gives up
 DOWNLOAD_CHUNK = 1 << 20
 
@@ -209,19 +210,30 @@ def status_line(submission: dict[str, Any], run: dict[str, Any] | None = None) -
 
 
 def follow(api: Api, submission_id: int, interval: float) -> int:
-    """Poll until the submission is in review (0) or failed/decided against (1)."""
+    """Poll until the submission is in review (0) or failed/decided against (1).
+
+    One request per poll (the submission carries its latest run's progress), plus one for
+    the run's trials each time a trial ends (the last trial's TTFT): the vendor throttle
+    (THROTTLE_VENDOR, 600/hour by default) counts every call. A 429 waits its Retry-After
+    and goes on; the run is never touched."""
     live = Live(Text(""), console=out, auto_refresh=False) if out.is_terminal else None
     last_line, last_status, misses = "", "", 0
+    run: dict[str, Any] | None = None
     try:
         if live is not None:
             live.start()
         while True:
             try:
                 submission = api.get(f"submissions/{submission_id}/")
-                latest = submission.get("latest_run")
-                run = None
-                if latest and latest.get("status") == "running":
+                latest = submission.get("latest_run") or {}
+                ended = ((latest.get("progress") or {}).get("last_trial") or {}).get("index")
+                if latest.get("status") != "running":
+                    run = None
+                elif ended is not None and (run is None or run.get("id") != latest["id"]
+                                            or _trials_seen(run) != ended):  # fmt: skip
                     run = api.get(f"runs/{latest['id']}/")  # its trials, for the last TTFT
+                if run is not None:
+                    run = {**run, "progress": latest.get("progress")}
                 misses = 0
             except Unreachable as exc:
                 misses += 1
@@ -229,6 +241,14 @@ def follow(api: Api, submission_id: int, interval: float) -> int:
                     raise
                 err.print(f"{exc.message}; retrying", soft_wrap=True)
                 time.sleep(interval)
+                continue
+            except ApiError as exc:
+                if exc.status != 429:
+                    raise
+                wait = max(interval, exc.retry_after or 60.0)
+                err.print(f"throttled by the API; following again in {_duration(wait)}",
+                          soft_wrap=True)  # fmt: skip
+                time.sleep(wait)
                 continue
             line = status_line(submission, run)
             status = str(submission["status"])
@@ -260,6 +280,11 @@ def follow(api: Api, submission_id: int, interval: float) -> int:
     finally:
         if live is not None:
             live.stop()
+
+
+def _trials_seen(run: dict[str, Any]) -> int | None:
+    indexes = [t.get("index") for t in run.get("trials") or [] if isinstance(t.get("index"), int)]
+    return max(indexes) if indexes else None
 
 
 # --- submit / status / withdraw / report ---------------------------------------------------
@@ -523,7 +548,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_validate)
 
     def interval(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--interval", type=float, default=2.0, help="poll every S seconds")
+        p.add_argument(
+            "--interval",
+            type=float,
+            default=DEFAULT_INTERVAL_S,
+            help=f"poll every S seconds (default {DEFAULT_INTERVAL_S:g}; the API throttles calls)",
+        )
 
     p = sub.add_parser("submit", parents=[common], help="submit a config")
     p.add_argument("config", help="YAML or JSON deployment config")
