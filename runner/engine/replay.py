@@ -354,9 +354,11 @@ class Replay:
         self._stop_ns = 0
         self._count: Callable[[str], int] | None = None
         if config.count_output_tokens:
-            from runner.engine.tokens import TokenCounter
+            from runner.engine.tokens import shared_counter
 
-            self._count = TokenCounter().count
+            # one per process: a search's trials count the same texts (its cache outlives
+            # a trial; the counts are those of a fresh counter)
+            self._count = shared_counter().count
 
     async def run(
         self, *, stop_sending_at_ns: int, start_ns: int | None = None

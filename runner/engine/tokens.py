@@ -124,6 +124,14 @@ def content_text(content: Any) -> str:
     return json.dumps(content, ensure_ascii=False)
 
 
+@functools.cache
+def shared_counter() -> TokenCounter:
+    """The process's one TokenCounter, so its cache of counted texts (the filler answers of
+    the simulator, repeated system prompts) serves every trial of a search instead of being
+    rebuilt per trial. Single-threaded use (one event loop), like any TokenCounter."""
+    return TokenCounter()
+
+
 def load_encoding() -> tiktoken.Encoding:
     """The offline cl100k encoding; never touches the network."""
     return _load_encoding()

@@ -916,10 +916,16 @@ class Replica:
             if k and self.per_seq_accept:
                 # P(draft j accepted | all before) = α_s · decay^(j−1), α_s by output kind;
                 # one uniform per sequence against the survival Π α_i of each prefix.
-                alpha = np.minimum(self.acc[idx][:, None] * self.decay[None, :k], 1.0)
-                surv = np.cumprod(alpha, axis=1)
+                # Column by column (a running product, as cumprod along the drafts computes
+                # it, so the same floats): numpy's cumprod over a short axis cost 4x this.
+                first = self.acc[idx]
                 u = self.rng.random(n)
-                acc = (u[:, None] < surv).sum(axis=1)
+                decay = self.decay
+                surv = np.minimum(first * decay[0], 1.0)
+                acc = (u < surv).astype(np.int64)
+                for j in range(1, k):
+                    surv = surv * np.minimum(first * decay[j], 1.0)
+                    acc += u < surv
                 c.spec_drafts += n
                 c.spec_draft_tokens += n * k
                 c.spec_accepted += int(acc.sum())
