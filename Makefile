@@ -14,9 +14,12 @@ $(PYTHON):
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
+# The project itself goes in editable, without dependencies: the `agentperf` CLI in $(BIN)
+# (docs/api.md "Vendor CLI"). PYTHONWARNINGS quiets setuptools' notice that folders named
+# like the packages come first on the path (they are the packages).
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml | $(PYTHON)
 	$(BIN)/pip install -q -r requirements-dev.txt
-	$(BIN)/pip install -q --no-deps -e .  # the `agentperf` CLI in $(BIN) (docs/api.md)
+	PYTHONWARNINGS=ignore $(BIN)/pip install -q --no-deps -e .
 	touch $(STAMP)
 
 install: $(STAMP)

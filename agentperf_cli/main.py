@@ -254,7 +254,7 @@ def follow(api: Api, submission_id: int, interval: float) -> int:
             status = str(submission["status"])
             if live is not None:
                 if status != last_status:
-                    live.console.print(line, soft_wrap=True)
+                    live.console.print(line)
                 live.update(Text(line), refresh=True)
             elif line != last_line:
                 out.print(line, soft_wrap=True)
@@ -377,7 +377,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         ("hardware", str(submission.get("hardware"))),
         ("simulated", "yes" if submission.get("is_simulated") else "no"),
         ("created", str(submission.get("created_at"))),
-        ("run", status_line(submission).split(" · ", 1)[1] if latest else "no run yet"),
+        ("latest run", status_line(submission).split(" · ", 1)[1] if latest else "no run yet"),
         ("result", _result_text(submission.get("result"))),
     ]
     out.print(_kv_table(rows))

@@ -211,6 +211,7 @@ def test_submit_follow_shows_queue_phase_and_trials_until_review_then_status_and
     worker = pool_worker_factory(pools=("simulated",))  # only now can the run start
     code = follower.wait()
     out = follower.output
+    print(out)  # shown when the test fails
     assert code == 0, (out, worker.log()[-3000:])
     sid = _submission_id(out)
     assert re.search(r"running · phase search \(\w+\) · trial 1 of 6 · N=1", out), out
@@ -227,6 +228,7 @@ def test_submit_follow_shows_queue_phase_and_trials_until_review_then_status_and
     assert re.search(rf"│ {sid}\s+│ in_review", listed.stdout), listed.stdout
 
     report = agentperf("report", str(sid), env=env)
+    print(status.stdout, report.stdout)
     assert report.returncode == 0, report
     assert f"run #{run.pk} done" in report.stdout
     assert f"Verification: {run.verification.status}" in report.stdout
