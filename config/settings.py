@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "leaderboard",
     "submissions",
     "runner",
+    "ladders",
 ]
 
 MIDDLEWARE = [

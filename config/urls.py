@@ -10,6 +10,7 @@ urlpatterns = [
     path("files/<str:alias>/", views.signed_file, name="signed-file"),
     path("admin/", admin.site.urls),
     path("api/v1/runner/", include("runner.urls")),
+    path("", include("ladders.urls")),
     path("api/v1/", include("submissions.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),

@@ -629,6 +629,24 @@ def _server_figures(start: str | None, end: str | None) -> dict[str, Any]:
     }
 
 
+def _server_figures_parsed(
+    start: dict[str, float] | None, end: dict[str, float] | None
+) -> dict[str, Any]:
+    """``_server_figures`` from counters already parsed (the platform's stored scrapes)."""
+    if not start or not end:
+        return {"scraped": False}
+    from runner.verification.speculative import prefix_cache_hit_rate, spec_figures, window_delta
+
+    delta = window_delta(start, end)
+    spec = spec_figures(delta)
+    return {
+        "scraped": True,
+        "spec_acceptance": None if spec is None else spec.get("acceptance_rate"),
+        "mean_acceptance_length": None if spec is None else spec.get("mean_acceptance_length"),
+        "prefix_cache_hit_rate": prefix_cache_hit_rate(delta),
+    }
+
+
 def _load_dataset(spec: LadderSpec, ds: dict[str, Any], cache: dict[str, Any]) -> Any:
     key = orjson.dumps(ds, option=orjson.OPT_SORT_KEYS).decode()
     if key in cache:
@@ -1098,44 +1116,24 @@ def independent_pairs(spec: LadderSpec) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------------------- running
 
 
-def run_ladder(
+def ladder_document(
     spec: LadderSpec,
-    out_dir: str | os.PathLike[str],
+    plans: dict[str, list[RungPlan]],
+    measured: dict[str, list[TrialMeasure]],
     *,
-    orders: Sequence[str] | None = None,
-    log: Callable[[str], None] = lambda _: None,
+    reused: dict[str, bool],
+    simulated: bool,
 ) -> dict[str, Any]:
-    """Measure every rung of every order (a digest measured once, here or in an earlier run
-    into the same DIR, is reused) and write DIR/ladder.json and DIR/ladder.html."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    chosen = list(orders or spec.orders)
-    plans = {order: plan_rungs(spec, order) for order in chosen}
-    measured: dict[str, list[TrialMeasure]] = {}
-    reused: dict[str, bool] = {}
-    datasets: dict[str, Any] = {}
-    for order in chosen:
-        for plan in plans[order]:
-            if plan.digest in measured:
-                reused[plan.digest] = True
-                continue
-            prior = load_measured(out, plan.digest)
-            if prior is not None:
-                log(f"rung {plan.name!r} ({order}): reused {plan.digest[:12]}")
-                measured[plan.digest], reused[plan.digest] = prior, True
-                continue
-            log(f"rung {plan.name!r} ({order}): measuring {plan.digest[:12]}")
-            measured[plan.digest] = measure_rung(spec, plan, out, datasets, log=log)
-    orders_doc = {o: attribute(spec, plans[o], measured, o, reused=reused) for o in chosen}
-    primary = orders_doc[chosen[0]]
-    simulated = all(p.config.profile_doc is not None for ps in plans.values() for p in ps)
+    """ladder.json: every order's attribution (the first order's rungs at the top level)."""
+    orders_doc = {o: attribute(spec, plans[o], measured, o, reused=reused) for o in plans}
+    primary = orders_doc[next(iter(plans))]
     doc: dict[str, Any] = {
         "kind": "agentperf-ladder",
         "version": 1,
         "name": spec.name,
         "description": spec.description,
         "simulated": simulated,
-        "order": chosen[0],
+        "order": next(iter(plans)),
         "order_note": ORDER_NOTE,
         "speeds": [{"speed": s, "why": why} for s, why in spec.evaluated_speeds()],
         "tier_set": spec.tier_set,
@@ -1166,6 +1164,39 @@ def run_ladder(
         "single_agent_total_gain": primary["single_agent_total_gain"],
         "orders": orders_doc,
     }
+    return doc
+
+
+def run_ladder(
+    spec: LadderSpec,
+    out_dir: str | os.PathLike[str],
+    *,
+    orders: Sequence[str] | None = None,
+    log: Callable[[str], None] = lambda _: None,
+) -> dict[str, Any]:
+    """Measure every rung of every order (a digest measured once, here or in an earlier run
+    into the same DIR, is reused) and write DIR/ladder.json and DIR/ladder.html."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    chosen = list(orders or spec.orders)
+    plans = {order: plan_rungs(spec, order) for order in chosen}
+    measured: dict[str, list[TrialMeasure]] = {}
+    reused: dict[str, bool] = {}
+    datasets: dict[str, Any] = {}
+    for order in chosen:
+        for plan in plans[order]:
+            if plan.digest in measured:
+                reused[plan.digest] = True
+                continue
+            prior = load_measured(out, plan.digest)
+            if prior is not None:
+                log(f"rung {plan.name!r} ({order}): reused {plan.digest[:12]}")
+                measured[plan.digest], reused[plan.digest] = prior, True
+                continue
+            log(f"rung {plan.name!r} ({order}): measuring {plan.digest[:12]}")
+            measured[plan.digest] = measure_rung(spec, plan, out, datasets, log=log)
+    simulated = all(p.config.profile_doc is not None for ps in plans.values() for p in ps)
+    doc = ladder_document(spec, plans, measured, reused=reused, simulated=simulated)
     (out / "ladder.json").write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
     from runner.engine.ladder_report import ladder_html
 

@@ -275,7 +275,8 @@ def print_summary(doc: dict[str, Any], out: TextIO) -> None:
                     out.write(f"     @{s}: {floor}{_iv(row['throughput_per_accelerator'])}\n")
                     continue
                 noise = " within noise" if row.get("within_noise") else ""
+                floor = "≥ " if row.get("floor") else ""
                 out.write(
-                    f"     @{s}: {_iv(row['throughput_per_accelerator'])}  gain "
+                    f"     @{s}: {floor}{_iv(row['throughput_per_accelerator'])}  gain "
                     f"{_iv(row['gain'])}  share {_iv(row['share'], 1, pct=True)}{noise}\n"
                 )

@@ -1,0 +1,544 @@
+"""Ladders on the platform (docs/ladders.md): submit, measure every rung as a run, attribute,
+review once, publish.
+
+- ``ladder_create``: a baseline (a config, or a published result of the same organization)
+  plus ordered changes, each a JSON Merge Patch of the deployment config; every rung's
+  config is validated by the deployment-config schema, an error naming the rung and path
+  (``rungs[2].patch.speculative.draft_tokens``). Every rung runs on the same hardware pool
+  with the same search settings (a patch may not touch ``benchmark`` or the hardware); the
+  dataset, tier set and seed are the pool's and dispatch's, the same for every rung. A rung
+  whose config equals an already verified submission of the organization reuses its run;
+  rungs with equal configs share one submission.
+- ``ladder_refresh``: once every rung's run is verified (its submission in review or
+  published), the attribution is computed from the stored trials (raw records read back
+  for the session bootstrap) with the engine's own maths (``runner.engine.ladder``).
+- ``ladder_review``: one decision for the whole ladder; approving publishes every rung
+  still in review.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from ladders.models import Ladder, LadderRung
+from runner.engine.ladder import (
+    ORDERS,
+    Change,
+    LadderSpec,
+    RungConfig,
+    RungPlan,
+    TrialMeasure,
+    TrialPlan,
+    attribute,
+    ladder_document,
+)
+from runner.engine.mergepatch import merge_patch, patch_paths
+from submissions import constants as c
+from submissions.models import Organization, Submission
+from submissions.schema import ConfigError, parse_config
+from submissions.services.lifecycle import audit_record
+
+MAX_RUNGS = 12
+FIXED_PATHS = ("benchmark", "topology.roles", "model.id")  # identical conditions
+RESAMPLES = 200
+
+
+class LadderError(ConfigError):
+    """A ladder body that cannot be accepted; ``fields`` names each path."""
+
+
+def _err(path: str, message: str) -> LadderError:
+    return LadderError(f"{path}: {message}", fields={path: [message]})
+
+
+def _sha(doc: Any) -> str:
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def _str(body: dict[str, Any], key: str, where: str, *, limit: int, required: bool = True) -> str:
+    value = body.get(key, "" if not required else None)
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise _err(f"{where}{key}", "a non-empty string")
+    if len(value) > limit or "\n" in value.strip():
+        raise _err(f"{where}{key}", f"one line of at most {limit} characters")
+    return value.strip()
+
+
+def _baseline(org: Organization, body: Any) -> tuple[dict[str, Any], str]:
+    if not isinstance(body, dict) or ("config" in body) == ("result" in body):
+        raise _err("baseline", "give exactly one of config (a mapping) or result (an id)")
+    if "config" in body:
+        config = body["config"]
+        if isinstance(config, str):
+            try:
+                config = parse_config(config, "application/yaml").model_dump(mode="json")
+            except ConfigError as exc:
+                raise _prefixed(exc, "baseline.config.", None) from None
+        if not isinstance(config, dict):
+            raise _err("baseline.config", "a deployment config (mapping or YAML text)")
+        return config, str(body.get("name") or "baseline")
+    from leaderboard.models import Result
+
+    rid = body["result"]
+    result = (
+        Result.objects.filter(pk=rid, submission__org=org).select_related("submission").first()
+        if isinstance(rid, int) and not isinstance(rid, bool)
+        else None
+    )
+    if result is None:
+        raise _err("baseline.result", f"no published result {rid!r} of your organization")
+    return dict(result.submission.config), str(body.get("name") or result.label)
+
+
+def _prefixed(exc: ConfigError, prefix: str, owner: Any) -> LadderError:
+    """A rung's schema errors under the field that set each path: ``rungs[j].patch.P`` for
+    the latest applied change touching P (``owner(P)``), else ``baseline.config.P``."""
+    fields: dict[str, list[str]] = {}
+    for path, messages in (exc.fields or {"": [exc.message]}).items():
+        j = owner(path) if owner is not None else None
+        name = f"rungs[{j}].patch.{path}" if j is not None else f"{prefix}{path}"
+        fields.setdefault(name.rstrip("."), []).extend(messages)
+    first = next(iter(fields))
+    return LadderError(f"{first}: {fields[first][0]}", fields=fields)
+
+
+def _parse_rungs(body: Any) -> list[dict[str, Any]]:
+    if not isinstance(body, list) or not body:
+        raise _err("rungs", "a non-empty list of changes {name, description, patch}")
+    if len(body) > MAX_RUNGS:
+        raise _err("rungs", f"at most {MAX_RUNGS} changes")
+    out = []
+    names: set[str] = set()
+    for i, raw in enumerate(body):
+        where = f"rungs[{i}]."
+        if not isinstance(raw, dict):
+            raise _err(f"rungs[{i}]", "a mapping {name, description, patch}")
+        extra = sorted(set(raw) - {"name", "description", "patch"})
+        if extra:
+            raise _err(f"rungs[{i}].{extra[0]}", "unknown key (name, description, patch)")
+        name = _str(raw, "name", where, limit=200)
+        if name in names:
+            raise _err(f"rungs[{i}].name", f"{name!r} names another rung")
+        names.add(name)
+        description = _str(raw, "description", where, limit=500)
+        patch = raw.get("patch")
+        if not isinstance(patch, dict) or not patch:
+            raise _err(f"rungs[{i}].patch", "a JSON Merge Patch (RFC 7396) of the config")
+        for path in patch_paths(patch):
+            if any(path == f or path.startswith(f + ".") or f.startswith(path + ".")
+                   for f in FIXED_PATHS):  # fmt: skip
+                raise _err(
+                    f"rungs[{i}].patch.{path}",
+                    "every rung runs on the same hardware, model and search settings "
+                    "(identical conditions); this field may not change",
+                )
+        out.append({"name": name, "description": description, "patch": patch})
+    return out
+
+
+def _applied_for(order: str, n: int) -> list[tuple[str, str, int | None, list[int]]]:
+    """(name kind, description kind, change, applied) per rung of ``order``."""
+    rows: list[tuple[str, str, int | None, list[int]]] = [("baseline", "", None, [])]
+    if order in ("forward", "reverse"):
+        idx = list(range(n)) if order == "forward" else list(range(n - 1, -1, -1))
+        rows += [("change", "", i, idx[: k + 1]) for k, i in enumerate(idx)]
+    else:
+        rows.append(("all", "", None, list(range(n))))
+        rows += [("but", "", i, [j for j in range(n) if j != i]) for i in range(n)]
+    return rows
+
+
+def _rung_config(
+    baseline: dict[str, Any], changes: list[dict[str, Any]], applied: list[int]
+) -> dict[str, Any]:
+    config = baseline
+    for i in applied:
+        config = merge_patch(config, changes[i]["patch"])
+    try:
+        parsed = parse_config(json.dumps(config), "application/json")
+    except ConfigError as exc:
+
+        def owner(path: str) -> int | None:
+            for i in reversed(applied):
+                for p in patch_paths(changes[i]["patch"]):
+                    if path == p or path.startswith(p + ".") or p.startswith(path + "."):
+                        return i
+            return None
+
+        raise _prefixed(exc, "baseline.config.", owner) from None
+    return parsed.model_dump(mode="json")
+
+
+def _reusable(org: Organization, sha: str) -> Submission | None:
+    """An earlier submission of the org with this exact config whose run was verified."""
+    for sub in Submission.objects.filter(org=org, status__in=(c.IN_REVIEW, c.PUBLISHED)):
+        if _sha(sub.config) == sha and sub.runs.filter(verification__isnull=False).exists():
+            return sub
+    return None
+
+
+def ladder_create(*, org: Organization, body: Any, created_by: Any = None) -> Ladder:
+    """Validate the whole ladder (every rung of every order) and create its rungs'
+    submissions; nothing is written when any rung is invalid."""
+    from submissions.services.submissions import config_resolve_catalog, submission_create
+
+    if not isinstance(body, dict):
+        raise _err("body", "a JSON object {name, baseline, rungs, orders?, speeds?}")
+    extra = sorted(set(body) - {"name", "description", "baseline", "rungs", "orders", "speeds"})
+    if extra:
+        raise _err(extra[0], "unknown key")
+    name = _str(body, "name", "", limit=200)
+    description = _str(body, "description", "", limit=500, required=False)
+    baseline, baseline_name = _baseline(org, body.get("baseline"))
+    changes = _parse_rungs(body.get("rungs"))
+    orders = body.get("orders", ["forward"])
+    if (
+        not isinstance(orders, list)
+        or not orders
+        or any(o not in ORDERS for o in orders)
+        or orders[0] != "forward"
+    ):
+        raise _err("orders", f"a list starting with forward, of {', '.join(ORDERS)}")
+    speeds = body.get("speeds", [])
+    if not isinstance(speeds, list) or not all(
+        isinstance(s, int | float) and not isinstance(s, bool) and 0 < s < 100_000 for s in speeds
+    ):
+        raise _err("speeds", "a list of speeds in tok/s per agent (0 < s < 100000)")
+    orders = list(dict.fromkeys(orders))
+    planned: list[tuple[str, int, str, str, int | None, list[int], dict[str, Any]]] = []
+    for order in orders:
+        for k, (kind, _, change, applied) in enumerate(_applied_for(order, len(changes))):
+            config = _rung_config(baseline, changes, applied)
+            if kind == "baseline":
+                rung_name, desc = baseline_name, "baseline"
+            elif kind == "all":
+                rung_name, desc = "all changes", "every change applied"
+            else:
+                assert change is not None
+                ch = changes[change]
+                rung_name = ch["name"] if kind == "change" else f"all but {ch['name']}"
+                desc = ch["description"]
+            planned.append((order, k, rung_name, desc, change, applied, config))
+    parsed = parse_config(json.dumps(planned[0][6]), "application/json")
+    model, hardware = config_resolve_catalog(config=parsed, org=org)
+    with transaction.atomic():
+        ladder = Ladder.objects.create(
+            org=org,
+            model=model,
+            hardware=hardware,
+            name=name,
+            description=description,
+            is_simulated=parsed.is_simulated,
+            document={
+                "baseline": {"name": baseline_name, "config": baseline},
+                "rungs": changes,
+            },  # fmt: skip
+            orders=orders,
+            speeds=[float(s) for s in speeds],
+            created_by=created_by if getattr(created_by, "pk", None) else None,
+        )
+        by_sha: dict[str, tuple[Submission, bool]] = {}
+        for order, k, rung_name, desc, change, applied, config in planned:
+            sha = _sha(config)
+            if sha not in by_sha:
+                prior = _reusable(org, sha)
+                if prior is not None:
+                    by_sha[sha] = (prior, True)
+                else:
+                    sub = submission_create(
+                        org=org,
+                        config_text=json.dumps(config),
+                        content_type="application/json",
+                        created_by=created_by,
+                    )
+                    by_sha[sha] = (sub, False)
+            sub, reused = by_sha[sha]
+            LadderRung.objects.create(
+                ladder=ladder,
+                order=order,
+                index=k,
+                name=rung_name,
+                description=desc,
+                change=change,
+                applied=applied,
+                config=config,
+                config_sha256=sha,
+                submission=sub,
+                reused=reused,
+            )
+        audit_record(
+            actor=created_by, obj=ladder, action="create", to_state=Ladder.STATUS_RUNNING,
+            data={"rungs": len(planned), "submissions": len(by_sha)},
+        )  # fmt: skip
+    return ladder
+
+
+# ------------------------------------------------------------------------- attribution
+
+
+def _latest_verified_run(sub: Submission) -> Any:
+    from runner.models import BenchmarkRun
+
+    return (
+        BenchmarkRun.objects.filter(submission=sub, status=BenchmarkRun.STATUS_DONE)
+        .order_by("-created_at", "-pk")
+        .first()
+    )
+
+
+def _trial_measure(trial: Any, accelerators: int, seed: int) -> TrialMeasure:
+    """A stored trial as the engine's ladder measures one: point, limits, server counters
+    (the worker's window scrapes) and, when its raw records are stored, the replicates."""
+    from runner.engine.ladder import _bootstrap_trial, _server_figures_parsed
+    from runner.engine.metrics import RequestRecord
+
+    m = trial.metrics or {}
+    speeds: list[float] = []
+    thr: list[float] = []
+    sessions = 0
+    if trial.raw_records_key and m.get("window_start_ns") is not None:
+        from runner.timeline import record_lines
+
+        try:
+            records = [RequestRecord.from_dict(json.loads(x)) for x in
+                       record_lines(trial.raw_records_key) if x.strip()]  # fmt: skip
+        except Exception:  # records not readable: the point without an interval
+            records = []
+        if records:
+            speeds, thr, sessions = _bootstrap_trial(
+                records,
+                int(m["window_start_ns"]),
+                int(m["window_end_ns"]),
+                accelerators,
+                RESAMPLES,
+                seed=seed,
+                concurrency=trial.concurrency,
+            )
+    scraped = (trial.telemetry or {}).get("server_metrics") or {}
+    verdicts = {}
+    for name, v in (trial.verdicts or {}).items():
+        verdicts[name] = bool(v.get("passed", v.get("pass"))) if isinstance(v, dict) else bool(v)
+    ttft = {k: (None if v is None or not math.isfinite(v) else v)
+            for k, v in (m.get("ttft_s") or {}).items()}  # fmt: skip
+    if not ttft and m.get("ttft_p75_s") is not None:
+        ttft = {"p75": m["ttft_p75_s"]}
+    return TrialMeasure(
+        index=trial.index,
+        concurrency=trial.concurrency,
+        p25_speed=float(m.get("p25_output_speed") or 0.0),
+        throughput=float(m.get("throughput_per_accelerator") or 0.0),
+        error_rate=float(m.get("error_rate") or 0.0),
+        ttft_s=ttft,
+        requests=int(m.get("requests") or 0),
+        sessions=sessions,
+        verdicts=verdicts,
+        server=_server_figures_parsed(scraped.get("start"), scraped.get("end")),
+        speed_reps=speeds,
+        throughput_reps=thr,
+    )
+
+
+def _spec(ladder: Ladder, tiers: list[Any], extra_speeds: list[float] = ()) -> LadderSpec:
+    doc = ladder.document
+    return LadderSpec(
+        name=ladder.name,
+        description=ladder.description,
+        baseline_name=doc["baseline"]["name"],
+        baseline_description="baseline",
+        baseline_target="platform",
+        baseline_patch=None,
+        steps=[Change(r["name"], r["description"], r["patch"]) for r in doc["rungs"]],
+        dataset={"platform": "the pool's dataset (every rung the same)"},
+        tiers=tiers,
+        tier_set="run",
+        speeds=[*ladder.speeds, *extra_speeds],
+        trials=TrialPlan(),
+        orders=list(ladder.orders),
+        resamples=RESAMPLES,
+    )
+
+
+def _plans(ladder: Ladder) -> dict[str, list[RungPlan]]:
+    plans: dict[str, list[RungPlan]] = {o: [] for o in ladder.orders}
+    for r in ladder.rungs.order_by("order", "index"):
+        config = RungConfig(target=f"submission #{r.submission_id}", profile_doc=None,
+                            dataset={"submission": r.submission_id})  # fmt: skip
+        plans.setdefault(r.order, []).append(
+            RungPlan(r.name, r.description, r.change, tuple(r.applied), config, r.config_sha256)
+        )
+    return plans
+
+
+def _tiers_of(run: Any) -> list[Any]:
+    from runner.engine.trial import Tier, parse_tiers
+
+    spec_tiers = (run.run_spec or {}).get("tiers")
+    if spec_tiers:
+        return parse_tiers(spec_tiers)
+    return [
+        Tier(t.name, t.min_p25_output_speed, t.max_ttft_s, float(t.ttft_percentile),
+             t.max_error_rate)
+        for t in run.tier_set.tiers.order_by("order")
+    ]  # fmt: skip
+
+
+def ladder_refresh(ladder: Ladder) -> Ladder:
+    """Move a running ladder on: failed when a rung's submission failed or left the
+    pipeline, in review (attribution computed) when every rung's run is verified."""
+    if ladder.status != Ladder.STATUS_RUNNING or ladder.source != Ladder.SOURCE_PLATFORM:
+        return ladder
+    subs = {r.submission_id: r.submission for r in ladder.rungs.select_related("submission")}
+    bad = [s for s in subs.values() if s.status in (c.FAILED, c.REJECTED, c.WITHDRAWN,
+                                                     c.INVALID)]  # fmt: skip
+    if bad:
+        return _transition(ladder, Ladder.STATUS_FAILED,
+                           f"rung submission #{bad[0].pk} is {bad[0].status}")  # fmt: skip
+    if any(s.status not in (c.IN_REVIEW, c.PUBLISHED) for s in subs.values()):
+        return ladder
+    runs = {pk: _latest_verified_run(s) for pk, s in subs.items()}
+    if any(r is None for r in runs.values()):
+        return ladder
+    measured: dict[str, list[TrialMeasure]] = {}
+    tiers: list[Any] = []
+    for rung in ladder.rungs.all():
+        run = runs[rung.submission_id]
+        tiers = tiers or _tiers_of(run)
+        if rung.config_sha256 in measured:
+            continue
+        accelerators = int(rung.config.get("topology", {}).get("accelerators_used") or 1)
+        measured[rung.config_sha256] = [
+            _trial_measure(t, accelerators, seed=0) for t in run.trials.order_by("index")
+        ]
+    ladder.measurements = {k: [t.to_dict() for t in v] for k, v in measured.items()}
+    ladder.attribution = _document(ladder, tiers, measured)
+    ladder.save(update_fields=["measurements", "attribution"])
+    return _transition(ladder, Ladder.STATUS_IN_REVIEW, "every rung verified")
+
+
+def _document(
+    ladder: Ladder, tiers: list[Any], measured: dict[str, list[TrialMeasure]],
+    extra_speeds: list[float] = (),
+) -> dict[str, Any]:  # fmt: skip
+    spec = _spec(ladder, tiers, list(extra_speeds))
+    reused = {r.config_sha256: r.reused for r in ladder.rungs.all()}
+    doc = ladder_document(spec, _plans(ladder), measured, reused=reused,
+                          simulated=ladder.is_simulated)  # fmt: skip
+    doc["conditions"]["trials"] = "the pool's search settings (dispatch), the same for every rung"
+    for order_doc in doc["orders"].values():
+        for row in order_doc["rungs"]:
+            rung = ladder.rungs.filter(config_sha256=row["digest"]).first()
+            if rung is not None:
+                row["submission"] = rung.submission_id
+                result = getattr(rung.submission, "result", None)
+                row["result"] = getattr(result, "pk", None)
+    return doc
+
+
+def ladder_at_speeds(ladder: Ladder, speeds: list[float]) -> dict[str, Any] | None:
+    """The attribution with the reader's speeds added, from the stored measurements."""
+    if not ladder.measurements or not ladder.attribution:
+        return ladder.attribution
+    from runner.engine.trial import parse_tiers
+
+    measured = {k: [TrialMeasure.from_dict(t) for t in v] for k, v in ladder.measurements.items()}
+    tiers = parse_tiers(ladder.attribution.get("tiers") or [])
+    return _document(ladder, tiers, measured, speeds)
+
+
+def _transition(ladder: Ladder, to: str, reason: str, actor: Any = None) -> Ladder:
+    with transaction.atomic():
+        fresh = Ladder.objects.select_for_update().get(pk=ladder.pk)
+        before = fresh.status
+        fresh.status = to
+        fresh.status_reason = reason
+        fields = ["status", "status_reason"]
+        if to == Ladder.STATUS_PUBLISHED:
+            fresh.published_at = timezone.now()
+            fresh.reviewed_by = actor if getattr(actor, "pk", None) else None
+            fields += ["published_at", "reviewed_by"]
+        fresh.save(update_fields=fields)
+        audit_record(actor=actor, obj=fresh, action="transition", from_state=before,
+                     to_state=to, reason=reason)  # fmt: skip
+    return fresh
+
+
+class LadderReviewError(Exception):
+    pass
+
+
+def ladder_review(*, ladder: Ladder, actor: Any, action: str, reason: str) -> Ladder:
+    """One review of the whole ladder: ``publish`` publishes every rung still in review
+    (each through the submission's own publish) and then the ladder; ``reject`` rejects it."""
+    from submissions.review.services import ReviewError, review_publish
+
+    ladder = ladder_refresh(ladder)
+    if ladder.status != Ladder.STATUS_IN_REVIEW:
+        raise LadderReviewError(f"ladder #{ladder.pk} is {ladder.status}, not in review")
+    if not reason.strip():
+        raise LadderReviewError("a reason is required")
+    if action == "reject":
+        return _transition(ladder, Ladder.STATUS_REJECTED, reason, actor)
+    if action != "publish":
+        raise LadderReviewError(f"unknown action {action!r}")
+    with transaction.atomic():
+        for sub in {r.submission_id: r.submission for r in ladder.rungs.all()}.values():
+            sub.refresh_from_db()
+            if sub.status == c.IN_REVIEW:
+                try:
+                    review_publish(submission=sub, actor=actor,
+                                   reason=f"ladder #{ladder.pk} {ladder.name}: {reason}")  # fmt: skip
+                except ReviewError as exc:
+                    raise LadderReviewError(f"rung submission #{sub.pk}: {exc}") from exc
+        ladder = _transition(ladder, Ladder.STATUS_PUBLISHED, reason, actor)
+        # result links on the rows, now that every rung has one
+        from runner.engine.trial import parse_tiers
+
+        if ladder.measurements and ladder.attribution:
+            measured = {k: [TrialMeasure.from_dict(t) for t in v]
+                        for k, v in ladder.measurements.items()}  # fmt: skip
+            tiers = parse_tiers(ladder.attribution.get("tiers") or [])
+            ladder.attribution = _document(ladder, tiers, measured)
+            ladder.save(update_fields=["attribution"])
+    return ladder
+
+
+def ladder_import(*, org: Organization, doc: dict[str, Any], model: Any, hardware: Any) -> Ladder:
+    """Publish an engine ladder.json (``python -m runner.engine ladder``) as it is: its rungs
+    ran outside the platform (labelled so on the page), so it has no rung runs to review."""
+    if doc.get("kind") != "agentperf-ladder":
+        raise _err("kind", "not a ladder.json of python -m runner.engine ladder")
+    with transaction.atomic():
+        ladder = Ladder.objects.create(
+            org=org,
+            model=model,
+            hardware=hardware,
+            name=str(doc.get("name"))[:200],
+            description=str(doc.get("description") or ""),
+            source=Ladder.SOURCE_ENGINE,
+            is_simulated=bool(doc.get("simulated")),
+            status=Ladder.STATUS_PUBLISHED,
+            status_reason="engine ladder imported",
+            document={"changes": doc.get("changes")},
+            orders=list(doc.get("orders") or {}),
+            speeds=[s["speed"] for s in doc.get("speeds") or []],
+            attribution=doc,
+            published_at=timezone.now(),
+        )
+        audit_record(obj=ladder, action="import", to_state=Ladder.STATUS_PUBLISHED,
+                     actor_label="ladder_import")  # fmt: skip
+    return ladder
+
+
+def attribute_order(ladder: Ladder, order: str) -> dict[str, Any] | None:
+    """One order's attribution (for pages)."""
+    doc = ladder.attribution or {}
+    return (doc.get("orders") or {}).get(order)
+
+
+__all__ = ["attribute", "ladder_create", "ladder_refresh", "ladder_review", "ladder_import"]
