@@ -312,3 +312,26 @@ def test_datasets_download_writes_the_file_and_checks_its_sha256(live_server, ve
     refused = agentperf("datasets", "download", str(dataset.pk), "-o", str(target), env=env)
     assert refused.returncode == 1 and "sha256 mismatch" in refused.stderr, refused
     assert not target.exists() and not list(tmp_path.glob(".other.jsonl*"))
+
+
+# --- the throttle -------------------------------------------------------------------------
+
+
+def test_following_waits_out_the_throttle_and_goes_on(
+    pipeline_settings, live_server, vendor, tmp_path, monkeypatch
+):
+    from submissions.api.access import VendorThrottle
+    from submissions.services.submissions import submission_withdraw
+
+    _, token = vendor
+    env = cli_env(tmp_path, live_server.url, token)
+    config = tmp_path / "sim.yaml"
+    config.write_text(small_profile_config())
+    sid = _submission_id(agentperf("submit", str(config), env=env).stdout)
+
+    monkeypatch.setattr(VendorThrottle, "THROTTLE_RATES", {"vendor": "2/s"})
+    follower = Follower("status", str(sid), "--follow", "--interval", "0.05", env=env)
+    follower.wait_for(r"throttled by the API; following again in 1 s")
+    submission_withdraw(submission=Submission.objects.get(pk=sid), reason="done testing")
+    assert follower.wait() == 1, follower.output  # it went on following, and saw the withdrawal
+    assert f"#{sid} withdrawn" in follower.output and "Traceback" not in follower.output
