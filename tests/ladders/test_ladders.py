@@ -208,3 +208,46 @@ def test_engine_ladder_import_is_published_and_labelled(client, tmp_path) -> Non
     assert "simulated" in html and "python -m runner.engine ladder" in html
     assert doc["rungs"][1]["name"] == "HBM" and "HBM" in html
     assert f"/ladders/{ladder.pk}/" in client.get("/ladders/").content.decode()
+
+
+def test_demo_publishes_the_gb300_ladder_labelled_simulated(client) -> None:
+    """make demo's step: the committed engine output of docs/examples/ladder-gb300.yaml."""
+    import yaml
+
+    from config.demo_steps import GB300_LADDER, _publish_gb300_ladder
+    from leaderboard.services import catalog_seed
+
+    catalog_seed()
+    org = make_org()
+    _publish_gb300_ladder(org)
+    _publish_gb300_ladder(org)  # idempotent
+    ladder = Ladder.objects.get(org=org)
+    assert ladder.is_simulated and ladder.hardware.slug == "gb300-nvl72"
+    spec = yaml.safe_load((ROOT / "docs" / "examples" / "ladder-gb300.yaml").read_text())
+    doc = json.loads(GB300_LADDER.read_text())
+    assert [c["name"] for c in doc["changes"]] == [s["name"] for s in spec["steps"]]
+    assert [c["patch"] for c in doc["changes"]] == [s["patch"] for s in spec["steps"]]
+    assert set(doc["orders"]) == {"forward", "reverse", "leave_one_out"}
+    html = client.get(f"/ladders/{ladder.pk}/?at=82").content.decode()
+    assert "Simulated" in html and "co-located prefill/decode" in html
+    for order in ("forward", "reverse", "leave_one_out"):
+        assert f'id="wf-{order}"' in html
+
+
+def test_result_and_history_pages_link_the_ladder(client) -> None:
+    cat = make_catalog()
+    org = make_org()
+    api = token_client(org)
+    ladder = Ladder.objects.get(pk=post(api, body(cat)).json()["id"])
+    tiers = make_tier_set()
+    for sub_id in {r.submission_id for r in ladder.rungs.all()}:
+        _finish(Submission.objects.get(pk=sub_id), BASE, tiers)
+    reviewer = make_user("rev2", staff=True)
+    from ladders.services import ladder_review
+
+    ladder = ladder_review(ladder=ladder, actor=reviewer, action="publish", reason="ok")
+    result = ladder.rungs.first().submission.result
+    link = f'href="/ladders/{ladder.pk}/"'
+    assert link in client.get(f"/results/{result.pk}/").content.decode()
+    history = client.get(f"/history/{cat.model.slug}/{cat.hardware.slug}/?simulated=1")
+    assert link in history.content.decode()
