@@ -3,6 +3,7 @@
     .venv/bin/python -m benchmarks.loadgen            # full run (~2 minutes)
     .venv/bin/python -m benchmarks.loadgen --quick    # smaller, for a smoke check
     .venv/bin/python -m benchmarks.loadgen --compare OLD_CLIENT.py   # + another client.py
+    .venv/bin/python -m benchmarks.loadgen --shards 1,2 [...]  # sharded trials (benchmarks/shards.py)
 
 A fast streaming server runs in its own process pinned to one core, writing pre-rendered
 SSE chunks and recording, on the same monotonic clock (CLOCK_MONOTONIC via
@@ -237,6 +238,11 @@ def _run_case(kind: str, port: int, case: dict[str, Any], core: int) -> dict[str
 
 
 def main(argv: list[str] | None = None) -> int:
+    args_in = sys.argv[1:] if argv is None else argv
+    if any(a == "--shards" or a.startswith("--shards=") or a == "--memory" for a in args_in):
+        from benchmarks.shards import main as shards_main  # sharded trials: K side by side
+
+        return shards_main(args_in)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", default="", help="run only cases whose name contains this")

@@ -633,7 +633,8 @@ class HttpTransport:
         if conn.transport is not None and not conn.closed:
             conn.transport.close()
 
-    async def send(self, spec: RequestSpec) -> Exchange:
+    def _request_bytes(self, spec: RequestSpec) -> bytes:
+        """The request's bytes: headers and the orjson body in one buffer (one write)."""
         payload = encode_body(spec.body)
         path = endpoint_path(self.base_path, spec.api)
         # X-Request-Id names the request to the server (vLLM uses it as its request id; the
@@ -647,10 +648,16 @@ class HttpTransport:
             + self._fixed_headers
             + b"\r\n"
         )
-        request = head + payload
+        return head + payload
+
+    async def send(self, spec: RequestSpec) -> Exchange:
+        # The bytes are built right before each write and not kept while the answer streams
+        # (a retry on a stale pooled connection builds them again): with thousands of agents
+        # in one shard, holding every in-flight request's ~100 KB-1 MB body was most of the
+        # process's memory (docs/benchmarks.md "Sharded trials").
         exchange = Exchange(request_id=spec.request_id, t_send_ns=self._now_ns())
         try:
-            await asyncio.wait_for(self._roundtrip(spec, request, exchange), spec.timeout_s)
+            await asyncio.wait_for(self._roundtrip(spec, exchange), spec.timeout_s)
         except ClientError as exc:
             exchange.error_class = exc.error_class
             exchange.error_detail = exc.detail
@@ -671,7 +678,7 @@ class HttpTransport:
             )
         return exchange
 
-    async def _roundtrip(self, spec: RequestSpec, request: bytes, exchange: Exchange) -> None:
+    async def _roundtrip(self, spec: RequestSpec, exchange: Exchange) -> None:
         loop = asyncio.get_running_loop()
         conn = self._acquire_idle()
         reused = conn is not None
@@ -682,9 +689,11 @@ class HttpTransport:
             for attempt in (0, 1):
                 waiter: asyncio.Future[None] = loop.create_future()
                 conn.start(waiter)
-                exchange.t_send_ns = self._now_ns()
+                request = self._request_bytes(spec)
+                exchange.t_send_ns = self._now_ns()  # after encoding, before the write
                 assert conn.transport is not None
                 conn.transport.write(request)
+                del request
                 await waiter
                 if conn.reads or not reused or attempt == 1:
                     break

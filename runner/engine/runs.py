@@ -163,7 +163,7 @@ async def _one_trial(
     again (fresh cache namespaces), up to ``sharding.max_attempts``. Returns the result and
     the failed attempts (``{"attempt", "reason"}``)."""
     shards = 1 if sharding is None else sharding.shards_for(config.concurrency)
-    if shards <= 1 or sharding is None:
+    if sharding is None or (shards <= 1 and not sharding.always):
         result = await run_trial(transport, clock, trajectories, config, tiers, on_window=on_window)
         return result, []
     if clock.is_virtual:

@@ -604,6 +604,9 @@ class Sharding:
     max_shards: int | None = None
     sync_host: str = "127.0.0.1"
     max_attempts: int = 3  # a trial whose shard failed is run again, up to this many times
+    # Run even a one-shard trial in a shard process (a benchmark measuring one shard as it
+    # runs in a sharded trial: records streamed to disk, its own process's memory)
+    always: bool = False
 
     def shards_for(self, concurrency: int) -> int:
         if self.shards is not None:

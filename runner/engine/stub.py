@@ -122,6 +122,8 @@ class StubConnection(asyncio.Protocol):
         sent = 0
         first = True
         while sent < n:
+            if t.is_closing():  # the client went away (cancelled, timed out)
+                return
             k = min(pack, n - sent)
             if first:
                 self.stats["first"][rid] = time_ns()
@@ -129,7 +131,8 @@ class StubConnection(asyncio.Protocol):
             t.write(CHUNK * k)
             sent += k
             await asyncio.sleep(interval)
-        t.write(_tail(n))
+        if not t.is_closing():
+            t.write(_tail(n))
 
 
 def pin(cores: set[int] | int) -> None:
