@@ -415,7 +415,7 @@ def ladder_refresh(ladder: Ladder) -> Ladder:
         measured[rung.config_sha256] = [
             _trial_measure(t, accelerators, seed=0) for t in run.trials.order_by("index")
         ]
-    ladder.measurements = {k: [t.to_dict() for t in v] for k, v in measured.items()}
+    ladder.measurements = {k: [t.to_json() for t in v] for k, v in measured.items()}
     ladder.attribution = _document(ladder, tiers, measured)
     ladder.save(update_fields=["measurements", "attribution"])
     return _transition(ladder, Ladder.STATUS_IN_REVIEW, "every rung verified")

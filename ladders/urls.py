@@ -5,6 +5,7 @@ from django.urls import path
 from ladders import views
 
 urlpatterns = [
+    path("api/v1/schema/ladder.json", views.LadderSchemaView.as_view(), name="ladder-schema"),
     path("api/v1/ladders/", views.LadderListCreateView.as_view(), name="ladder-api-list"),
     path("api/v1/ladders/<int:pk>/", views.LadderDetailView.as_view(), name="ladder-api-detail"),
     path("api/v1/public/ladders/", views.PublicLadderListApi.as_view(), name="public-api-ladders"),

@@ -119,6 +119,13 @@ class LadderListCreateView(VendorView):
         return Response(data, status=201)
 
 
+class LadderSchemaView(PublicApi):
+    def get(self, request: Request) -> Response:
+        from ladders.schema import ladder_json_schema
+
+        return Response(ladder_json_schema())
+
+
 class LadderDetailView(VendorView):
     def get(self, request: Request, pk: int) -> Response:
         ladder = Ladder.objects.filter(org=self.org, pk=pk).first()

@@ -523,8 +523,18 @@ class TrialMeasure:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def to_json(self) -> dict[str, Any]:
+        """``to_dict`` with every non-finite number as None (JSON, PostgreSQL jsonb)."""
+        out: dict[str, Any] = finite(self.to_dict())
+        return out
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrialMeasure:
+        """The inverse of ``to_dict``/``to_json`` (a None replicate is a resample without a
+        value, NaN again)."""
+        d = dict(d)
+        for key in ("speed_reps", "throughput_reps"):
+            d[key] = [math.nan if v is None else v for v in d.get(key) or []]
         return cls(**d)
 
     def feasible(self, tier: Tier | None) -> bool:
@@ -534,6 +544,17 @@ class TrialMeasure:
         ttft = self.ttft_s.get(f"p{tier.ttft_percentile:g}")
         ttft_ok = ttft is not None and ttft <= tier.max_ttft_s
         return ttft_ok and self.error_rate <= tier.max_error_rate
+
+
+def finite(doc: Any) -> Any:
+    """``doc`` with NaN and infinities replaced by None, recursively."""
+    if isinstance(doc, float):
+        return doc if math.isfinite(doc) else None
+    if isinstance(doc, dict):
+        return {k: finite(v) for k, v in doc.items()}
+    if isinstance(doc, list | tuple):
+        return [finite(v) for v in doc]
+    return doc
 
 
 def session_weights(
@@ -830,7 +851,7 @@ def measure_rung(
         )
     (rung_dir / "rung.json").write_bytes(
         orjson.dumps(
-            {"digest": plan.digest, "name": plan.name, "trials": [m.to_dict() for m in out]},
+            {"digest": plan.digest, "name": plan.name, "trials": [m.to_json() for m in out]},
             option=orjson.OPT_SERIALIZE_NUMPY,
         )
     )
@@ -1164,7 +1185,8 @@ def ladder_document(
         "single_agent_total_gain": primary["single_agent_total_gain"],
         "orders": orders_doc,
     }
-    return doc
+    out: dict[str, Any] = finite(doc)
+    return out
 
 
 def run_ladder(

@@ -65,11 +65,15 @@ def waterfall_figure(order_doc: dict[str, Any], speed: str, *, title: str = "") 
         x.append("interaction (remainder)")
         y.append(None if b is None or t is None else t - b - credited)
         measure.append("relative")
-    x.append(f"{top['name']}")
+    x.append(f"= {top['name']}" + (" (all changes)" if not loo else ""))
     y.append(value(top))
     measure.append("total")
     noisy = [False] + [bool(gain(r).get("estimate") is not None and _noise(gain(r))) for r in steps]
     text = [_fmt(v) if not single else _fmt(v, 1) for v in y]
+    if not single and rungs[0]["speeds"][speed].get("floor"):
+        text[0] = "≥ " + text[0]
+    if not single and top["speeds"][speed].get("floor"):
+        text[-1] = "≥ " + text[-1]
     for i, r in enumerate(steps, start=1):
         if noisy[i]:
             text[i] += " (within noise)"
@@ -234,7 +238,7 @@ def ladder_html(doc: dict[str, Any]) -> str:
         "not measured hardware.</p>"
         if doc.get("simulated")
         else "",
-        f'<p class="note"><strong>Order matters.</strong> {html.escape(doc["order_note"])}</p>',
+        f'<p class="note"><strong>{html.escape(doc["order_note"])}</strong></p>',
         '<p class="note">Throughput at a speed: linear on the rung\'s frontier (trials within '
         "the TTFT and error limits of the tier the speed falls in); ≥ marks a floor (the rung "
         "never got that slow). Intervals: 95% bootstrap by agent session.</p>",

@@ -251,3 +251,15 @@ def test_result_and_history_pages_link_the_ladder(client) -> None:
     assert link in client.get(f"/results/{result.pk}/").content.decode()
     history = client.get(f"/history/{cat.model.slug}/{cat.hardware.slug}/?simulated=1")
     assert link in history.content.decode()
+
+
+def test_ladder_json_schema_is_served_and_accepts_the_documented_body(client) -> None:
+    import jsonschema
+
+    schema = client.get("/api/v1/schema/ladder.json").json()
+    cat = make_catalog()
+    doc = body(cat)
+    doc["baseline"]["config"] = "see the deployment-config schema"  # YAML text form
+    jsonschema.validate(doc, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**doc, "rungs": []}, schema)
