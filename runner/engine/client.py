@@ -13,7 +13,11 @@ Why it is written on a bare asyncio ``Protocol`` instead of aiohttp/httpx:
   (131k-token) body costs well under a millisecond instead of the ~6 ms generic clients spend;
 - after the stream closes the response is parsed in small slices (``PARSE_SLICE_EVENTS``
   events, then ``await asyncio.sleep(0)``), so a finished 2k-token answer never blocks the
-  event loop long enough to delay another stream's first-token timestamp.
+  event loop long enough to delay another stream's first-token timestamp;
+- a long answer is not held whole: once a streaming response holds ``COMPACT_BYTES`` of
+  reads, the reads so far (all but the last) are parsed the same way and dropped, so a
+  shard with thousands of agents holds about that much per stream, not every stream's
+  whole answer (docs/benchmarks.md "Sharded trials").
 
 Event times are the arrival time of the network read that completed the event, so
 ``t_first``/``t_last`` are exact to the read, whatever the parsing cost.
@@ -43,6 +47,7 @@ from runner.engine.transport import (
     RequestSpec,
 )
 
+COMPACT_BYTES = 32 * 1024  # a streaming response's reads are parsed early beyond this
 PARSE_SLICE_EVENTS = 16  # events parsed between two yields (docs/benchmarks.md: 64 doubled p99)
 READ_BUFFER_BYTES = 256 * 1024  # one read can take this much (a 131k-token answer streams fast)
 BODY_EXCERPT_CHARS = 500
@@ -87,6 +92,11 @@ class _Connection(asyncio.BufferedProtocol):
         "tail",
         "keep_alive",
         "requests_done",
+        "held",
+        "compact_due",
+        "compactable",
+        "finished",
+        "n_compacted",
     )
 
     def __init__(self, buffer: memoryview) -> None:
@@ -106,6 +116,11 @@ class _Connection(asyncio.BufferedProtocol):
         self.tail = b""
         self.keep_alive = True
         self.requests_done = 0
+        self.held = 0  # bytes in reads
+        self.compact_due = False  # held passed COMPACT_BYTES: the waiter woke for an early parse
+        self.compactable = False  # a 200 event stream (set once its headers are parsed)
+        self.finished = False
+        self.n_compacted = 0  # reads parsed early and dropped
 
     # asyncio callbacks -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -120,6 +135,12 @@ class _Connection(asyncio.BufferedProtocol):
         self.times.append(_perf_ns())
         data = self.buffer[:nbytes].tobytes()
         self.reads.append(data)
+        self.held += nbytes
+        if self.held > COMPACT_BYTES and self.compactable and not self.compact_due:
+            self.compact_due = True
+            waiter = self.waiter
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
         if self.header_end < 0:
             self._try_headers()
         elif self.chunked:
@@ -154,8 +175,27 @@ class _Connection(asyncio.BufferedProtocol):
         self.content_length = None
         self.body_received = 0
         self.tail = b""
+        self.held = 0
+        self.compact_due = False
+        self.compactable = False
+        self.finished = False
+        self.n_compacted = 0
+
+    def take_early_parts(self) -> list[tuple[int, bytes]]:
+        """The body reads so far but the last (which may end inside an event), dropped
+        from the connection for an early parse."""
+        self.compact_due = False
+        if len(self.reads) < 2 or self.header_end < 0:
+            return []
+        parts = self.body_parts()[:-1]
+        self.reads, self.times = [self.reads[-1]], [self.times[-1]]
+        self.header_end = 0  # the kept read is body
+        self.n_compacted += len(parts)
+        self.held = len(self.reads[0])
+        return parts
 
     def _finish(self) -> None:
+        self.finished = True
         waiter = self.waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
@@ -187,6 +227,9 @@ class _Connection(asyncio.BufferedProtocol):
         self.headers = headers
         self.header_end = end + 4
         self.chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+        self.compactable = self.status == 200 and "text/event-stream" in headers.get(
+            "content-type", ""
+        )
         connection = headers.get("connection", "").lower()
         self.keep_alive = not (connection == "close" or parts[0] == "HTTP/1.0")
         body = head[self.header_end :]
@@ -511,6 +554,29 @@ def _finalize_json_body(state: _ParseState, t_ns: int, body: bytes) -> None:
             state.finish_reason = choice["finish_reason"]
 
 
+class _StreamParse:
+    """An SSE body parsed read by read, in slices of PARSE_SLICE_EVENTS events with a yield
+    to the loop between them; fed early (a long stream, COMPACT_BYTES) and at the end."""
+
+    __slots__ = ("state", "dechunker", "budget")
+
+    def __init__(self, api: str, chunked: bool) -> None:
+        self.state = _ParseState(api=api)
+        self.dechunker = _Dechunker() if chunked else None
+        self.budget = PARSE_SLICE_EVENTS
+
+    async def feed(self, parts: list[tuple[int, bytes]]) -> None:
+        state, dechunker = self.state, self.dechunker
+        for t_ns, data in parts:
+            body = dechunker.feed(data) if dechunker is not None else data
+            if body:
+                self.budget -= _feed_sse(state, t_ns, body)
+            if self.budget <= 0:
+                _flush(state)
+                self.budget = PARSE_SLICE_EVENTS
+                await asyncio.sleep(0)
+
+
 # --------------------------------------------------------------------------- transport
 
 
@@ -694,7 +760,7 @@ class HttpTransport:
                 assert conn.transport is not None
                 conn.transport.write(request)
                 del request
-                await waiter
+                early = await self._await_response(conn, waiter, spec)
                 if conn.reads or not reused or attempt == 1:
                     break
                 # A pooled connection the server had already closed: nothing was received,
@@ -703,7 +769,7 @@ class HttpTransport:
                 conn = await self._connect()
                 reused = False
             complete = conn.complete()
-            exchange.n_reads = len(conn.reads)
+            exchange.n_reads = len(conn.reads) + conn.n_compacted
             parts = conn.body_parts()
             conn.reads, conn.times = [], []  # the parse owns them now; an idle conn holds none
             status, headers, chunked = conn.status, conn.headers, conn.chunked
@@ -726,7 +792,28 @@ class HttpTransport:
             )
         if status == -1 or conn.header_end < 0:
             raise ClientError(ERROR_PROTOCOL, "malformed HTTP response head")
-        await self._parse(spec, exchange, parts, status, headers, chunked, complete, conn)
+        await self._parse(spec, exchange, parts, status, headers, chunked, complete, conn, early)
+
+    async def _await_response(
+        self, conn: _Connection, waiter: asyncio.Future[None], spec: RequestSpec
+    ) -> _StreamParse | None:
+        """Wait for the response's end; each time a streaming response holds COMPACT_BYTES,
+        parse its reads so far (but the last) and drop them. Returns that early parse."""
+        loop = asyncio.get_running_loop()
+        early: _StreamParse | None = None
+        while True:
+            await waiter
+            if conn.finished or conn.closed or not conn.compact_due:
+                return early
+            parts = conn.take_early_parts()
+            if parts:
+                if early is None:
+                    early = _StreamParse(spec.api, conn.chunked)
+                await early.feed(parts)
+            waiter = loop.create_future()
+            conn.waiter = waiter
+            if conn.finished or conn.closed:  # it ended while the early parse ran
+                return early
 
     async def _parse(
         self,
@@ -738,6 +825,7 @@ class HttpTransport:
         chunked: bool,
         complete: bool,
         conn: _Connection,
+        early: _StreamParse | None = None,
     ) -> None:
         dechunker = _Dechunker() if chunked else None
         if status != 200:
@@ -749,23 +837,17 @@ class HttpTransport:
                     pass
             excerpt = body[:BODY_EXCERPT_CHARS].decode("utf-8", "replace")
             raise ClientError(ERROR_HTTP_STATUS, f"HTTP {status}: {excerpt}")
-        state = _ParseState(api=spec.api)
         content_type = headers.get("content-type", "")
         if "text/event-stream" not in content_type:
+            state = _ParseState(api=spec.api)
             raw = b"".join(d for _, d in parts)
             if dechunker is not None:
                 raw = dechunker.feed(raw)
             _finalize_json_body(state, parts[-1][0], raw)
         else:
-            budget = PARSE_SLICE_EVENTS
-            for t_ns, data in parts:
-                body = dechunker.feed(data) if dechunker is not None else data
-                if body:
-                    budget -= _feed_sse(state, t_ns, body)
-                if budget <= 0:
-                    _flush(state)
-                    budget = PARSE_SLICE_EVENTS
-                    await asyncio.sleep(0)
+            stream = early or _StreamParse(spec.api, chunked)
+            await stream.feed(parts)
+            state, dechunker = stream.state, stream.dechunker
             if state.pending.strip():
                 # A final event without its blank line (some servers close right after it).
                 _handle_event(state, parts[-1][0], state.pending)
@@ -778,6 +860,8 @@ class HttpTransport:
         exchange.reasoning = "".join(state.reasoning) if state.reasoning else ""
         exchange.tool_calls_text = "".join(state.tool_text) if state.tool_text else ""
         exchange.extra["sse_events"] = state.n_events
+        if conn.n_compacted:
+            exchange.extra["reads_parsed_early"] = conn.n_compacted
         if state.reasoning_field is not None:
             exchange.extra["reasoning_field"] = state.reasoning_field
         if state.logprobs is not None:

@@ -59,8 +59,8 @@ def add_shard_commands(sub: Any) -> None:
     cal = sub.add_parser(
         "calibrate-client", help="measure one shard's events per core-second (loopback stub)"
     )
-    cal.add_argument("--streams", type=int, default=64)
-    cal.add_argument("--events", type=int, default=300, help="events per stream")
+    cal.add_argument("--streams", type=int, default=128)
+    cal.add_argument("--events", type=int, default=500, help="events per stream")
     cal.add_argument("--rounds", type=int, default=3)
     cal.add_argument("--out", default=None, help=f"file (default ${CEILING_ENV} or the cache)")
     cal.set_defaults(func=cmd_calibrate_client)
@@ -180,18 +180,26 @@ def _client_round(port: int, streams: int, events: int) -> tuple[int, float, flo
     return n, time.process_time() - cpu0, time.perf_counter() - wall0
 
 
+CALIBRATION_INTERVAL_S = 0.002  # each stream's events 2 ms apart: one event per read
+
+
 def calibrate(
-    *, streams: int = 64, events: int = 300, rounds: int = 3, write: bool = False,
+    *, streams: int = 128, events: int = 500, rounds: int = 3, write: bool = False,
     out: str | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """Events per core-second of this host's client against the stub (the best round)."""
-    from runner.engine.stub import pin, serve
+    """Events per core-second of this host's client against the stub (the best round).
+
+    The streams are paced (an event every 2 ms each) so that a read carries one event, as
+    a real server's token-by-token stream does; unpaced, the stub's writes coalesce into
+    large reads and the client looks twice as cheap as it is."""
+    from runner.engine.stub import StubConfig, pin, serve
 
     ctx = mp.get_context("spawn")
     ports = ctx.Queue()
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
     server_core = cpus[-1] if len(cpus) > 1 else None
-    server = ctx.Process(target=serve, args=(ports, server_core), daemon=True)
+    pace = StubConfig(interval_s=CALIBRATION_INTERVAL_S)
+    server = ctx.Process(target=serve, args=(ports, server_core, pace), daemon=True)
     server.start()
     try:
         port = int(ports.get(timeout=60))
@@ -211,6 +219,7 @@ def calibrate(
         ],
         "streams": streams,
         "events_per_stream": events,
+        "event_interval_s": CALIBRATION_INTERVAL_S,
         "host": platform.node(),
         "python": platform.python_version(),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -231,7 +240,7 @@ def cmd_calibrate_client(args: argparse.Namespace) -> int:
     per_shard = doc["events_per_core_s"] * 0.5
     print(
         f"client ceiling: {doc['events_per_core_s']:,} events per core-second "
-        f"({args.streams} streams, one event per read); --shards auto gives each shard "
+        f"({args.streams} streams, an event every {CALIBRATION_INTERVAL_S * 1e3:g} ms each); --shards auto gives each shard "
         f"at most {per_shard:,.0f} events/s (half a core): e.g. 4,096 agents at 82 tok/s "
         f"-> {math.ceil(4096 * 82 / max(per_shard, 1))} shards"
     )

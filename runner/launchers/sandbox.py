@@ -29,6 +29,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from socket import socket as Socket  # the class below has a method named socket
 from typing import Any
 
 from runner.launchers.base import LauncherError
@@ -233,7 +234,7 @@ class Sandbox:
                     continue
         raise LauncherError("the sandbox did not start (bubblewrap reported nothing)")
 
-    def socket(self) -> socket.socket:
+    def socket(self) -> Socket:
         """A TCP socket inside the sandbox's network namespace (its loopback is the server's)."""
         if self._netns_fd is None:
             raise LauncherError("the sandbox is not running")
@@ -253,10 +254,10 @@ class Sandbox:
                 f"cannot enter the sandbox's network namespace: {result['error']} (the runner "
                 "needs CAP_SYS_ADMIN, i.e. root, on the pool host)"
             )
-        sock: socket.socket = result["sock"]
+        sock: Socket = result["sock"]
         return sock
 
-    def connect(self, host: str, port: int, timeout: float | None) -> socket.socket:
+    def connect(self, host: str, port: int, timeout: float | None) -> Socket:
         sock = self.socket()
         sock.settimeout(timeout)
         try:

@@ -308,3 +308,25 @@ def test_the_client_works_the_same_on_uvloop() -> None:
     assert ok.ok and again.ok, (ok.error_detail, again.error_detail)
     assert ok.cached_tokens == 7 and ok.content == "t0 t1 t2 t3 t4 "
     assert cut.error_class == ERROR_DISCONNECT
+
+
+def test_a_long_stream_is_parsed_while_it_streams_and_gives_the_same_answer(monkeypatch) -> None:
+    """Beyond COMPACT_BYTES held, the reads so far are parsed and dropped (a shard with
+    thousands of agents would otherwise hold every stream's whole answer); the answer, its
+    counts and its first/last stamps are those of one parse at the end."""
+    import runner.engine.client as client
+
+    n = 600  # ~60 KB of events, one read each (a gap between writes)
+    steps = lambda r: chunked_response(chat_stream(n), gap_s=0.001)  # noqa: E731
+    monkeypatch.setattr(client, "COMPACT_BYTES", 1 << 30)
+    whole = one(steps, spec(n))
+    monkeypatch.setattr(client, "COMPACT_BYTES", 4096)
+    early = one(steps, spec(n))
+    for ex in (whole, early):
+        assert ex.ok, ex.error_detail
+        assert ex.n_output_events == n and ex.completion_tokens == n
+        assert ex.content == "".join(f"t{i} " for i in range(n))
+    assert "reads_parsed_early" not in whole.extra
+    assert early.extra["reads_parsed_early"] > n // 2  # most reads parsed before the end
+    assert early.n_reads >= n and early.extra["sse_events"] == whole.extra["sse_events"]
+    assert early.t_send_ns < early.t_first_ns < early.t_last_ns <= (early.t_end_ns or 0)
