@@ -47,7 +47,7 @@ from runner.engine.metrics import NS, ClientHealth, RequestRecord, judge_client_
 from runner.engine.replay import Replay
 from runner.engine.trajectory import Trajectory
 from runner.engine.transport import Clock, Transport
-from runner.engine.trial import Tier, TrialConfig, TrialResult, judge_trial
+from runner.engine.trial import Tier, TrialConfig, TrialResult, judge_trial, window_marks
 
 START_LEAD_S = 0.25  # from "every shard is ready" to the common start
 READY_TIMEOUT_S = 300.0  # a shard loads its dataset and connects within this
@@ -413,7 +413,7 @@ async def run_sharded_trial(
         w0 = start + int(config.warmup_s * NS)
         w1 = w0 + int(config.duration_s * NS)
         if on_window is not None:
-            marks = asyncio.ensure_future(_marks(clock, w0, w1, on_window))
+            marks = asyncio.ensure_future(window_marks(clock, w0, w1, on_window))
         drain_s = config.replay.timeout_s
         deadline = time.monotonic() + (w1 - clock.now_ns()) / NS + drain_s + REPORT_GRACE_S
         outputs = await _collect_checking(executor, deadline, sync)
@@ -456,14 +456,6 @@ async def _collect_checking(
         return collecting.result()
     finally:
         collecting.cancel()
-
-
-async def _marks(clock: Clock, w0: int, w1: int, on_window: Callable[[str, int], None]) -> None:
-    for mark, t_ns in (("start", w0), ("end", w1)):
-        wait = t_ns - clock.now_ns()
-        if wait > 0:
-            await clock.sleep(wait / NS)
-        on_window(mark, clock.now_ns())
 
 
 def read_records(path: Path, offset_ns: int = 0) -> Iterator[RequestRecord]:

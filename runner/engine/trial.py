@@ -285,7 +285,7 @@ async def run_trial(
         monitor = asyncio.ensure_future(monitor_health(clock, w0, w1, lags, cpu, stamps))
     marks = None
     if on_window is not None:
-        marks = asyncio.ensure_future(_window_marks(clock, w0, w1, on_window))
+        marks = asyncio.ensure_future(window_marks(clock, w0, w1, on_window))
     try:
         records = await replay.run(stop_sending_at_ns=w1)
         if monitor is not None:
@@ -362,9 +362,10 @@ def judge_trial(
     )
 
 
-async def _window_marks(
+async def window_marks(
     clock: Clock, w0: int, w1: int, on_window: Callable[[str, int], None]
 ) -> None:
+    """Call ``on_window("start"|"end", now)`` at the window's start and end."""
     for mark, t_ns in (("start", w0), ("end", w1)):
         wait = t_ns - clock.now_ns()
         if wait > 0:
