@@ -87,5 +87,5 @@ def test_a_search_sharded_over_two_load_generator_hosts_is_published(
     assert result.is_simulated and len(result.points) == len(trials)
     # and so does every reader on the result page
     page = client.get(f"/results/{result.pk}/").content.decode()
-    assert 't-load_generator' in page and "lg-a" in page and "lg-b" in page
+    assert "t-load_generator" in page and "lg-a" in page and "lg-b" in page
     assert "First-token stamping delay p99 (ms)" in page
