@@ -30,6 +30,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from runner.engine.metrics import percentile
 from runner.engine.replay import ReplayConfig
 from runner.engine.runs import Target, trial_job
 from runner.engine.shards import LocalShards, Sharding
@@ -69,13 +70,6 @@ def _stats(url: str) -> dict[str, Any]:
     return result
 
 
-def _pct(values: list[float], p: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[max(0, min(len(ordered) - 1, round(p / 100 * len(ordered)) - 1))]
-
-
 def _row(k: int, result: TrialResult, first: dict[str, int]) -> dict[str, Any]:
     s = result.summary
     w0, w1 = s.window_start_ns, s.window_end_ns
@@ -94,8 +88,8 @@ def _row(k: int, result: TrialResult, first: dict[str, int]) -> dict[str, Any]:
         "requests": s.requests,
         "events_per_s": events / s.window_s,
         "cpu_percent": [round(c, 1) if c is not None else None for c in cpu],
-        "ttft_err_p50_ms": _pct(errors, 50),
-        "ttft_err_p99_ms": _pct(errors, 99),
+        "ttft_err_p50_ms": percentile(errors, 50) if errors else None,
+        "ttft_err_p99_ms": percentile(errors, 99) if errors else None,
         "stamp_delay_p99_ms": s.client.stamp_delay_p99_ms,
         "healthy": s.client.healthy,
         "reason": s.client.reason,

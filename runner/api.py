@@ -25,7 +25,7 @@ from rest_framework.views import APIView
 from config.api_errors import ApiError
 from config.parsers import RunnerJSONParser
 from runner import services
-from runner.dispatch import RUN_TOKEN_PREFIX, dataset_section, run_token_hash
+from runner.dispatch import RUN_TOKEN_PREFIX, dataset_section, run_token_hash, storage_get_url
 from runner.models import BenchmarkRun
 from submissions.models import Artifact
 
@@ -339,12 +339,8 @@ class ShardsView(RunView):
             raise ApiError("invalid", "shards must be an integer") from None
         run = self.run(request)
         reports = services.run_shard_reports(run=run, trial_id=trial_id, shards=shards)
-        storage = storages["artifacts"]
         for doc in reports:
-            url = storage.url(doc["key"], expire=settings.RUN_PRESIGN_SECONDS)
-            if url.startswith("/"):
-                url = settings.RUNNER_API_BASE_URL.rstrip("/") + url
-            doc["url"] = url
+            doc["url"] = storage_get_url(doc["key"], "artifacts")
         return Response({"shards": reports})
 
 

@@ -247,12 +247,16 @@ def runner_api_url(run: BenchmarkRun) -> str:
     return urljoin(base, reverse("runner-api-root", kwargs={"run_id": run.pk}).lstrip("/"))
 
 
-def dataset_url(key: str) -> str:
+def storage_get_url(key: str, storage: str = "datasets") -> str:
     """A presigned (S3) or signed (filesystem) GET URL, absolute for the runner host."""
-    url = storages["datasets"].url(key, expire=settings.RUN_PRESIGN_SECONDS)
+    url = storages[storage].url(key, expire=settings.RUN_PRESIGN_SECONDS)
     if url.startswith("/"):
         url = settings.RUNNER_API_BASE_URL.rstrip("/") + url
     return url
+
+
+def dataset_url(key: str) -> str:
+    return storage_get_url(key, "datasets")
 
 
 def dataset_section(run: BenchmarkRun) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from runner.engine.shards import API_KEY_ENV, LocalShards, Sharding, ShardSpec, run_shard
+from runner.engine.shards import API_KEY_ENV, LocalShards, Sharding, ShardSpec, run_shard_here
 from runner.engine.trial import Tier
 
 CEILING_ENV = "AGENTPERF_CLIENT_CALIBRATION"
@@ -123,30 +123,17 @@ def build_sharding(
 
 def cmd_shard(args: argparse.Namespace) -> int:
     """One shard: pin, load the dataset, run the agents, write records and the report."""
-    from runner.engine.client import HttpTransport
-    from runner.engine.runs import _run_real, quiet_gc
     from runner.engine.stub import pin
     from runner.engine.trajectory import load_dataset
-    from runner.engine.transport import RealClock
 
     spec = ShardSpec.from_dict(json.loads(Path(args.spec).read_text()))
     if spec.cpus:
         pin(set(spec.cpus))
-    if not spec.base_url or not spec.dataset_path or not spec.out_dir:
-        raise ValueError("a local shard's spec needs base_url, dataset_path and out_dir")
+    if not spec.dataset_path or not spec.out_dir:
+        raise ValueError("a local shard's spec needs dataset_path and out_dir")
     dataset = load_dataset(spec.dataset_path)
     api_key = os.environ.get(API_KEY_ENV) or None
-    base_url, out_dir = spec.base_url, Path(spec.out_dir)
-    quiet_gc()
-
-    async def main() -> dict[str, Any]:
-        transport = HttpTransport(base_url, api_key=api_key)
-        try:
-            return await run_shard(spec, transport, RealClock(), dataset.trajectories, out_dir)
-        finally:
-            await transport.aclose()
-
-    _run_real(main())
+    run_shard_here(spec, dataset.trajectories, Path(spec.out_dir), api_key=api_key)
     return 0
 
 

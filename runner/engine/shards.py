@@ -231,6 +231,37 @@ def _report(
     }
 
 
+def run_shard_here(
+    spec: ShardSpec,
+    trajectories: Sequence[Trajectory],
+    out_dir: Path,
+    *,
+    api_key: str | None = None,
+    finish: Callable[[dict[str, Any], Path], Awaitable[None]] | None = None,
+) -> dict[str, Any]:
+    """One shard in this process on its own uvloop against ``spec.base_url`` (a local
+    shard process and a load-generator host's task both run a shard this way)."""
+    from runner.engine.client import HttpTransport
+    from runner.engine.runs import _run_real, quiet_gc
+    from runner.engine.transport import RealClock
+
+    if not spec.base_url:
+        raise ValueError("a shard needs the endpoint's base URL")
+    base_url = spec.base_url
+    quiet_gc()
+
+    async def main() -> dict[str, Any]:
+        transport = HttpTransport(base_url, api_key=api_key)
+        try:
+            return await run_shard(
+                spec, transport, RealClock(), trajectories, out_dir, finish=finish
+            )
+        finally:
+            await transport.aclose()
+
+    return _run_real(main())
+
+
 # --------------------------------------------------------------------------- local processes
 
 

@@ -26,7 +26,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from runner.engine.shards import RECORDS_FILE, ShardFailed, ShardOutput, ShardSpec, run_shard
+from runner.engine.shards import (
+    RECORDS_FILE,
+    REPORT_FILE,
+    ShardFailed,
+    ShardOutput,
+    ShardSpec,
+    run_shard_here,
+)
 from runner.worker.api_client import RunnerApi, RunnerApiError
 
 log = logging.getLogger(__name__)
@@ -110,20 +117,13 @@ class CeleryShards:
 
 def run_shard_task(message: dict[str, Any]) -> dict[str, Any]:
     """The ``runner.loadgen_shard`` task's body, on a load-generator host."""
-    from runner.engine.client import HttpTransport
-    from runner.engine.runs import _run_real, quiet_gc
-    from runner.engine.transport import RealClock
     from runner.worker.execute import fetch_dataset
 
     api = RunnerApi(message["api"]["base_url"], message["api"]["token"])
     api.attempt = int(message["attempt"])
     spec = ShardSpec.from_dict(message["shard"])
-    if not spec.base_url:
-        raise ValueError("a shard needs the endpoint's base URL")
     dataset = fetch_dataset(api, message["dataset"])
     out_dir = Path(tempfile.mkdtemp(prefix=f"agentperf-shard-{spec.trial_id}-{spec.shard}-"))
-    base_url, api_key = spec.base_url, message.get("api_key")
-    quiet_gc()
 
     async def finish(report: dict[str, Any], records: Path) -> None:
         report["host"] = os.environ.get(HOST_ENV) or socket.gethostname()
@@ -137,22 +137,15 @@ def run_shard_task(message: dict[str, Any]) -> dict[str, Any]:
                 "sha256": digest, "size": len(blob)}  # fmt: skip
         await asyncio.to_thread(api.call, "POST", "shards", body)
 
-    async def main() -> dict[str, Any]:
-        transport = HttpTransport(base_url, api_key=api_key)
-        try:
-            return await run_shard(
-                spec, transport, RealClock(), dataset.trajectories, out_dir, finish=finish
-            )
-        finally:
-            await transport.aclose()
-
     try:
-        report = _run_real(main())
+        report = run_shard_here(
+            spec, dataset.trajectories, out_dir, api_key=message.get("api_key"), finish=finish
+        )
     except RunnerApiError as exc:
         log.warning("shard %s of %s could not report: %s", spec.shard, spec.trial_id, exc)
         raise
     finally:
-        for name in (RECORDS_FILE, "report.json"):
+        for name in (RECORDS_FILE, REPORT_FILE):
             (out_dir / name).unlink(missing_ok=True)
         out_dir.rmdir()
     return {"shard": spec.shard, "trial_id": spec.trial_id, "records": report["records"]}
