@@ -14,6 +14,8 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+from runner.contract import Contract
+
 TRANSIENT_STATUSES = (502, 503, 504)
 
 
@@ -101,6 +103,10 @@ class RunnerApi:
 
         result: dict[str, Any] = self._retrying(f"{method} {url}", send, refused)
         return result
+
+    def report(self, path: str, document: Contract) -> dict[str, Any]:
+        """POST one contract document (runner/contract.py): what it holds, as built."""
+        return self.call("POST", path, document.dump())
 
     def upload(self, target: dict[str, Any], content: bytes) -> None:
         """PUT `content` to a presigned target ({"url", "method", "headers"}) from the API."""

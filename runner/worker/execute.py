@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from pydantic import ValidationError
 
+from runner import contract
 from runner.engine.replay import ReplayConfig
 from runner.engine.runs import Target, run_on_target, search_job
 from runner.engine.search import SearchTrial
@@ -52,7 +54,7 @@ from runner.worker.shards import CeleryShards
 
 log = logging.getLogger(__name__)
 
-SPEC_VERSION = 1
+SPEC_VERSION = contract.SPEC_VERSION
 
 
 class RunCancelled(Exception):
@@ -120,14 +122,16 @@ class Heartbeat:
 
     def update(self, **fields: Any) -> None:
         with self._lock:
-            self.progress.update(fields)
+            merged = {**self.progress, **fields}
+            contract.Progress.model_validate(merged)  # a wrong field fails here, not later
+            self.progress = merged
         self.beat()
 
     def beat(self) -> None:
         with self._lock:
-            payload = {"progress": dict(self.progress)}
+            document = contract.Heartbeat(progress=contract.Progress.model_validate(self.progress))
         try:
-            answer = self.api.call("POST", "heartbeat", payload)
+            answer = self.api.report("heartbeat", document)
         except RunSuperseded:
             self.superseded = True
             return
@@ -299,25 +303,88 @@ def task_check(
                  fatal=False, evidence=scored)  # fmt: skip
 
 
-def runner_info(endpoint: Endpoint | None = None) -> dict[str, Any]:
-    info: dict[str, Any] = {
-        "hostname": socket.gethostname(),
-        "pid": os.getpid(),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-    }
+def runner_info(
+    endpoint: Endpoint | None = None, dataset: Dataset | None = None
+) -> contract.RunnerInfo:
+    """The worker about itself; with the endpoint (its model list left out) and what was
+    really replayed (verification compares it with the recorded digest)."""
+    info = contract.RunnerInfo(
+        hostname=socket.gethostname(),
+        pid=os.getpid(),
+        python=platform.python_version(),
+        platform=platform.platform(),
+        cpus=os.cpu_count(),
+    )
     if endpoint is not None:
-        info["endpoint"] = {k: v for k, v in endpoint.info.items() if k != "models"}
+        info.endpoint = contract.Endpoint.model_validate(
+            {k: v for k, v in endpoint.info.items() if k != "models"}
+        )
+    if dataset is not None:
+        info.dataset = contract.ReplayedDataset(
+            name=dataset.name, version=dataset.version, sha256=dataset.digest(),
+            trajectories=len(dataset.trajectories),
+        )  # fmt: skip
     return info
+
+
+def qualification_report(
+    checks: list[dict[str, Any]], info: contract.RunnerInfo
+) -> contract.QualificationReport:
+    return contract.QualificationReport(
+        checks=[contract.Check.model_validate(c) for c in checks], runner_info=info
+    )
+
+
+def trial_report(
+    trial: SearchTrial,
+    raw_records: dict[str, Any],
+    telemetry: dict[str, Any],
+    *,
+    simulator: bool = False,
+) -> contract.TrialReport:
+    """``POST trials`` for one finished trial (docs/pipeline.md "The contract"): the
+    engine's summary and verdicts (``trial.data`` is TrialResult.to_dict()), its bootstrap
+    statistics and load generator, the window's measured power, and on the simulator its
+    own modelled power (labelled, never read as measured)."""
+    data = trial.data
+    summary = data["summary"]
+    extra: dict[str, Any] = {}
+    if data.get("statistics"):
+        extra["statistics"] = data["statistics"]
+    if data.get("load_generator"):
+        extra["load_generator"] = data["load_generator"]
+    if telemetry.get("measured"):
+        extra["power_w"] = telemetry["power_w"]
+    if simulator:
+        modelled = modelled_power(telemetry.get("server_metrics"), summary.get("window_s"))
+        if modelled is not None:
+            extra["modelled_energy"] = modelled
+    return contract.TrialReport(
+        index=trial.index,
+        concurrency=trial.concurrency,
+        phase=trial.phase,  # type: ignore[arg-type]  # the search's phases (SearchPhase)
+        metrics=contract.TrialMetrics.model_validate({**summary, **extra}),
+        verdicts={k: contract.TierVerdict.model_validate(v) for k, v in data["verdicts"].items()},
+        telemetry=contract.TrialTelemetry.model_validate(telemetry),
+        raw_records=contract.RawRecordsRef(
+            key=raw_records["key"],
+            sha256=raw_records["sha256"],
+            size=raw_records["size"],
+            count=raw_records["count"],
+        ),
+    )
 
 
 class RunExecution:
     """The state of one attempt; `run()` does the work."""
 
     def __init__(self, spec: dict[str, Any], *, work_dir: str | None = None) -> None:
-        if int(spec.get("version", 0)) != SPEC_VERSION:
-            raise RunFailure(f"run spec version {spec.get('version')!r} is not {SPEC_VERSION}")
+        try:
+            contract.RunSpec.model_validate(spec)
+        except ValidationError as exc:
+            raise RunFailure(
+                f"the run spec does not fit the contract: {contract.error_fields(exc)}"
+            ) from None
         self.spec = spec
         self.api = RunnerApi(spec["api"]["base_url"], spec["api"]["token"])
         self.work_dir = work_dir or tempfile.mkdtemp(prefix=f"agentperf-run-{spec['run_id']}-")
@@ -336,7 +403,7 @@ class RunExecution:
 
     def run(self) -> dict[str, Any]:
         try:
-            started = self.api.call("POST", "start", {"runner_info": runner_info()})
+            started = self.api.report("start", contract.StartReport(runner_info=runner_info()))
         except RunSuperseded as exc:
             log.info("run %s not started: %s", self.spec["run_id"], exc)
             return {"status": "skipped", "reason": str(exc)}
@@ -366,7 +433,7 @@ class RunExecution:
     def _cancelled(self, reason: str) -> dict[str, Any]:
         """Tell the web side the run stopped, so it ends `cancelled` with a finish time."""
         try:
-            self.api.call("POST", "fail", {"reason": f"cancelled: {reason}", "logs": []})
+            self.api.report("fail", contract.FailureReport(reason=f"cancelled: {reason}"[:5000]))
         except RunnerApiError as exc:  # the reaper cancels it when this report is lost
             log.warning("could not report the cancel of run %s: %s", self.spec["run_id"], exc)
         return {"status": "cancelled", "reason": reason}
@@ -374,17 +441,18 @@ class RunExecution:
     def _fail(self, reason: str, launcher: Any) -> dict[str, Any]:
         logs = self._upload_log(launcher)
         try:
-            self.api.call("POST", "fail", {"reason": reason, "logs": logs})
+            self.api.report("fail", contract.FailureReport(reason=reason[:5000], logs=logs))
         except RunnerApiError as exc:
             log.warning("could not report the failure of run %s: %s", self.spec["run_id"], exc)
         return {"status": "failed", "reason": reason}
 
-    def _upload_log(self, launcher: Any) -> list[dict[str, Any]]:
+    def _upload_log(self, launcher: Any) -> list[contract.ArtifactRef]:
         content = launcher.log_bytes()
         if not content:
             return []
         try:
-            return [self._upload("log", gzip.compress(content[-50_000_000:], mtime=0))]
+            stored = self._upload("log", gzip.compress(content[-50_000_000:], mtime=0))
+            return [contract.ArtifactRef(**stored)]
         except RunnerApiError as exc:
             log.warning("launcher log upload failed: %s", exc)
             return []
@@ -416,12 +484,8 @@ class RunExecution:
         if task_problems:
             self.heartbeat.update(phase="task check (idle)")
             checks.append(task_check(endpoint, task_problems, phase="idle"))
-        info = runner_info(endpoint)
-        # What was really replayed: the verification compares it with the recorded digest.
-        info["dataset"] = {"name": dataset.name, "version": dataset.version,
-                           "sha256": dataset.digest(),
-                           "trajectories": len(dataset.trajectories)}  # fmt: skip
-        self.api.call("POST", "qualification", {"checks": checks, "runner_info": info})
+        info = runner_info(endpoint, dataset)
+        self.api.report("qualification", qualification_report(checks, info))
         failed = fatal_failures(checks)
         if failed:
             raise RunFailure(
@@ -496,39 +560,16 @@ class RunExecution:
         def on_trial(trial: SearchTrial) -> None:
             stored = self.uploaded.pop(trial.index)
             telemetry = stored.pop("telemetry")
-            data = trial.data
-            metrics = dict(data.get("summary") or {})
-            if data.get("statistics"):
-                metrics["statistics"] = data["statistics"]
-            if data.get("load_generator"):
-                metrics["load_generator"] = data["load_generator"]
-            if telemetry.get("measured"):
-                metrics["power_w"] = telemetry["power_w"]
-            if simulator:  # the twin's own power model: labelled, never read as measured
-                summary = data.get("summary") or {}
-                modelled = modelled_power(telemetry.get("server_metrics"), summary.get("window_s"))
-                if modelled is not None:
-                    metrics["modelled_energy"] = modelled
-            payload = {
-                "index": trial.index,
-                "concurrency": trial.concurrency,
-                "phase": trial.phase,
-                "metrics": metrics,
-                "verdicts": data.get("verdicts") or {},
-                "config": data.get("config") or {},
-                "simulated": bool(data.get("simulated")),
-                "telemetry": telemetry,
-                "raw_records": stored,
-            }
-            self.api.call("POST", "trials", payload)
+            report = trial_report(trial, stored, telemetry, simulator=simulator)
+            self.api.report("trials", report)
             self.heartbeat.update(
                 trials_done=trial.index + 1,
                 last_verdicts={k: bool(v) for k, v in trial.verdicts.items()},
                 last_trial={
                     "index": trial.index,
                     "concurrency": trial.concurrency,
-                    "p25_output_speed": metrics.get("p25_output_speed"),
-                    "error_rate": metrics.get("error_rate"),
+                    "p25_output_speed": report.metrics.p25_output_speed,
+                    "error_rate": report.metrics.error_rate,
                 },
             )
 
@@ -552,28 +593,23 @@ class RunExecution:
             self.heartbeat.update(phase="task check (under load)")
             checks.append(task_check(endpoint, task_problems, phase="under_load",
                                      load=(dataset, base, tiers, result)))  # fmt: skip
-            self.api.call("POST", "qualification", {"checks": checks, "runner_info": info})
+            self.api.report("qualification", qualification_report(checks, info))
         self.heartbeat.update(phase="completing")
-        summary = result.to_dict()
-        summary["trials"] = [{k: v for k, v in t.items() if k != "data"} for t in summary["trials"]]
+        summary = contract.SearchSummary.of(result)
         logs = self._upload_log(launcher)
         inventory = self.sampler.inventory()
         if endpoint.virtual:
             inventory = {"measured": False, "reason": "not measured: simulated on virtual time",
                          "accelerators": []}  # fmt: skip
-        self.api.call(
-            "POST",
-            "complete",
-            {
-                "search_summary": summary,
-                "telemetry": inventory,
-                "logs": logs,
-                "runner_info": runner_info(endpoint),
-                "tiers": [dataclasses.asdict(t) for t in tiers],
-            },
+        completion = contract.CompletionReport(
+            search_summary=summary,
+            telemetry=contract.HostInventory.model_validate(inventory),
+            logs=logs,
+            runner_info=runner_info(endpoint),
         )
+        self.api.report("complete", completion)
         return {"status": "completed", "trials": len(result.trials),
-                "max_agents": summary["max_agents"]}  # fmt: skip
+                "max_agents": summary.max_agents}  # fmt: skip
 
 
 def execute_run(spec: dict[str, Any], *, work_dir: str | None = None) -> dict[str, Any]:
