@@ -36,7 +36,7 @@ seed: migrate
 # Embedded default: SQLite, kombu's SQLite broker and a local artifacts folder under var/.
 demo: seed sandbox
 	$(PYTHON) manage.py publish_tuning_subset
-	$(PYTHON) -m config.demo --host $(HOST) --port $(PORT)
+	$(PYTHON) manage.py demo --host $(HOST) --port $(PORT)
 
 worker: install
 	$(BIN)/celery -A config worker -Q "$${QUEUES:-web}" --concurrency "$${CONCURRENCY:-1}" --loglevel INFO

@@ -164,7 +164,7 @@ def _ttft(trial: dict[str, Any] | None) -> float | None:
 
 
 def progress_text(progress: dict[str, Any], trials: Sequence[dict[str, Any]] = ()) -> str:
-    """One line from a run's `progress` (runner/progress.py) and, when given, its trials."""
+    """One line from a run's `progress` (runs/progress.py) and, when given, its trials."""
     phase = progress.get("phase") or "starting"
     if phase == "queued":
         text = (

@@ -43,7 +43,7 @@ def validate_text(text: bytes, content_type: str) -> tuple[dict[str, Any] | None
     try:
         config = validate_config(load_document(text, content_type))
     except ConfigError as exc:
-        # The body the API answers (submissions/api/views.py config_api_error).
+        # The body the API answers (vendor/api/views.py config_api_error).
         error = {"code": exc.code, "message": exc.message, "fields": exc.fields}
         return {"error": error}, None
     return None, config

@@ -7,6 +7,8 @@ import os
 from celery import Celery
 from kombu import Exchange, Queue
 
+from core.queues import web_queue
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 app = Celery("agentperf")
@@ -46,7 +48,7 @@ def _configure(sender: Celery, **_: object) -> None:
         # `celery -A config beat` (make beat): the reaper retries or fails stale runs.
         beat_schedule={
             "reap-stale-runs": {
-                "task": "runner.reap_stale_runs",
+                "task": "runs.reap_stale_runs",
                 "schedule": float(settings.RUN_REAPER_INTERVAL_S),
                 "options": {"queue": web_queue(), "expires": float(settings.RUN_REAPER_INTERVAL_S)},
             }
@@ -56,26 +58,4 @@ def _configure(sender: Celery, **_: object) -> None:
     )
 
 
-app.autodiscover_tasks(["leaderboard", "submissions", "runner"])
-
-
-def _prefix() -> str:
-    from django.conf import settings
-
-    return settings.CELERY_QUEUE_PREFIX
-
-
-def web_queue() -> str:
-    """The queue of web-side tasks (ingest, verification, health round trips)."""
-    return f"{_prefix()}web"
-
-
-def loadgen_queue(pool: str) -> str:
-    """The queue a pool's load-generator hosts consume: `loadgen.<pool>` (docs/engine.md
-    "Sharded trials")."""
-    return f"{_prefix()}loadgen.{pool}"
-
-
-def pool_queue(pool: str) -> str:
-    """The queue a hardware pool's runner workers consume: `pool.<pool>`."""
-    return f"{_prefix()}pool.{pool}"
+app.autodiscover_tasks(["leaderboard", "submissions", "runs", "runner.worker"])

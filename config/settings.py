@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from config.env import (
+from core.env import (
     check_broker_url,
     check_http_url,
     check_redis_url,
@@ -31,7 +31,7 @@ DEBUG = env_bool("DEBUG", False)
 _DEV_SECRET = "insecure-embedded-profile-key-not-for-production"
 SECRET_KEY = env_str("SECRET_KEY", _DEV_SECRET)
 if len(SECRET_KEY) < 32:
-    from config.env import ImproperlyConfiguredEnv
+    from core.env import ImproperlyConfiguredEnv
 
     raise ImproperlyConfiguredEnv("SECRET_KEY", "<hidden>", "must be at least 32 characters")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
@@ -48,16 +48,22 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
-    "leaderboard",
+    # bottom to top (docs/architecture.md "Layers")
+    "core",
+    "catalog",
     "submissions",
-    "runner",
+    "runs",
+    "leaderboard",
+    "vendor",
+    "review",
     "ladders",
+    "demo",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # before anything looks a URL's values up (docs/security.md "Input limits")
-    "config.middleware.RefuseControlCharactersMiddleware",
+    "core.middleware.RefuseControlCharactersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -132,7 +138,7 @@ if S3_ENDPOINT_URL:
     }
     for _var in ("S3_ACCESS_KEY_ID", "S3_SECRET_ACCESS_KEY"):
         if not env_str(_var):
-            from config.env import ImproperlyConfiguredEnv
+            from core.env import ImproperlyConfiguredEnv
 
             raise ImproperlyConfiguredEnv(_var, "", "required when S3_ENDPOINT_URL is set")
     _artifacts_storage = {
@@ -146,11 +152,11 @@ if S3_ENDPOINT_URL:
     STORAGE_PROFILE = "s3"
 else:
     _artifacts_storage = {
-        "BACKEND": "config.storage.SignedFileSystemStorage",
+        "BACKEND": "core.storage.SignedFileSystemStorage",
         "OPTIONS": {"location": VAR_DIR / "artifacts", "base_url": "/files/artifacts/"},
     }
     _datasets_storage = {
-        "BACKEND": "config.storage.SignedFileSystemStorage",
+        "BACKEND": "core.storage.SignedFileSystemStorage",
         "OPTIONS": {"location": VAR_DIR / "datasets", "base_url": "/files/datasets/"},
     }
     STORAGE_PROFILE = "filesystem"
@@ -199,7 +205,7 @@ CELERY_BROKER_VISIBILITY_TIMEOUT_S = RUN_HARD_TIME_LIMIT_S + 3600
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 # Prefix for every queue name, so several deployments (or test sessions) can share a broker.
 CELERY_QUEUE_PREFIX = env_str("CELERY_QUEUE_PREFIX", "")
-# How long one /health report is served from the shared cache (config/health.py).
+# How long one /health report is served from the shared cache (core/health.py).
 HEALTH_CACHE_S = env_int("HEALTH_CACHE_S", 5, minimum=1)
 
 # --- Runner pipeline (dispatch, runner API, reaper) ------------------------------------
@@ -225,7 +231,7 @@ SIM_REALTIME_MAX_ACCELERATORS = env_int("SIM_REALTIME_MAX_ACCELERATORS", 1, mini
 def _env_json_object(name: str, default: dict) -> dict:
     import json as _json
 
-    from config.env import ImproperlyConfiguredEnv
+    from core.env import ImproperlyConfiguredEnv
 
     raw = env_str(name)
     if not raw:
@@ -319,7 +325,7 @@ CACHE_KEY_PREFIX = env_str("CACHE_KEY_PREFIX", "agentperf")
 CACHES = {
     "default": (
         {
-            "BACKEND": "config.cache.PrefixedRedisCache",
+            "BACKEND": "core.cache.PrefixedRedisCache",
             "LOCATION": check_redis_url("CACHE_REDIS_URL", _redis_cache),
             "KEY_PREFIX": CACHE_KEY_PREFIX,
         }
@@ -365,11 +371,11 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
-    "DEFAULT_SCHEMA_CLASS": "config.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "config.api_errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "core.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "core.api_errors.exception_handler",
     # JSON depth, size, non-finite numbers and control characters checked before parsing
     "DEFAULT_PARSER_CLASSES": [
-        "config.parsers.JSONParser",
+        "core.parsers.JSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
@@ -390,7 +396,7 @@ SPECTACULAR_SETTINGS = {
     # The deployment-config schema as a component the submission bodies reference.
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "submissions.api.openapi.deployment_config_components",
+        "vendor.api.openapi.deployment_config_components",
     ],
 }
 

@@ -3,15 +3,15 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from config import health, views
+from core import health, views
 
 urlpatterns = [
     path("health", health.health, name="health"),
     path("files/<str:alias>/", views.signed_file, name="signed-file"),
     path("admin/", admin.site.urls),
-    path("api/v1/runner/", include("runner.urls")),
+    path("api/v1/runner/", include("runs.urls")),
     path("", include("ladders.urls")),
-    path("api/v1/", include("submissions.api.urls")),
+    path("api/v1/", include("vendor.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path(
@@ -20,13 +20,13 @@ urlpatterns = [
         name="login",
     ),
     path("accounts/", include("django.contrib.auth.urls")),
-    path("portal/", include("submissions.portal.urls")),
-    path("review/", include("submissions.review.urls")),
+    path("portal/", include("vendor.portal.urls")),
+    path("review/", include("review.urls")),
     path("", include("leaderboard.urls")),
 ]
 
 # Errors outside a DRF view (no route, a malformed request) under /api/ keep the API's
-# error shape (config.api_errors).
-handler400 = "config.views.bad_request"
-handler404 = "config.views.not_found"
-handler500 = "config.views.server_error"
+# error shape (core.api_errors).
+handler400 = "core.views.bad_request"
+handler404 = "core.views.not_found"
+handler500 = "core.views.server_error"

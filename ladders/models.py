@@ -27,8 +27,8 @@ class Ladder(models.Model):
     org = models.ForeignKey(
         "submissions.Organization", on_delete=models.PROTECT, related_name="ladders"
     )
-    model = models.ForeignKey("leaderboard.AIModel", on_delete=models.PROTECT)
-    hardware = models.ForeignKey("leaderboard.HardwareSystem", on_delete=models.PROTECT)
+    model = models.ForeignKey("catalog.AIModel", on_delete=models.PROTECT)
+    hardware = models.ForeignKey("catalog.HardwareSystem", on_delete=models.PROTECT)
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     source = models.CharField(max_length=20, choices=SOURCE_CHOICES, default=SOURCE_PLATFORM)

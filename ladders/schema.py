@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ladders.services import MAX_RUNGS
-from runner.engine.ladder import ORDERS
+from runner.ladder.attribution import ORDERS
 
 
 def ladder_json_schema() -> dict[str, Any]:

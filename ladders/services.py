@@ -27,7 +27,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from ladders.models import Ladder, LadderRung
-from runner.engine.ladder import (
+from runner.ladder.attribution import (
     ORDERS,
     Change,
     LadderSpec,
@@ -38,7 +38,7 @@ from runner.engine.ladder import (
     attribute,
     ladder_document,
 )
-from runner.engine.mergepatch import merge_patch, patch_paths
+from runner.ladder.mergepatch import merge_patch, patch_paths
 from submissions import constants as c
 from submissions.models import Organization, Submission
 from submissions.schema import ConfigError, parse_config
@@ -283,7 +283,7 @@ def ladder_create(*, org: Organization, body: Any, created_by: Any = None) -> La
 
 
 def _latest_verified_run(sub: Submission) -> Any:
-    from runner.models import BenchmarkRun
+    from runs.models import BenchmarkRun
 
     return (
         BenchmarkRun.objects.filter(submission=sub, status=BenchmarkRun.STATUS_DONE)
@@ -295,15 +295,15 @@ def _latest_verified_run(sub: Submission) -> Any:
 def _trial_measure(trial: Any, accelerators: int, seed: int) -> TrialMeasure:
     """A stored trial as the engine's ladder measures one: point, limits, server counters
     (the worker's window scrapes) and, when its raw records are stored, the replicates."""
-    from runner.engine.ladder import _bootstrap_trial, _server_figures_parsed
     from runner.engine.metrics import RequestRecord
+    from runner.ladder.attribution import _bootstrap_trial, _server_figures_parsed
 
     m = trial.metrics or {}
     speeds: list[float] = []
     thr: list[float] = []
     sessions = 0
     if trial.raw_records_key and m.get("window_start_ns") is not None:
-        from runner.timeline import record_lines
+        from runs.timeline import record_lines
 
         try:
             records = [RequestRecord.from_dict(json.loads(x)) for x in
@@ -475,7 +475,7 @@ class LadderReviewError(Exception):
 def ladder_review(*, ladder: Ladder, actor: Any, action: str, reason: str) -> Ladder:
     """One review of the whole ladder: ``publish`` publishes every rung still in review
     (each through the submission's own publish) and then the ladder; ``reject`` rejects it."""
-    from submissions.review.services import ReviewError, review_publish
+    from review.services import ReviewError, review_publish
 
     ladder = ladder_refresh(ladder)
     if ladder.status != Ladder.STATUS_IN_REVIEW:

@@ -17,7 +17,7 @@ from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from config.api_errors import ApiError
+from core.api_errors import ApiError
 from ladders.models import Ladder, LadderRung
 from ladders.services import (
     LadderReviewError,
@@ -27,10 +27,10 @@ from ladders.services import (
     ladder_review,
 )
 from leaderboard.api import PublicApi
-from submissions.api.access import VendorSubmitThrottle
-from submissions.api.views import VendorView, config_api_error
-from submissions.review.views import staff_required
+from review.views import staff_required
 from submissions.schema import ConfigError
+from vendor.api.access import VendorSubmitThrottle
+from vendor.api.views import VendorView, config_api_error
 
 MAX_PICKED_SPEEDS = 4
 
@@ -178,7 +178,7 @@ def _figure_json(fig: dict[str, Any]) -> str:
 
 @require_GET
 def ladder_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    from runner.engine.ladder_report import (
+    from runner.ladder.report import (
         ORDER_TITLES,
         frontiers_figure,
         ladder_table_html,
@@ -272,7 +272,7 @@ def ladder_csv(request: HttpRequest, pk: int) -> HttpResponse:
 @staff_required
 def ladder_review_page(request: HttpRequest, pk: int) -> HttpResponse:
     """Every rung's verification checks on one page, and one decision for the ladder."""
-    from runner.models import BenchmarkRun, VerificationReport
+    from runs.models import BenchmarkRun, VerificationReport
 
     ladder = get_object_or_404(Ladder.objects.select_related("model", "hardware", "org"), pk=pk)
     if request.method == "POST":

@@ -13,10 +13,12 @@ from rest_framework.response import Response
 from rest_framework.throttling import AnonRateThrottle
 from rest_framework.views import APIView
 
-from leaderboard import configview, frontier, pages
+from catalog.models import AIModel, HardwareSystem, SloTier, SloTierSet
+from leaderboard import configview, pages
 from leaderboard.cache import cached
 from leaderboard.energy import power_source, result_energy
-from leaderboard.models import AIModel, HardwareSystem, Result, SloTier, SloTierSet
+from leaderboard.models import Result
+from runner.engine import frontier
 
 # --- output serializers --------------------------------------------------------------
 

@@ -29,7 +29,8 @@ from django.core.files.storage import Storage, storages
 from django.db.models import Prefetch
 from django.utils import timezone
 
-from leaderboard.models import Result, SloTier
+from catalog.models import SloTier
+from leaderboard.models import Result
 
 FORMAT = "agentperf-public-results"
 FORMAT_VERSION = 1

@@ -1,162 +1,11 @@
-"""Catalog (models, hardware, SLO tiers, datasets) and published results."""
+"""Published results: what the public pages show (docs/architecture.md)."""
 
 from __future__ import annotations
 
 from django.db import models
 from django.db.models import Q
 
-
-class AIModel(models.Model):
-    """A served model. Figures are null when no public source gives them (shown as unknown)."""
-
-    slug = models.SlugField(max_length=100, unique=True)
-    name = models.CharField(max_length=200)
-    provider = models.CharField(max_length=100, blank=True)
-    reasoning_mode = models.CharField(max_length=50, blank=True)
-    release_date = models.DateField(null=True, blank=True)
-    total_params_b = models.FloatField(null=True, blank=True)
-    active_params_prefill_b = models.FloatField(null=True, blank=True)
-    active_params_decode_b = models.FloatField(null=True, blank=True)
-    context_length = models.PositiveIntegerField(null=True, blank=True)
-    kv_bytes_per_token = models.PositiveIntegerField(null=True, blank=True)
-    weight_bits = models.FloatField(null=True, blank=True)
-    hf_repo = models.CharField(max_length=200, blank=True)
-    # {field name: {"source": url-or-text, "note": str}}
-    sources = models.JSONField(default=dict, blank=True)
-
-    class Meta:
-        ordering = ["name"]
-        verbose_name = "AI model"
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(total_params_b__isnull=True) | Q(total_params_b__gt=0),
-                name="aimodel_total_params_positive",
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return self.name
-
-
-class HardwareSystem(models.Model):
-    """A purchasable system (e.g. GB300 NVL72); figures per accelerator unless named otherwise."""
-
-    slug = models.SlugField(max_length=100, unique=True)
-    name = models.CharField(max_length=200)
-    vendor = models.CharField(max_length=100, blank=True)
-    accelerator = models.CharField(max_length=100, blank=True)
-    accelerators_per_system = models.PositiveIntegerField(null=True, blank=True)
-    memory_gb_per_accelerator = models.FloatField(null=True, blank=True)
-    hbm_bandwidth_tb_s = models.FloatField(null=True, blank=True)
-    # {"fp4": 10000.0, "fp8": 5000.0, "bf16": 2500.0} dense TFLOP/s per accelerator
-    peak_tflops_dense = models.JSONField(default=dict, blank=True)
-    accelerator_power_w = models.FloatField(null=True, blank=True)
-    system_power_kw = models.FloatField(null=True, blank=True)
-    interconnect = models.CharField(max_length=300, blank=True)
-    scale_up_domain = models.PositiveIntegerField(null=True, blank=True)
-    runner_pool = models.SlugField(max_length=100)
-    sources = models.JSONField(default=dict, blank=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
-
-
-class SloTierSet(models.Model):
-    """A versioned set of service tiers; `model` null = the project's default set."""
-
-    slug = models.SlugField(max_length=100, unique=True)
-    model = models.ForeignKey(
-        AIModel, null=True, blank=True, on_delete=models.PROTECT, related_name="tier_sets"
-    )
-    name = models.CharField(max_length=200)
-    version = models.PositiveIntegerField(default=1)
-    effective_date = models.DateField()
-    source = models.CharField(max_length=500)
-
-    class Meta:
-        ordering = ["-effective_date", "slug"]
-        constraints = [
-            models.UniqueConstraint(fields=["model", "version"], name="tierset_model_version"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.name} v{self.version}"
-
-    def as_engine_tiers(self) -> list[dict]:
-        """Tiers in the engine's JSON shape, easiest first."""
-        return [tier.as_engine_tier() for tier in self.tiers.all()]
-
-
-class SloTier(models.Model):
-    tier_set = models.ForeignKey(SloTierSet, on_delete=models.CASCADE, related_name="tiers")
-    name = models.CharField(max_length=100)
-    order = models.PositiveSmallIntegerField()
-    min_p25_output_speed = models.FloatField(help_text="tok/s per agent, p25 over requests")
-    max_ttft_s = models.FloatField()
-    ttft_percentile = models.PositiveSmallIntegerField(default=75)
-    max_error_rate = models.FloatField(default=0.01)
-
-    class Meta:
-        ordering = ["tier_set", "order"]
-        constraints = [
-            models.UniqueConstraint(fields=["tier_set", "name"], name="tier_name_unique"),
-            models.UniqueConstraint(fields=["tier_set", "order"], name="tier_order_unique"),
-            models.CheckConstraint(
-                condition=Q(min_p25_output_speed__gt=0), name="tier_speed_positive"
-            ),
-            models.CheckConstraint(condition=Q(max_ttft_s__gt=0), name="tier_ttft_positive"),
-            models.CheckConstraint(
-                condition=Q(ttft_percentile__gte=1) & Q(ttft_percentile__lte=100),
-                name="tier_percentile_range",
-            ),
-            models.CheckConstraint(
-                condition=Q(max_error_rate__gte=0) & Q(max_error_rate__lte=1),
-                name="tier_error_rate_range",
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return self.name
-
-    def as_engine_tier(self) -> dict:
-        return {
-            "name": self.name,
-            "min_p25_output_speed": self.min_p25_output_speed,
-            "max_ttft_s": self.max_ttft_s,
-            "ttft_percentile": self.ttft_percentile,
-            "max_error_rate": self.max_error_rate,
-        }
-
-
-class Dataset(models.Model):
-    VISIBILITY_PUBLIC = "public"
-    VISIBILITY_PRIVATE = "private"
-    VISIBILITY_CHOICES = [(VISIBILITY_PUBLIC, "public"), (VISIBILITY_PRIVATE, "private")]
-
-    name = models.CharField(max_length=100)
-    version = models.CharField(max_length=50)
-    visibility = models.CharField(max_length=10, choices=VISIBILITY_CHOICES)
-    sha256 = models.CharField(max_length=64, unique=True)
-    storage_key = models.CharField(max_length=500)
-    size = models.PositiveBigIntegerField(default=0)
-    stats = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["name", "-created_at"]
-        constraints = [
-            models.UniqueConstraint(fields=["name", "version"], name="dataset_name_version"),
-            models.CheckConstraint(
-                condition=Q(visibility__in=["public", "private"]), name="dataset_visibility"
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.name}@{self.version}"
-
+from catalog.models import AIModel, HardwareSystem, SloTierSet
 
 CHART_FIELDS = (
     "label",
@@ -214,7 +63,7 @@ class Result(models.Model):
     submission = models.OneToOneField(
         "submissions.Submission", on_delete=models.PROTECT, related_name="result"
     )
-    run = models.OneToOneField("runner.BenchmarkRun", on_delete=models.PROTECT)
+    run = models.OneToOneField("runs.BenchmarkRun", on_delete=models.PROTECT)
     model = models.ForeignKey(AIModel, on_delete=models.PROTECT, related_name="results")
     hardware = models.ForeignKey(HardwareSystem, on_delete=models.PROTECT, related_name="results")
     tier_set = models.ForeignKey(SloTierSet, on_delete=models.PROTECT)
@@ -271,7 +120,7 @@ class Result(models.Model):
         return f"{self.label} [simulated]" if self.is_simulated else self.label
 
     def frontier_points(self) -> list:
-        from leaderboard.frontier import Point
+        from runner.engine.frontier import Point
 
         return [
             Point(

@@ -15,14 +15,16 @@ from django.core.cache import cache
 from django.db.models import Prefetch
 from django.urls import NoReverseMatch, reverse
 
-from leaderboard import charts, configview, frontier
-from leaderboard.catalog_fields import HARDWARE_FIELDS, MODEL_FIELDS, sourced_rows
+from catalog.fields import HARDWARE_FIELDS, MODEL_FIELDS, sourced_rows
+from catalog.models import AIModel, HardwareSystem, SloTier, SloTierSet
+from leaderboard import charts, configview
 from leaderboard.energy import MODELLED, labelled, power_source, result_energy
 from leaderboard.loadgen import load_generator_table
 from leaderboard.methodology import engine_constants
-from leaderboard.models import AIModel, HardwareSystem, Result, SloTier, SloTierSet
+from leaderboard.models import Result
 from leaderboard.publishing import verdict_passed
 from leaderboard.tables import Column, LazyRows, Table
+from runner.engine import frontier
 from submissions.models import Artifact
 
 LATEST_COUNT = 10
@@ -653,7 +655,7 @@ def modelled_energy_table(result: Result) -> Table:
 
 def reproduce_command(result: Result) -> str:
     spec = result.run.run_spec or {}
-    search = spec.get("search") or {}  # dispatch's run spec (runner/dispatch.py run_prepare)
+    search = spec.get("search") or {}  # dispatch's run spec (runs/dispatch.py run_prepare)
     warmup = search.get("warmup_s", "<warm-up s>")
     duration = search.get("duration_s", "<window s>")
     cap = search.get("cap") or (result.run.search_summary or {}).get("cap") or "<cap>"

@@ -16,18 +16,19 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from leaderboard import frontier
+from catalog.models import SloTierSet
+from catalog.services import default_tier_set_for
 from leaderboard.energy import (
     point_power_w,
     result_modelled_power,
     trial_energy,
     trial_modelled_energy,
 )
-from leaderboard.models import Result, SloTierSet
+from leaderboard.models import Result
 from leaderboard.rebuild import result_pages_changed
-from leaderboard.services import default_tier_set_for
+from runner.engine import frontier
 from runner.engine.search import SearchTrial, tier_results
-from runner.models import BenchmarkRun, Trial, VerificationReport
+from runs.models import BenchmarkRun, Trial, VerificationReport
 from submissions import constants as c
 from submissions.models import Submission
 from submissions.services.lifecycle import TransitionError, submission_transition

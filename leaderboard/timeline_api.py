@@ -1,5 +1,5 @@
 """Public per-session timeline of a result's trials (/api/v1/public/results/<pk>/trials/
-<index>/timeline/), read from the run's raw records in storage (runner.timeline)."""
+<index>/timeline/), read from the run's raw records in storage (runs.timeline)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from config.api_errors import ApiError
+from core.api_errors import ApiError
 from leaderboard.api import PublicApi
 from leaderboard.models import Result
-from runner.models import Trial
-from runner.timeline import RecordsUnavailable, TimelineError, timeline_read
+from runs.models import Trial
+from runs.timeline import RecordsUnavailable, TimelineError, timeline_read
 
 
 class TimelineOut(serializers.Serializer):

@@ -12,9 +12,10 @@ from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET
 
+from catalog.models import AIModel, HardwareSystem
 from leaderboard import pages
 from leaderboard.cache import cached_page
-from leaderboard.models import AIModel, HardwareSystem, Result
+from leaderboard.models import Result
 from leaderboard.tables import csv_requested, prerender
 from submissions.models import Artifact
 from submissions.services.artifacts import artifact_url

@@ -72,8 +72,8 @@ class ApiToken(models.Model):
 
 class Submission(models.Model):
     org = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="submissions")
-    model = models.ForeignKey("leaderboard.AIModel", on_delete=models.PROTECT)
-    hardware = models.ForeignKey("leaderboard.HardwareSystem", on_delete=models.PROTECT)
+    model = models.ForeignKey("catalog.AIModel", on_delete=models.PROTECT)
+    hardware = models.ForeignKey("catalog.HardwareSystem", on_delete=models.PROTECT)
     config = models.JSONField(default=dict)
     config_text = models.TextField(blank=True)
     config_sha256 = models.CharField(max_length=64, blank=True)
@@ -172,7 +172,7 @@ class Artifact(models.Model):
         Organization, null=True, blank=True, on_delete=models.PROTECT, related_name="artifacts"
     )
     run = models.ForeignKey(
-        "runner.BenchmarkRun",
+        "runs.BenchmarkRun",
         null=True,
         blank=True,
         on_delete=models.PROTECT,

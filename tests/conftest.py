@@ -42,7 +42,7 @@ def artifacts_dir(request) -> Path:
 @pytest.fixture
 def celery_worker(request, tmp_path, transactional_db):
     """Start a real worker process on the web queue (plus any given by `worker_queues`)."""
-    from config.celery import web_queue
+    from core.queues import web_queue
     from tests.support.workers import start_worker
 
     marker = request.node.get_closest_marker("worker_queues")

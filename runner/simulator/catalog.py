@@ -1,6 +1,6 @@
 """A small, pure loader for the catalog files the simulator reads (no Django).
 
-The catalog (``leaderboard/catalog/models.yaml`` and ``hardware.yaml``) stores every figure as
+The catalog (``runner/catalog/models.yaml`` and ``hardware.yaml``) stores every figure as
 ``{value: X | null, source: URL, note: str}``. The simulator needs plain numbers plus the
 source of each, so this module unwraps figures and keeps their provenance beside them.
 """
@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_CATALOG_DIR = REPO_ROOT / "leaderboard" / "catalog"
+
+DEFAULT_CATALOG_DIR = Path(__file__).resolve().parents[1] / "catalog"
 CATALOG_DIR_ENV = "AGENTPERF_CATALOG_DIR"
 
 

@@ -605,7 +605,7 @@ def load_document(text: str | bytes, content_type: str = "") -> Any:
         )
     if not body.strip():
         raise ConfigError("the config is empty", code="unparseable", fields={NON_FIELD: ["empty"]})
-    from submissions.schema import limits  # depth first: the readers below recurse
+    from core import limits  # depth first: the readers below recurse
 
     try:
         if media in JSON_TYPES:

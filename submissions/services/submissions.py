@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import hashlib
-import importlib
-import importlib.util
 import logging
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
-from django.utils import timezone
 
-from leaderboard.models import AIModel, HardwareSystem
+from catalog.models import AIModel, HardwareSystem
 from submissions import constants as c
 from submissions.models import Organization, PoolEndpoint, RunnerPool, Submission
 from submissions.schema import SCHEMA_VERSION, ConfigError, DeploymentConfig, parse_config
 from submissions.services.lifecycle import TransitionError, submission_transition
+from submissions.signals import submission_validated, submission_withdrawn
 
 log = logging.getLogger(__name__)
 
@@ -81,22 +79,11 @@ def config_resolve_catalog(
 
 
 def _dispatch_on_commit(submission_id: int) -> None:
-    """Hand a validated submission to the runner's dispatch once the rows are committed.
-
-    Until `runner.dispatch.submission_dispatch` exists the submission stays `validated`.
-    """
-
-    def send() -> None:
-        if importlib.util.find_spec("runner.dispatch") is None:
-            log.info("runner.dispatch not available; submission #%s stays validated", submission_id)
-            return
-        dispatch = getattr(importlib.import_module("runner.dispatch"), "submission_dispatch", None)
-        if dispatch is None:
-            log.info("no submission_dispatch; submission #%s stays validated", submission_id)
-            return
-        dispatch(submission=Submission.objects.get(pk=submission_id))
-
-    transaction.on_commit(send)
+    """Tell the layers above that a validated submission is committed: `runs` dispatches
+    it (`submissions/signals.py`)."""
+    transaction.on_commit(
+        lambda: submission_validated.send(sender=Submission, submission_id=submission_id)
+    )
 
 
 def submission_create(
@@ -183,8 +170,6 @@ def submission_withdraw(
             f"submission #{submission.pk} is {submission.status!r}; only submissions that are "
             "not yet published or decided can be withdrawn"
         )
-    from runner.models import BenchmarkRun
-
     label = _actor_label(actor, actor_label)
     with transaction.atomic():
         submission_transition(
@@ -194,13 +179,7 @@ def submission_withdraw(
             actor_label=label,
             reason=reason or "withdrawn by the vendor",
         )
-        # A queued run ends now; a running one is stopped by its worker at its next
-        # heartbeat (or by the reaper when the worker is gone): docs/pipeline.md "Cancelling".
-        submission.runs.filter(status=BenchmarkRun.STATUS_PENDING).update(
-            status=BenchmarkRun.STATUS_CANCELLED,
-            finished_at=timezone.now(),
-            error=f"withdrawn by {label}",
-        )
+        submission_withdrawn.send(sender=Submission, submission=submission, label=label)
     return submission
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from runner.models import BenchmarkRun
+from runs.models import BenchmarkRun
 from submissions.models import Submission
 from tests.pipeline.conftest import REPO, closed_port, http
 from tests.pipeline.test_e2e_simulated import small_profile_config
@@ -185,7 +185,7 @@ def test_the_cli_imports_no_models_and_its_limit_is_the_apis(settings):
         "import sys, agentperf_cli.main as m\n"
         "m.main(['validate', 'docs/examples/simulated.yaml'])\n"
         "bad = [n for n in sys.modules if n.startswith(('django.db', 'django.apps', "
-        "'rest_framework', 'submissions.models', 'runner.models', 'leaderboard', 'config'))]\n"
+        "'rest_framework', 'submissions.models', 'runs.models', 'leaderboard', 'config'))]\n"
         "assert not bad, bad\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
@@ -286,8 +286,8 @@ def test_ctrl_c_stops_following_not_the_run_and_withdraw_ends_it(
 
 
 def test_datasets_download_writes_the_file_and_checks_its_sha256(live_server, vendor, tmp_path):
-    from leaderboard.models import Dataset
-    from runner.datasets import private_test_set
+    from catalog.datasets import private_test_set
+    from catalog.models import Dataset
 
     _, token = vendor
     private_test_set(size="small")
@@ -320,8 +320,8 @@ def test_datasets_download_writes_the_file_and_checks_its_sha256(live_server, ve
 def test_following_waits_out_the_throttle_and_goes_on(
     pipeline_settings, live_server, vendor, tmp_path, monkeypatch
 ):
-    from submissions.api.access import VendorThrottle
     from submissions.services.submissions import submission_withdraw
+    from vendor.api.access import VendorThrottle
 
     _, token = vendor
     env = cli_env(tmp_path, live_server.url, token)

@@ -1,7 +1,7 @@
 from django.http import Http404
 from rest_framework import exceptions
 
-from config.api_errors import ApiError, exception_handler
+from core.api_errors import ApiError, exception_handler
 
 
 def test_a_django_404_has_the_not_found_code():

@@ -2,8 +2,8 @@ import pytest
 import yaml
 from django.core.management import call_command
 
-from leaderboard.models import AIModel, HardwareSystem, SloTier, SloTierSet
-from leaderboard.services import CATALOG_DIR, CatalogError, catalog_seed
+from catalog.models import AIModel, HardwareSystem, SloTier, SloTierSet
+from catalog.services import CATALOG_DIR, CatalogError, catalog_seed
 
 REQUIRED_SYSTEMS = [
     "h100-sxm-hgx8",

@@ -1,8 +1,9 @@
 import pytest
 from django.conf import settings
 
-from config.celery import app, pool_queue, web_queue
-from runner.tasks import audit_probe
+from config.celery import app
+from core.queues import pool_queue, web_queue
+from runs.tasks import audit_probe
 from submissions.models import AuditEvent
 
 

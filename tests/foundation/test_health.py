@@ -9,7 +9,7 @@ import pytest
 from celery.signals import before_task_publish
 from django.core.cache import cache
 
-from config.health import CACHE_KEY, health_queue
+from core.health import CACHE_KEY, health_queue
 from tests.support.tasks import BLOCK_WORKER
 from tests.support.workers import start_worker
 
@@ -84,7 +84,8 @@ def test_health_reports_a_stopped_broker_as_down_instead_of_hanging(tmp_path):
 
 
 def _web_queue_messages() -> int:
-    from config.celery import app, web_queue
+    from config.celery import app
+    from core.queues import web_queue
 
     with app.connection_for_write() as conn:
         channel = conn.channel()
@@ -119,7 +120,8 @@ def test_anonymous_health_calls_enqueue_nothing_and_share_one_report(client):
 
 @pytest.mark.django_db(transaction=True)
 def test_health_answers_200_while_a_run_occupies_the_only_worker(client, tmp_path):
-    from config.celery import app, web_queue
+    from config.celery import app
+    from core.queues import web_queue
 
     worker = start_worker([web_queue()], tmp_path / "worker.log", include=("tests.support.tasks",))
     started, release = tmp_path / "started", tmp_path / "release"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from config.cache import PrefixedRedisCache
+from core.cache import PrefixedRedisCache
 
 REPO = Path(__file__).resolve().parents[2]
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -59,7 +59,7 @@ def test_cache_redis_url_selects_redis_with_the_key_prefix(tmp_path):
         CACHE_REDIS_URL=REDIS_URL,
         CACHE_KEY_PREFIX="site-a",
     )
-    assert proc.stdout.split() == ["config.cache.PrefixedRedisCache", "site-a"], proc.stderr
+    assert proc.stdout.split() == ["core.cache.PrefixedRedisCache", "site-a"], proc.stderr
 
 
 @pytest.mark.parametrize("value", ["http://127.0.0.1:6379", "redis://", "redis://h:port/0"])

@@ -62,7 +62,7 @@ def test_s3_profile_puts_gets_and_serves_a_presigned_link(live_server):
 @pytest.mark.django_db
 def test_filesystem_profile_passes_the_same_code_path(live_server, tmp_path):
     fs = {
-        "BACKEND": "config.storage.SignedFileSystemStorage",
+        "BACKEND": "core.storage.SignedFileSystemStorage",
         "OPTIONS": {"location": tmp_path, "base_url": "/files/artifacts/"},
     }
     with override_settings(STORAGES={**settings.STORAGES, "artifacts": fs}):
@@ -77,7 +77,7 @@ def test_filesystem_profile_passes_the_same_code_path(live_server, tmp_path):
 @pytest.mark.django_db
 def test_tampered_bytes_fail_the_sha256_check(tmp_path):
     fs = {
-        "BACKEND": "config.storage.SignedFileSystemStorage",
+        "BACKEND": "core.storage.SignedFileSystemStorage",
         "OPTIONS": {"location": tmp_path, "base_url": "/files/artifacts/"},
     }
     with override_settings(STORAGES={**settings.STORAGES, "artifacts": fs}):

@@ -176,7 +176,7 @@ def test_a_verified_config_is_reused_by_a_later_ladder() -> None:
 def test_engine_ladder_import_is_published_and_labelled(client, tmp_path) -> None:
     from django.core.management import call_command
 
-    from runner.engine.ladder import parse_ladder, run_ladder
+    from runner.ladder.attribution import parse_ladder, run_ladder
 
     cat = make_catalog()
     org = make_org()
@@ -214,8 +214,8 @@ def test_demo_publishes_the_gb300_ladder_labelled_simulated(client) -> None:
     """make demo's step: the committed engine output of docs/examples/ladder-gb300.yaml."""
     import yaml
 
-    from config.demo_steps import GB300_LADDER, _publish_gb300_ladder
-    from leaderboard.services import catalog_seed
+    from catalog.services import catalog_seed
+    from demo.steps import GB300_LADDER, _publish_gb300_ladder
 
     catalog_seed()
     org = make_org()

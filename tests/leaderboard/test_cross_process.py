@@ -46,7 +46,7 @@ def shared_cache(request, settings) -> dict[str, str]:
         url = worker_env().get("CACHE_REDIS_URL") or "redis://127.0.0.1:6379/0"
         settings.CACHES = {
             "default": {
-                "BACKEND": "config.cache.PrefixedRedisCache",
+                "BACKEND": "core.cache.PrefixedRedisCache",
                 "LOCATION": url,
                 "KEY_PREFIX": prefix,
             }

@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from leaderboard.energy import result_energy
 from leaderboard.publishing import result_publish
-from runner.models import Trial
+from runs.models import Trial
 from submissions import constants as c
 from tests.support.builders import (
     make_org,

@@ -13,9 +13,9 @@ from django.urls import reverse
 from leaderboard import charts
 from leaderboard.pages import bracket_text
 from leaderboard.publishing import tier_brackets
-from runner import timeline
 from runner.engine.metrics import NS, summarize
 from runner.engine.stats import throughput_interval
+from runs import timeline
 from tests.support.records import (
     WARMUP_S,
     WINDOW_S,
@@ -164,7 +164,7 @@ def test_timeline_lists_a_trials_sessions_a_page_at_a_time(client, result):
 
 
 def test_timeline_turns_come_from_the_stored_records(client, result):
-    from runner.models import Trial
+    from runs.models import Trial
 
     trial = Trial.objects.get(run=result.run, index=1)
     records = [orjson.loads(line) for line in timeline.record_lines(trial.raw_records_key)]
@@ -190,7 +190,7 @@ def test_timeline_turns_come_from_the_stored_records(client, result):
 
 
 def test_the_turns_page_stops_reading_once_it_is_full(result, monkeypatch):
-    from runner.models import Trial
+    from runs.models import Trial
 
     trial = Trial.objects.get(run=result.run, index=3)  # 32 agents
     monkeypatch.setattr(timeline, "CHUNK", 256)

@@ -10,7 +10,7 @@ import re
 from django.core.files.base import ContentFile
 from django.core.files.storage import storages
 
-from runner.dispatch import run_prepare
+from runs.dispatch import run_prepare
 from submissions import constants as c
 from tests.pipeline.conftest import EXAMPLES
 from tests.support.builders import make_org
@@ -18,7 +18,7 @@ from tests.support.builders import make_org
 
 def prepared_run(org=None, *, status: str = c.VALIDATED):
     """A submission of the simulated example and its prepared run; returns (run, token)."""
-    from leaderboard.models import AIModel, HardwareSystem
+    from catalog.models import AIModel, HardwareSystem
     from submissions.models import Submission
     from submissions.schema import parse_config
 

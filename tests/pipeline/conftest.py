@@ -36,7 +36,7 @@ FAST_SEARCH = {
 @pytest.fixture
 def catalog(db, settings) -> None:
     """The real catalog (transactional when the test also uses the live server)."""
-    from leaderboard.services import catalog_seed
+    from catalog.services import catalog_seed
 
     settings.RUN_DATASET_SMALL_TRAJECTORIES = 3
     catalog_seed()
@@ -84,7 +84,7 @@ def no_database_env() -> dict[str, str]:
 @pytest.fixture
 def pool_worker_factory(tmp_path) -> Iterator:
     """Start real pool workers (own process groups) with no database; stopped at teardown."""
-    from config.celery import pool_queue
+    from core.queues import pool_queue
     from tests.support.workers import start_worker
 
     started = []

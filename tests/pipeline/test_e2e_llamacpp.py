@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 from leaderboard.energy import power_source
-from runner.models import BenchmarkRun
+from runs.models import BenchmarkRun
 from submissions.models import Artifact, Submission
 from tests.pipeline.conftest import EXAMPLES, http, no_database_env, submit, wait_for_status
 from tests.support.llamacpp import free_port, tiny_gguf
@@ -23,8 +23,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.llamacpp, pytest.mark.django_db(tran
 def test_process_launcher_measures_a_real_llama_cpp_server_and_stops_it(
     pipeline_settings, live_server, vendor, tmp_path, cast
 ):
-    from config.celery import pool_queue
-    from submissions.review.services import review_approve_launch, review_publish
+    from core.queues import pool_queue
+    from review.services import review_approve_launch, review_publish
     from tests.support.workers import start_worker
 
     _, token = vendor

@@ -11,9 +11,9 @@ import time
 import pytest
 from django.core.files.storage import storages
 
-from runner.models import BenchmarkRun, VerificationReport
+from review.services import review_publish
+from runs.models import BenchmarkRun, VerificationReport
 from submissions.models import AuditEvent, Submission
-from submissions.review.services import review_publish
 from tests.pipeline.conftest import EXAMPLES, http, submit, wait_for_status
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -107,10 +107,10 @@ def test_simulated_submission_runs_on_a_database_free_worker_and_is_published_af
     rita.is_superuser = True
     rita.save()
     client.force_login(rita)
-    page = client.get(f"/admin/runner/benchmarkrun/{run.pk}/review/")
+    page = client.get(f"/admin/runs/benchmarkrun/{run.pk}/review/")
     assert page.status_code == 200 and b"request_accounting" in page.content
     answer = client.post(
-        f"/admin/runner/benchmarkrun/{run.pk}/review/",
+        f"/admin/runs/benchmarkrun/{run.pk}/review/",
         {"decision": "approve", "reason": "checks pass", "label": "Tiny sim (CI)"},
     )
     assert answer.status_code == 302

@@ -12,9 +12,9 @@ import sys
 import pytest
 import yaml
 
-from runner.models import BenchmarkRun
+from review.services import review_approve_launch
+from runs.models import BenchmarkRun
 from submissions.models import Submission
-from submissions.review.services import review_approve_launch
 from tests.pipeline.conftest import EXAMPLES, http, no_database_env, submit, wait_for_status
 from tests.support.workers import REPO
 
@@ -37,7 +37,7 @@ PROBE = (
 def test_a_hostile_launch_waits_for_review_then_runs_contained_and_leaks_nothing(
     pipeline_settings, live_server, vendor, tmp_path, cast, monkeypatch
 ):
-    from config.celery import pool_queue
+    from core.queues import pool_queue
     from tests.support.workers import start_worker
 
     _, token = vendor

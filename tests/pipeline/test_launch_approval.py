@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from runner.models import BenchmarkRun
-from submissions import constants as c
-from submissions.models import AuditEvent, LaunchApproval, Notification, RunnerPool, Submission
-from submissions.review.services import (
+from review.services import (
     ReviewError,
     ReviewForbidden,
     review_approve_launch,
     review_reject,
     review_rerun,
 )
+from runs.models import BenchmarkRun
+from submissions import constants as c
+from submissions.models import AuditEvent, LaunchApproval, Notification, RunnerPool, Submission
 from submissions.schema import ConfigError
 from submissions.services.lifecycle import submission_transition
 from submissions.services.submissions import submission_create

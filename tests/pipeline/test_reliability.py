@@ -11,8 +11,8 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from runner.models import BenchmarkRun, Trial
-from runner.services import reap_stale_runs
+from runs.models import BenchmarkRun, Trial
+from runs.services import reap_stale_runs
 from submissions import constants as c
 from submissions.models import AuditEvent, Submission
 from tests.pipeline.builders import prepared_run
@@ -137,11 +137,12 @@ def test_a_run_no_worker_ever_started_is_failed_after_the_pending_limit(catalog,
 
 
 def test_the_beat_schedule_sends_the_reaper_to_the_web_queue() -> None:
-    from config.celery import app, web_queue
+    from config.celery import app
+    from core.queues import web_queue
 
     app.loader.import_default_modules()
     entry = app.conf.beat_schedule["reap-stale-runs"]
-    assert entry["task"] == "runner.reap_stale_runs"
+    assert entry["task"] == "runs.reap_stale_runs"
     assert entry["task"] in app.tasks
     assert entry["options"]["queue"] == web_queue()
 

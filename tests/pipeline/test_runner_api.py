@@ -7,7 +7,7 @@ import pytest
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from runner.models import BenchmarkRun, Trial
+from runs.models import BenchmarkRun, Trial
 from submissions import constants as c
 from submissions.services.tokens import api_token_create
 from tests.pipeline.builders import prepared_run, stored_records, trial_payload

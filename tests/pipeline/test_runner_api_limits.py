@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from runner.models import Trial
+from runs.models import Trial
 from tests.pipeline.builders import prepared_run
 
 pytestmark = pytest.mark.django_db

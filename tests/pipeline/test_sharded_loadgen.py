@@ -12,10 +12,10 @@ import time
 import pytest
 from django.core.files.storage import storages
 
-from config.celery import loadgen_queue
-from runner.models import BenchmarkRun, VerificationReport
+from core.queues import loadgen_queue
+from review.services import review_publish
+from runs.models import BenchmarkRun, VerificationReport
 from submissions.models import Submission
-from submissions.review.services import review_publish
 from tests.pipeline.conftest import FAST_SEARCH, no_database_env, submit, wait_for_status
 from tests.pipeline.test_e2e_simulated import small_profile_config
 from tests.support.workers import start_worker

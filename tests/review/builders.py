@@ -8,7 +8,7 @@ from typing import Any
 
 from runner.engine.metrics import ClientHealth, TrialSummary
 from runner.engine.trial import TierVerdict
-from runner.models import BenchmarkRun, Trial, VerificationReport
+from runs.models import BenchmarkRun, Trial, VerificationReport
 from submissions import constants as c
 from submissions.models import Artifact, Submission
 from submissions.services.artifacts import artifact_store

@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth.models import Permission
 
 from leaderboard.models import Result
-from runner.models import BenchmarkRun
+from runs.models import BenchmarkRun
 from submissions import constants as c
 from submissions.models import Notification
 from tests.review.builders import make_reviewable
@@ -25,7 +25,7 @@ def _staff(username: str, *, org=None, codenames=("view_benchmarkrun",)):
 
 def _review_url(sub) -> str:
     run = BenchmarkRun.objects.get(submission=sub)
-    return f"/admin/runner/benchmarkrun/{run.pk}/review/"
+    return f"/admin/runs/benchmarkrun/{run.pk}/review/"
 
 
 def test_a_staff_member_of_the_submitting_org_cannot_publish_through_the_admin(cast, client):
@@ -55,7 +55,7 @@ def test_view_permission_alone_cannot_decide_in_the_admin(cast, client):
 def test_the_admin_has_no_bulk_publish_action(cast, client):
     make_reviewable(org=cast.org_a)
     client.force_login(_staff("bulk", codenames=("view_benchmarkrun", "change_benchmarkrun")))
-    html = client.get("/admin/runner/benchmarkrun/").content.decode()
+    html = client.get("/admin/runs/benchmarkrun/").content.decode()
     assert "approve_selected" not in html and 'name="action"' not in html
 
 

@@ -13,10 +13,10 @@ import yaml
 from django.core import mail
 
 from leaderboard.models import Result
-from runner.models import BenchmarkRun
+from runs.models import BenchmarkRun
 from submissions import constants as c
 from submissions.models import Notification, Submission
-from submissions.review.selectors import notification_list
+from submissions.selectors import notification_list
 from submissions.services.lifecycle import submission_transition
 from submissions.services.submissions import submission_create, submission_resubmit
 from tests.review.builders import finish_run, make_reviewable
@@ -115,8 +115,8 @@ def _simulated_catalog():
     from django.core.files.base import ContentFile
     from django.core.files.storage import storages
 
-    from leaderboard.models import Dataset
-    from runner.datasets import SIZE_SMALL, SIZE_STANDARD, test_set_spec
+    from catalog.datasets import SIZE_SMALL, SIZE_STANDARD, test_set_spec
+    from catalog.models import Dataset
 
     config = yaml.safe_load(EXAMPLE.read_text())
     make_model(slug=config["model"]["id"])

@@ -1,6 +1,6 @@
 """The config diff is a pure function: nested keys, lists by position, subtrees reported once."""
 
-from submissions.review.diff import ADDED, CHANGED, REMOVED, DiffEntry, config_diff, diff_summary
+from review.diff import ADDED, CHANGED, REMOVED, DiffEntry, config_diff, diff_summary
 
 
 def test_identical_documents_have_no_differences():

@@ -4,9 +4,9 @@ import pytest
 from django.urls import reverse
 
 from leaderboard.models import Result
+from review.services import ACTIONS
 from submissions import constants as c
 from submissions.models import AuditEvent, Membership, Notification, Submission
-from submissions.review.services import ACTIONS
 from tests.review.builders import make_reviewable
 
 PAGES = ["queue", "submission", "run"]

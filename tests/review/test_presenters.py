@@ -1,6 +1,6 @@
 """Shaping stored run data for the run page: trial rows, tier outcomes, chart, evidence."""
 
-from submissions.review.presenters import (
+from review.presenters import (
     check_counts,
     evidence_rows,
     tier_outcomes,

@@ -4,9 +4,7 @@ import pytest
 from django.core import mail
 
 from leaderboard.models import Result
-from submissions import constants as c
-from submissions.models import AuditEvent, Membership, Notification, Submission
-from submissions.review.services import (
+from review.services import (
     INVALIDATE,
     PUBLISH,
     REJECT,
@@ -22,6 +20,8 @@ from submissions.review.services import (
     review_request_changes,
     review_supersede,
 )
+from submissions import constants as c
+from submissions.models import AuditEvent, Membership, Notification, Submission
 from tests.review.builders import CHECKS, make_reviewable
 from tests.support.builders import make_user
 
@@ -200,8 +200,8 @@ def _private_test_sets():
     from django.core.files.base import ContentFile
     from django.core.files.storage import storages
 
-    from leaderboard.models import Dataset
-    from runner.datasets import SIZE_SMALL, SIZE_STANDARD, test_set_spec
+    from catalog.datasets import SIZE_SMALL, SIZE_STANDARD, test_set_spec
+    from catalog.models import Dataset
 
     storage = storages["datasets"]
     for i, size in enumerate((SIZE_SMALL, SIZE_STANDARD)):
@@ -226,7 +226,7 @@ SIMULATED_CONFIG = {"launcher": {"simulated": {"profile": "tiny", "seed": 1}}}
 def test_a_rerun_goes_through_dispatch_with_the_reviewers_reason_on_the_timeline(
     cast, django_capture_on_commit_callbacks, state
 ):
-    from runner.models import BenchmarkRun
+    from runs.models import BenchmarkRun
 
     _private_test_sets()
     sub = make_reviewable(org=cast.org_a, status=state, config=SIMULATED_CONFIG)

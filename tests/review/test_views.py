@@ -10,10 +10,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from leaderboard.models import Result
+from review.selectors import review_queue, review_state_counts
+from review.services import review_publish, review_request_changes
 from submissions import constants as c
 from submissions.models import AuditEvent, Notification, Submission
-from submissions.review.selectors import notification_list, review_queue, review_state_counts
-from submissions.review.services import review_publish, review_request_changes
+from submissions.selectors import notification_list
 from tests.review.builders import CONFIG, make_reviewable
 from tests.support.builders import make_hardware, make_model, make_submission
 
@@ -267,8 +268,8 @@ def test_secrets_in_a_config_never_reach_the_run_page_or_its_diff(rita_client, c
 
 @pytest.mark.django_db
 def test_marking_notifications_read_touches_only_the_users_own_orgs(cast):
-    from submissions.review.selectors import notification_unread_count
-    from submissions.review.services import notification_mark_read
+    from review.services import notification_mark_read
+    from submissions.selectors import notification_unread_count
 
     review_request_changes(submission=make_reviewable(org=cast.org_a), actor=cast.rita, reason="a")
     review_request_changes(submission=make_reviewable(org=cast.org_b), actor=cast.rita, reason="b")

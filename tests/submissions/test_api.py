@@ -9,13 +9,13 @@ from django.urls import include, path
 from drf_spectacular.drainage import GENERATOR_STATS
 from drf_spectacular.generators import SchemaGenerator
 
-from runner.models import BenchmarkRun
+from runs.models import BenchmarkRun
 from submissions import constants as c
-from submissions.api.access import VendorSubmitThrottle
 from submissions.models import Artifact, Submission
 from tests.submissions.configs import as_json
 from tests.submissions.support import make_catalog, session_client, token_client
 from tests.support.builders import make_org
+from vendor.api.access import VendorSubmitThrottle
 
 pytestmark = pytest.mark.django_db
 
@@ -234,7 +234,7 @@ def test_the_filesystem_profile_takes_attachments_through_a_signed_put(
     settings.STORAGES = {
         **settings.STORAGES,
         "artifacts": {
-            "BACKEND": "config.storage.SignedFileSystemStorage",
+            "BACKEND": "core.storage.SignedFileSystemStorage",
             "OPTIONS": {"location": tmp_path, "base_url": "/files/artifacts/"},
         },
     }
@@ -276,7 +276,7 @@ def test_submissions_are_throttled_per_organization(alice, catalog, cast, monkey
 def test_the_vendor_api_openapi_schema_generates_without_warnings():
     GENERATOR_STATS.reset()
     # Only the vendor API's own routes: other APIs answer for their own warnings.
-    patterns = [path("api/v1/", include("submissions.api.urls"))]
+    patterns = [path("api/v1/", include("vendor.api.urls"))]
     schema = SchemaGenerator(patterns=patterns).get_schema(request=None, public=True)
     assert not GENERATOR_STATS._warn_cache, list(GENERATOR_STATS._warn_cache)
     assert not GENERATOR_STATS._error_cache, list(GENERATOR_STATS._error_cache)

@@ -5,8 +5,8 @@ import hashlib
 import pytest
 from rest_framework.test import APIClient
 
-from leaderboard.models import Dataset
-from runner.models import BenchmarkRun, Trial, VerificationReport
+from catalog.models import Dataset
+from runs.models import BenchmarkRun, Trial, VerificationReport
 from submissions import constants as c
 from submissions.models import Artifact, Submission
 from submissions.services.submissions import submission_create

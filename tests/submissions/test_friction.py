@@ -15,9 +15,10 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.utils import timezone
 
-from leaderboard.models import Dataset, Result
-from runner.dispatch import submission_dispatch
-from runner.models import BenchmarkRun
+from catalog.models import Dataset
+from leaderboard.models import Result
+from runs.dispatch import submission_dispatch
+from runs.models import BenchmarkRun
 from submissions import constants as c
 from submissions.models import Submission
 from tests.review.builders import advance_to_in_review, finish_run
@@ -200,7 +201,7 @@ def test_a_publish_without_a_label_takes_the_suggestion_not_a_generic_one(cast):
 
 
 def test_the_tuning_subset_is_published_listed_and_served(cast):
-    from runner.datasets import private_test_set
+    from catalog.datasets import private_test_set
     from runner.engine.trajectory import dataset_from_bytes
 
     private_test_set(size="small")

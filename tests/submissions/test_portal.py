@@ -3,7 +3,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
 from runner.engine.trial import TierVerdict
-from runner.models import BenchmarkRun
+from runs.models import BenchmarkRun
 from submissions import constants as c
 from submissions.models import Submission
 from submissions.services.submissions import submission_create

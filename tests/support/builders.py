@@ -8,7 +8,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 
-from leaderboard.models import AIModel, HardwareSystem, SloTier, SloTierSet
+from catalog.models import AIModel, HardwareSystem, SloTier, SloTierSet
 from submissions.models import Membership, Organization, Submission
 
 _seq = itertools.count(1)
@@ -257,7 +257,7 @@ def make_run(
     verdicts against `tier_set` and the engine's own search summary."""
     from runner.engine.search import SearchTrial, tier_results
     from runner.engine.trial import TierVerdict
-    from runner.models import BenchmarkRun, Trial, VerificationReport
+    from runs.models import BenchmarkRun, Trial, VerificationReport
 
     tiers = list(tier_set.tiers.all())
     run = BenchmarkRun.objects.create(
@@ -265,7 +265,7 @@ def make_run(
         tier_set=tier_set,
         dataset=dataset,
         status=status,
-        # dispatch's shape: the search options under "search" (runner/dispatch.py run_prepare)
+        # dispatch's shape: the search options under "search" (runs/dispatch.py run_prepare)
         run_spec={
             "search": {"warmup_s": 30.0, "duration_s": 120.0, "cap": max(p[0] for p in points)}
         },  # fmt: skip

@@ -97,7 +97,7 @@ def make_result_with_records(
 ):
     """A published Result whose every trial was measured from raw records in storage."""
     from leaderboard.publishing import result_publish
-    from runner.models import BenchmarkRun, Trial
+    from runs.models import BenchmarkRun, Trial
     from submissions.models import Artifact
     from submissions.services.artifacts import artifact_store
 

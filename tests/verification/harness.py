@@ -3,7 +3,7 @@
 ``simulated_run(cheat)`` does what the pool worker does — qualification probes, the SLO
 search with /metrics scraped at every window's start and end — against the tiny simulated
 system in process (``cheat`` names dishonest modes), then builds the report with
-``runner.verification.basic.report_checks``, the function the pipeline's report uses.
+``runs.verification.report_checks``, the function the pipeline's report uses.
 Only the database and object storage are left out (the run is a plain namespace).
 """
 
@@ -20,10 +20,10 @@ from runner.engine.search import TrialOutcome, run_search
 from runner.engine.trajectory import Dataset
 from runner.engine.trial import Tier, TrialConfig, run_trial
 from runner.simulator.virtual import run_with_simulator
-from runner.verification.basic import report_checks
 from runner.verification.checks import TrialData
 from runner.verification.probes import extended_probes, model_listed_check, run_probes
 from runner.verification.speculative import parse_metrics
+from runs.verification import report_checks
 
 MODEL = "tiny-1b"
 TIERS = [
@@ -36,7 +36,7 @@ TIERS = [
 
 @functools.lru_cache(maxsize=2)
 def small_dataset(seed: int = 7, trajectories: int = 6) -> Dataset:
-    """Prompts of a few hundred to ~2.5k tokens and short answers (runner/datasets.py's
+    """Prompts of a few hundred to ~2.5k tokens and short answers (catalog/datasets.py's
     small shape), generated once per process."""
     params = ShapeParams(
         turns_median=6, initial_min=400, initial_max=900, output_median=40, output_sigma=0.8,

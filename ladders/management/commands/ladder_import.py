@@ -10,9 +10,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from catalog.models import AIModel, HardwareSystem
 from ladders.models import Ladder
 from ladders.services import ladder_import
-from leaderboard.models import AIModel, HardwareSystem
 from submissions.models import Organization
 from submissions.schema import ConfigError
 

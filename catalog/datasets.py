@@ -1,0 +1,178 @@
+"""The private test sets runs use, generated with the engine's synthetic generator when
+none is stored yet, and kept in the `datasets` storage (never served publicly)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.core.files.base import ContentFile
+from django.core.files.storage import storages
+from django.db import IntegrityError, transaction
+
+from catalog.models import Dataset
+
+log = logging.getLogger(__name__)
+
+SIZE_STANDARD = "standard"
+SIZE_SMALL = "small"
+
+
+@dataclass(frozen=True, slots=True)
+class TestSetSpec:
+    name: str
+    seed: int
+    trajectories: int
+    small: bool
+
+    @property
+    def version(self) -> str:
+        shape = "small" if self.small else "full"
+        return f"synthetic-v1-{shape}-seed{self.seed}-n{self.trajectories}"
+
+
+def test_set_spec(size: str) -> TestSetSpec:
+    if size == SIZE_SMALL:
+        return TestSetSpec(
+            name=settings.RUN_DATASET_SMALL_NAME,
+            seed=settings.RUN_DATASET_SEED,
+            trajectories=settings.RUN_DATASET_SMALL_TRAJECTORIES,
+            small=True,
+        )
+    return TestSetSpec(
+        name=settings.RUN_DATASET_NAME,
+        seed=settings.RUN_DATASET_SEED,
+        trajectories=settings.RUN_DATASET_TRAJECTORIES,
+        small=False,
+    )
+
+
+def _small_shape():
+    from runner.engine.datasets.synthetic import ShapeParams
+
+    # Prompts of a few hundred to ~2.5k tokens and short answers: sessions a CPU llama.cpp
+    # server (4k-token slots) and the real-time simulator on two cores can carry.
+    return ShapeParams(
+        turns_median=6,
+        initial_min=400,
+        initial_max=900,
+        output_median=40,
+        output_sigma=0.8,
+        output_max=256,
+        result_median=80,
+        result_max=400,
+        delay_median_s=0.5,
+        context_tokens=2500,
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _generated(spec: TestSetSpec) -> tuple[bytes, str, dict]:
+    """(file bytes, canonical digest, stats) of a synthetic test set; deterministic, so a
+    process generates each one once."""
+    from runner.engine.datasets.stats import dataset_stats
+    from runner.engine.datasets.synthetic import ShapeParams, generate_dataset
+    from runner.engine.trajectory import dataset_to_bytes
+
+    params = _small_shape() if spec.small else ShapeParams()
+    log.info("generating synthetic dataset %s@%s", spec.name, spec.version)
+    dataset = generate_dataset(
+        seed=spec.seed,
+        trajectories=spec.trajectories,
+        params=params,
+        name=spec.name,
+        version=spec.version,
+    )
+    dataset.validate()
+    content = dataset_to_bytes(dataset)
+    stats = dataset_stats(dataset).to_dict()
+    stats["file_sha256"] = hashlib.sha256(content).hexdigest()
+    stats["max_prompt_tokens"] = dataset.max_prompt_tokens()
+    return content, dataset.digest(), stats
+
+
+def private_test_set(*, size: str = SIZE_STANDARD) -> Dataset:
+    """The private test set of `size`; generated and stored the first time it is needed."""
+    spec = test_set_spec(size)
+    existing = Dataset.objects.filter(
+        name=spec.name, version=spec.version, visibility=Dataset.VISIBILITY_PRIVATE
+    ).first()
+    if existing is not None:
+        return existing
+    content, digest, stats = _generated(spec)
+    key = f"private/{spec.name}/{spec.version}/{digest}.jsonl.gz"
+    storage = storages["datasets"]
+    if not storage.exists(key):
+        storage.save(key, ContentFile(content))
+    try:
+        with transaction.atomic():
+            return Dataset.objects.create(
+                name=spec.name,
+                version=spec.version,
+                visibility=Dataset.VISIBILITY_PRIVATE,
+                sha256=digest,
+                storage_key=key,
+                size=len(content),
+                stats=dict(stats),
+            )
+    except IntegrityError:  # generated concurrently by another request: same bytes
+        return Dataset.objects.get(sha256=digest)
+
+
+def file_sha256(dataset: Dataset) -> str:
+    """sha256 of the stored file's bytes (recorded at creation; computed for older rows)."""
+    recorded = (dataset.stats or {}).get("file_sha256")
+    if recorded:
+        return str(recorded)
+    with storages["datasets"].open(dataset.storage_key, "rb") as handle:
+        digest = hashlib.sha256(handle.read()).hexdigest()
+    Dataset.objects.filter(pk=dataset.pk).update(stats={**(dataset.stats or {}),
+                                                        "file_sha256": digest})  # fmt: skip
+    return digest
+
+
+# --- the public tuning subset ------------------------------------------------------------
+
+TUNING_NAME = "agentperf-tuning-subset"
+# Its own seed: the same generator and shape as the small private set, never its sessions.
+TUNING_SEED = 20261201
+TUNING_TRAJECTORIES = 32
+
+
+def tuning_subset_spec() -> TestSetSpec:
+    return TestSetSpec(name=TUNING_NAME, seed=TUNING_SEED, trajectories=TUNING_TRAJECTORIES,
+                       small=True)  # fmt: skip
+
+
+def public_tuning_subset() -> Dataset:
+    """The downloadable tuning subset (visibility public), stored and listed the first time
+    it is asked for; idempotent. Vendors tune on it; runs use the private test set only
+    (docs/datasets.md "Public tuning subset")."""
+    spec = tuning_subset_spec()
+    version = spec.version
+    existing = Dataset.objects.filter(name=spec.name, version=version).first()
+    if existing is not None:
+        return existing
+    content, digest, stats = _generated(spec)
+    if Dataset.objects.filter(sha256=digest).exists():  # same bytes under another name
+        return Dataset.objects.get(sha256=digest)
+    key = f"public/{spec.name}/{version}/{digest}.jsonl.gz"
+    storage = storages["datasets"]
+    if not storage.exists(key):
+        storage.save(key, ContentFile(content))
+    try:
+        with transaction.atomic():
+            return Dataset.objects.create(
+                name=spec.name,
+                version=version,
+                visibility=Dataset.VISIBILITY_PUBLIC,
+                sha256=digest,
+                storage_key=key,
+                size=len(content),
+                stats=dict(stats),
+            )
+    except IntegrityError:  # created concurrently: the same bytes
+        return Dataset.objects.get(sha256=digest)

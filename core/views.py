@@ -1,0 +1,53 @@
+"""Small project-wide views."""
+
+from __future__ import annotations
+
+from django.core import signing
+from django.core.files.storage import storages
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
+
+from core.storage import unsign_file_token
+
+
+def signed_file(request: HttpRequest, alias: str) -> FileResponse:
+    """Serves an embedded-profile file when the signed token is valid and unexpired."""
+    if alias not in ("artifacts", "datasets"):
+        raise Http404("unknown storage")
+    try:
+        name = unsign_file_token(request.GET.get("t", ""), alias)
+    except signing.BadSignature as exc:
+        raise Http404(f"invalid link: {exc}") from None
+    storage = storages[alias]
+    if not storage.exists(name):
+        raise Http404("no such file")
+    return FileResponse(storage.open(name, "rb"), as_attachment=True, filename=name.split("/")[-1])
+
+
+def _api(request: HttpRequest) -> bool:
+    return request.path.startswith("/api/")
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """A path no route matches: under /api/ in the API's error shape, else the HTML page."""
+    if _api(request):
+        from core.api_errors import error_body
+
+        return JsonResponse(error_body("not_found", "No such API path."), status=404)
+    return defaults.page_not_found(request, exception)
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if _api(request):
+        from core.api_errors import error_body
+
+        return JsonResponse(error_body("bad_request", "The request is malformed."), status=400)
+    return defaults.bad_request(request, exception)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    if _api(request):
+        from core.api_errors import error_body
+
+        return JsonResponse(error_body("server_error", "Internal error."), status=500)
+    return defaults.server_error(request)

@@ -1,0 +1,160 @@
+"""`manage.py demo` (started by `make demo`): the embedded default, end to end, on one machine.
+
+Starts a real Celery worker process on the embedded SQLite broker and the web server on
+127.0.0.1:8000, runs the demo steps registered in `DEMO_STEPS` (later stages submit and
+run benchmarks) and stops both cleanly on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+REPO = Path(settings.BASE_DIR)
+
+
+def _spawn(args: list[str], log: Path) -> subprocess.Popen:
+    handle = open(log, "ab")
+    return subprocess.Popen(
+        args, cwd=REPO, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
+    )
+
+
+def _wait_http(url: str, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=10):
+                return True
+        except urllib.error.HTTPError:
+            return True  # the server answers; /health may report a part as down
+        except Exception:
+            time.sleep(0.5)
+    return False
+
+
+def _stop(proc: subprocess.Popen, name: str) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    print(f"stopped {name}")
+
+
+def _declare_queues(names: list[str]) -> None:
+    """Create the broker's queues once, before the worker and the web server start: on the
+    embedded SQLite broker, processes declaring the same new queue at the same moment race
+    on its unique name, and the loser (once, the worker) dies with an IntegrityError."""
+    # The project's Celery app (`config/celery.py`), current once Django is set up.
+    from celery import current_app as app
+    from kombu import Queue
+
+    with app.connection_for_write() as conn:
+        channel = conn.default_channel
+        for name in names:
+            Queue(name, routing_key=name).bind(channel).declare()
+
+
+def serve(*, host: str, port: int, runs: bool) -> int:
+    """Start the worker and the web server, run the demo steps, serve until Ctrl-C."""
+    # SIGTERM (from a supervisor or `timeout`) stops the children just like Ctrl-C.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    logs = Path(settings.VAR_DIR) / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    python = sys.executable
+    if runs:
+        from demo.steps import prepare_environment
+
+        prepare_environment(base_url=f"http://{host}:{port}")
+    queues = os.environ.get("DEMO_QUEUES", "web,pool.local-cpu,pool.simulated")
+    _declare_queues(queues.split(","))
+    worker = _spawn(
+        [
+            python,
+            "-m",
+            "celery",
+            "-A",
+            "config",
+            "worker",
+            "-Q",
+            queues,
+            "--concurrency",
+            "1",
+            "--loglevel",
+            "INFO",
+            "-n",
+            "demo@%h",
+        ],
+        logs / "worker.log",
+    )
+    web = _spawn(
+        [
+            python,
+            "-m",
+            "gunicorn",
+            "config.wsgi",
+            "-b",
+            f"{host}:{port}",
+            "-w",
+            "2",
+            "--threads",
+            "4",
+            "--timeout",
+            "120",
+        ],
+        logs / "web.log",
+    )
+    url = f"http://{host}:{port}/"
+    try:
+        if not _wait_http(url + "health?format=json", 60):
+            print(f"web server did not come up; see {logs / 'web.log'}")
+            return 1
+        print(f"\nAgentPerf is serving at {url}  (status: {url}health, admin: {url}admin/)")
+        print(f"logs: {logs}   Ctrl-C stops the worker and the web server.\n", flush=True)
+        if runs:
+            from demo.steps import run_demo_steps
+
+            run_demo_steps(base_url=url)
+        while worker.poll() is None and web.poll() is None:
+            time.sleep(1)
+        print("a child process exited; stopping")
+        return 1
+    except KeyboardInterrupt:
+        print("\nstopping…")
+        return 0
+    finally:
+        # A second Ctrl-C or SIGTERM must not interrupt the clean-up.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        _stop(web, "web server")
+        _stop(worker, "worker")
+
+
+class Command(BaseCommand):
+    help = "Seeded demo: a Celery worker, the web server and the demo runs (make demo)."
+
+    def add_arguments(self, parser) -> None:  # type: ignore[no-untyped-def]
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument(
+            "--no-runs", action="store_true", help="serve only, submit no demo runs"
+        )
+
+    def handle(self, *args: object, **options: object) -> None:
+        code = serve(
+            host=str(options["host"]), port=int(str(options["port"])), runs=not options["no_runs"]
+        )
+        if code:
+            raise CommandError(f"the demo stopped (exit {code})")

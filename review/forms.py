@@ -1,0 +1,72 @@
+"""Forms for the review console: queue filters (GET) and a decision with its reason (POST)."""
+
+from __future__ import annotations
+
+from django import forms
+
+from catalog.models import AIModel, HardwareSystem
+from review.selectors import AGE_CHOICES
+from submissions import constants as c
+from submissions.models import Organization
+
+
+class QueueFilterForm(forms.Form):
+    state = forms.ChoiceField(required=False)
+    org = forms.ChoiceField(required=False, label="Vendor")
+    hardware = forms.ChoiceField(required=False)
+    model = forms.ChoiceField(required=False)
+    age = forms.ChoiceField(required=False, choices=AGE_CHOICES, label="In state for")
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["state"].choices = [("", "any state"), *c.STATUS_CHOICES]
+        self.fields["org"].choices = [("", "any vendor")] + list(
+            Organization.objects.values_list("slug", "name")
+        )
+        self.fields["hardware"].choices = [("", "any hardware")] + list(
+            HardwareSystem.objects.values_list("slug", "name")
+        )
+        self.fields["model"].choices = [("", "any model")] + list(
+            AIModel.objects.values_list("slug", "name")
+        )
+
+
+class DecisionForm(forms.Form):
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}),
+        max_length=5000,
+        strip=True,
+        error_messages={"required": "Give a reason: the vendor reads it and the audit keeps it."},
+    )
+
+
+class PublishForm(DecisionForm):
+    """Publishing also names the result: the public label, prefilled with a suggestion the
+    reviewer edits (hardware, engine and date, e.g. "GB300 NVL72 · vllm 0.14.0 (28 Oct)");
+    left blank, the suggestion is used."""
+
+    label = forms.CharField(max_length=200, strip=True, required=False, label="Public label")
+
+    def clean_label(self) -> str:
+        # Left blank (a form posted without the field): the suggestion it was shown.
+        return self.cleaned_data.get("label") or str(self.initial.get("label") or "")
+
+
+def suggested_label(submission) -> str:
+    """The label a publish form starts from: hardware, engine and version, today's date."""
+    from django.utils import timezone
+
+    engine = (submission.config or {}).get("engine") or {}
+    name = " ".join(str(engine.get(k)) for k in ("name", "version") if engine.get(k))
+    when = timezone.now()
+    parts = [submission.hardware.name, *([name] if name else [])]
+    return f"{' · '.join(parts)} ({when.day} {when:%b})"
+
+
+def decision_form(action: str, submission, data=None) -> DecisionForm:
+    """The form of one review action: publishing asks for the label too."""
+    from review.services import PUBLISH
+
+    if action == PUBLISH:
+        return PublishForm(data, prefix=action, initial={"label": suggested_label(submission)})
+    return DecisionForm(data, prefix=action)

@@ -1,0 +1,304 @@
+"""Pure shaping of stored run data for the review pages (trial chart, search path, evidence).
+
+Inputs are the JSON the runner stores (`Trial.metrics` = engine TrialSummary.to_dict(),
+`Trial.verdicts`, `BenchmarkRun.search_summary` = engine SearchResult.to_dict(),
+`VerificationReport.checks`), so these functions take plain dicts and are unit-tested alone.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+PHASE_STYLE = {
+    # Okabe–Ito colours (colour-blind safe), and a distinct symbol per phase.
+    "ramp": ("#0072b2", "circle"),
+    "bisect": ("#e69f00", "diamond"),
+    "confirm": ("#009e73", "square"),
+    "repeat": ("#cc79a7", "triangle-up"),
+}
+_OTHER_PHASE = ("#555555", "x")
+
+
+@dataclass(slots=True)
+class TrialRow:
+    index: int
+    concurrency: int
+    phase: str
+    p25_speed: float | None
+    ttft: dict[str, float | None]  # "p75" -> seconds (None = infinite: failures)
+    error_rate: float | None
+    requests: int | None
+    throughput_per_accelerator: float | None
+    client_healthy: bool | None
+    client_reason: str
+    # [(tier name, True/False/None, reasons)]
+    verdicts: list[tuple[str, bool | None, list[str]]] = field(default_factory=list)
+    raw_url: str = ""
+
+    @property
+    def error_percent(self) -> float | None:
+        return None if self.error_rate is None else self.error_rate * 100
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(out) else out
+
+
+def _verdict(value: Any) -> tuple[bool | None, list[str]]:
+    """Trial.verdicts holds {"pass": bool, "reasons": [...]}; the search summary holds a bool."""
+    if isinstance(value, bool):
+        return value, []
+    if isinstance(value, dict):
+        passed = value.get("pass", value.get("passed"))
+        reasons = value.get("reasons") or []
+        return (bool(passed) if passed is not None else None), [str(r) for r in reasons]
+    return None, []
+
+
+def trial_rows(trials: list[dict[str, Any]], tier_names: list[str]) -> list[TrialRow]:
+    """One row per trial, in run order, with a verdict per tier (None when not judged).
+
+    Each input dict has index, concurrency, phase, metrics, verdicts (a Trial's fields).
+    """
+    rows = []
+    for t in sorted(trials, key=lambda t: t["index"]):
+        metrics = t.get("metrics") or {}
+        client = metrics.get("client") or {}
+        verdicts = t.get("verdicts") or {}
+        names = list(tier_names) + [n for n in verdicts if n not in tier_names]
+        rows.append(
+            TrialRow(
+                index=int(t["index"]),
+                concurrency=int(t["concurrency"]),
+                phase=str(t.get("phase") or ""),
+                p25_speed=_num(metrics.get("p25_output_speed")),
+                ttft={k: _num(v) for k, v in (metrics.get("ttft_s") or {}).items()},
+                error_rate=_num(metrics.get("error_rate")),
+                requests=metrics.get("requests"),
+                throughput_per_accelerator=_num(metrics.get("throughput_per_accelerator")),
+                client_healthy=client.get("healthy"),
+                client_reason=str(client.get("reason") or ""),
+                verdicts=[(name, *_verdict(verdicts.get(name))) for name in names],
+                raw_url=str(t.get("raw_url") or ""),
+            )
+        )
+    return rows
+
+
+def tier_outcomes(search_summary: dict[str, Any], tiers: list[dict[str, Any]]) -> list[dict]:
+    """Per tier: its thresholds and the search's result (max agents, confirmed, flags)."""
+    found = (search_summary or {}).get("tiers") or {}
+    out = []
+    for tier in tiers:
+        res = found.get(tier["name"]) or {}
+        out.append(
+            {
+                **tier,
+                "max_error_percent": (tier.get("max_error_rate") or 0) * 100,
+                "max_agents": res.get("max_agents"),
+                "lowest_fail": res.get("lowest_fail"),
+                "confirmed": res.get("confirmed"),
+                "converged": res.get("converged"),
+                "flags": list(res.get("flags") or []),
+            }
+        )
+    return out
+
+
+def trial_chart(rows: list[TrialRow], tiers: list[dict[str, Any]]) -> dict[str, Any]:
+    """A Plotly figure (as a JSON-ready dict): concurrency against p25 output speed (top) and
+    TTFT at each tier percentile (bottom), markers by search phase, dotted tier lines."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.08,
+        subplot_titles=("p25 output speed per agent (tok/s)", "TTFT (s)"),
+    )
+    by_n = sorted(rows, key=lambda r: (r.concurrency, r.index))
+    percentiles = sorted({int(t.get("ttft_percentile") or 75) for t in tiers} or {75})
+
+    fig.add_trace(
+        go.Scatter(
+            x=[r.concurrency for r in by_n],
+            y=[r.p25_speed for r in by_n],
+            mode="lines",
+            line={"color": "#bbbbbb", "width": 1},
+            hoverinfo="skip",
+            showlegend=False,
+        ),
+        row=1,
+        col=1,
+    )
+    phases = list(dict.fromkeys(r.phase for r in rows))
+    for phase in phases:
+        color, symbol = PHASE_STYLE.get(phase, _OTHER_PHASE)
+        mine = [r for r in rows if r.phase == phase]
+        fig.add_trace(
+            go.Scatter(
+                x=[r.concurrency for r in mine],
+                y=[r.p25_speed for r in mine],
+                mode="markers",
+                name=phase or "trial",
+                legendgroup=phase,
+                marker={"color": color, "symbol": symbol, "size": 9},
+                customdata=[[r.index] for r in mine],
+                hovertemplate="trial %{customdata[0]}<br>N=%{x}<br>p25 %{y:.1f} tok/s"
+                "<extra>" + (phase or "trial") + "</extra>",
+            ),
+            row=1,
+            col=1,
+        )
+        for p in percentiles:
+            key = f"p{p}"
+            fig.add_trace(
+                go.Scatter(
+                    x=[r.concurrency for r in mine],
+                    y=[r.ttft.get(key) for r in mine],
+                    mode="markers",
+                    name=f"{phase or 'trial'} TTFT {key}",
+                    legendgroup=phase,
+                    showlegend=False,
+                    marker={"color": color, "symbol": symbol, "size": 9},
+                    customdata=[[r.index] for r in mine],
+                    hovertemplate="trial %{customdata[0]}<br>N=%{x}<br>TTFT "
+                    + key
+                    + " %{y:.2f} s<extra>"
+                    + (phase or "trial")
+                    + "</extra>",
+                ),
+                row=2,
+                col=1,
+            )
+    for tier in tiers:
+        fig.add_hline(
+            y=tier["min_p25_output_speed"],
+            line={"dash": "dot", "color": "#888888", "width": 1},
+            annotation_text=f"{tier['name']}",
+            annotation_position="top left",
+            annotation_font_size=10,
+            row=1,
+            col=1,
+        )
+    seen_ttft: set[float] = set()
+    for tier in tiers:
+        if tier["max_ttft_s"] in seen_ttft:
+            continue
+        seen_ttft.add(tier["max_ttft_s"])
+        names = [t["name"] for t in tiers if t["max_ttft_s"] == tier["max_ttft_s"]]
+        fig.add_hline(
+            y=tier["max_ttft_s"],
+            line={"dash": "dot", "color": "#888888", "width": 1},
+            annotation_text=f"≤ {tier['max_ttft_s']:g} s ({', '.join(names)})",
+            annotation_position="top left",
+            annotation_font_size=10,
+            row=2,
+            col=1,
+        )
+    fig.update_xaxes(type="log", dtick=math.log10(2), title_text="concurrency (agents)", row=2)
+    fig.update_xaxes(type="log", dtick=math.log10(2), row=1)
+    fig.update_yaxes(rangemode="tozero", row=1)
+    fig.update_yaxes(rangemode="tozero", row=2)
+    fig.update_layout(
+        height=560,
+        margin={"l": 60, "r": 20, "t": 40, "b": 50},
+        legend={"orientation": "h", "y": 1.08, "x": 1, "xanchor": "right"},
+        template="plotly_white",
+        hovermode="closest",
+    )
+    return json.loads(fig.to_json())
+
+
+def evidence_rows(evidence: Any, prefix: str = "") -> list[dict[str, Any]]:
+    """Flatten a check's evidence into [{"key", "value", "block"}]: nested dicts become dotted
+    keys, scalars and short scalar lists inline, anything else pretty JSON in a block."""
+    rows: list[dict[str, Any]] = []
+    if isinstance(evidence, dict):
+        for key, value in evidence.items():
+            path = f"{prefix}.{key}" if prefix else str(key)
+            if isinstance(value, dict) and value:
+                rows.extend(evidence_rows(value, path))
+            elif isinstance(value, dict):
+                rows.append({"key": path, "value": "{}", "block": False})
+            else:
+                rows.append(_leaf(path, value))
+        return rows
+    return [_leaf(prefix or "value", evidence)]
+
+
+def _leaf(path: str, value: Any) -> dict[str, Any]:
+    scalar = (str, int, float, bool, type(None))
+    if isinstance(value, scalar):
+        return {"key": path, "value": _fmt(value), "block": False}
+    if isinstance(value, list) and all(isinstance(v, scalar) for v in value) and len(value) <= 20:
+        return {"key": path, "value": ", ".join(_fmt(v) for v in value) or "[]", "block": False}
+    return {
+        "key": path,
+        "value": json.dumps(value, indent=2, sort_keys=True, default=str, ensure_ascii=False),
+        "block": True,
+    }
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def check_counts(checks: list[dict[str, Any]]) -> dict[str, int]:
+    counts = {"pass": 0, "warn": 0, "fail": 0}
+    for check in checks:
+        status = check.get("status")
+        if status in counts:
+            counts[status] += 1
+    return counts
+
+
+def launch_rows(submission) -> dict[str, Any] | None:
+    """The exact launch a reviewer approves (docs/security.md "Vendor commands"): its
+    digest, whether an approval already covers it, and each part shown as stored, secrets
+    by name only."""
+    from runs.dispatch import launch_approval, launch_digest, launch_identity
+
+    identity = launch_identity(submission)
+    if identity is None:
+        return None
+    digest = launch_digest(identity)
+    approval = launch_approval(submission, identity)
+
+    from leaderboard.configview import redact
+
+    def shown(item: Any) -> str:
+        if isinstance(item, dict) and item.get("secret") is True:
+            return f"<secret {item.get('name', '')}>".replace("< ", "<").strip()
+        return str(item)
+
+    # secrets never reach a page, not even a reviewer's: a clear one stored before the
+    # detector existed is shown redacted (docs/security.md)
+    argv = redact(identity["command"])
+    env = redact(identity["env"])
+    return {
+        "digest": digest,
+        "pool": identity["pool"],
+        "argv": [shown(item) for item in argv],
+        "env": [(name, shown(value)) for name, value in env.items()],
+        "port": identity["port"],
+        "image": identity["image"] or "—",
+        "approval": approval,
+    }

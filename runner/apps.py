@@ -1,6 +1,0 @@
-from django.apps import AppConfig
-
-
-class RunnerConfig(AppConfig):
-    name = "runner"
-    verbose_name = "Benchmark runs"

@@ -1,0 +1,370 @@
+"""The runner API: what a pool worker calls during a run, with that run's token only.
+
+`/api/v1/runner/runs/<id>/` + start | heartbeat | qualification | uploads | blobs | trials |
+complete | fail. A run token (`Authorization: Bearer aprun_...`) authenticates as its run
+and nothing else: another run's token gets 403, vendor tokens, sessions and anonymous
+callers get 401. Writes after `start` carry `X-Run-Attempt`; a superseded attempt gets 409.
+"""
+
+from __future__ import annotations
+
+import hmac
+import shutil
+import tempfile
+
+from django.conf import settings
+from django.core import signing
+from django.core.files import File
+from django.core.files.storage import storages
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import authentication, exceptions, permissions, serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from core.api_errors import ApiError
+from core.parsers import RunnerJSONParser
+from runs import services
+from runs.dispatch import RUN_TOKEN_PREFIX, dataset_section, run_token_hash, storage_get_url
+from runs.models import BenchmarkRun
+from submissions.models import Artifact
+
+_BLOB_SALT = "agentperf.runner.blob"
+
+
+class RunPrincipal:
+    """The caller of a run-token request: one run, nothing else."""
+
+    is_authenticated = True
+    is_anonymous = False
+    is_staff = False
+    is_superuser = False
+    pk = None
+
+    def __init__(self, run: BenchmarkRun) -> None:
+        self.run = run
+
+    def get_username(self) -> str:
+        return f"runner:run-{self.run.pk}"
+
+    def __str__(self) -> str:
+        return self.get_username()
+
+
+class RunTokenAuthentication(authentication.BaseAuthentication):
+    keyword = "Bearer"
+
+    def authenticate(self, request):
+        header = authentication.get_authorization_header(request).decode("latin-1")
+        keyword, _, value = header.partition(" ")
+        value = value.strip()
+        if keyword != self.keyword or not value.startswith(RUN_TOKEN_PREFIX):
+            return None
+        digest = run_token_hash(value)
+        run = BenchmarkRun.objects.filter(token_hash=digest).first()
+        if run is None or not hmac.compare_digest(run.token_hash, digest):
+            raise exceptions.AuthenticationFailed("invalid or rotated run token")
+        return RunPrincipal(run), value
+
+    def authenticate_header(self, request) -> str:
+        return self.keyword
+
+
+class IsThisRunsToken(permissions.BasePermission):
+    message = "this token belongs to another run"
+
+    def has_permission(self, request, view) -> bool:
+        principal = request.user
+        if not isinstance(principal, RunPrincipal):
+            return False
+        return principal.run.pk == int(view.kwargs["run_id"])
+
+
+class RunView(APIView):
+    parser_classes = [RunnerJSONParser]
+    authentication_classes = [RunTokenAuthentication]
+    permission_classes = [IsThisRunsToken]
+    throttle_classes: list = []
+
+    def permission_denied(self, request, message=None, code=None):
+        if not isinstance(request.user, RunPrincipal):
+            raise exceptions.NotAuthenticated("a run token is required")
+        super().permission_denied(request, message=message, code=code)
+
+    def run(self, request: Request) -> BenchmarkRun:
+        return BenchmarkRun.objects.select_related("submission").get(pk=request.user.run.pk)
+
+    @staticmethod
+    def attempt(request: Request) -> int | None:
+        raw = request.headers.get("X-Run-Attempt")
+        if raw is None:
+            return None
+        try:
+            return int(raw)
+        except ValueError:
+            raise ApiError("invalid", "X-Run-Attempt must be an integer") from None
+
+    def handle_exception(self, exc):
+        if isinstance(exc, services.RunConflict):
+            exc = ApiError("conflict", str(exc), status_code=status.HTTP_409_CONFLICT)
+        elif isinstance(exc, services.RunInvalid):
+            exc = ApiError("invalid", str(exc), status_code=status.HTTP_400_BAD_REQUEST)
+        return super().handle_exception(exc)
+
+
+def _payload(request: Request, serializer_class) -> dict:
+    serializer = serializer_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+class StartIn(serializers.Serializer):
+    runner_info = serializers.JSONField(required=False, default=dict)
+
+
+class HeartbeatIn(serializers.Serializer):
+    progress = serializers.JSONField(required=False, default=dict)
+
+
+class QualificationIn(serializers.Serializer):
+    checks = serializers.ListField(child=serializers.JSONField())
+    runner_info = serializers.JSONField(required=False, default=dict)
+
+
+class UploadIn(serializers.Serializer):
+    kind = serializers.ChoiceField(
+        choices=[Artifact.KIND_RAW_RECORDS, Artifact.KIND_LOG, services.SHARD_RECORDS]
+    )
+    sha256 = serializers.RegexField(r"^[0-9a-f]{64}$")
+    size = serializers.IntegerField(min_value=1)
+    trial_index = serializers.IntegerField(min_value=0, required=False, allow_null=True)
+    count = serializers.IntegerField(min_value=0, required=False)
+    trial_id = serializers.RegexField(services.SHARD_TRIAL_ID.pattern, required=False)
+    shard = serializers.IntegerField(min_value=0, max_value=4095, required=False)
+
+
+class TrialIn(serializers.Serializer):
+    index = serializers.IntegerField(min_value=0)
+    concurrency = serializers.IntegerField(min_value=1)
+    phase = serializers.CharField(max_length=20, allow_blank=True)
+    metrics = serializers.JSONField()
+    verdicts = serializers.JSONField()
+    config = serializers.JSONField(required=False, default=dict)
+    simulated = serializers.BooleanField(required=False, default=False)
+    telemetry = serializers.JSONField(required=False, default=dict)
+    raw_records = serializers.JSONField()
+
+
+class CompleteIn(serializers.Serializer):
+    search_summary = serializers.JSONField()
+    telemetry = serializers.JSONField(required=False, default=dict)
+    logs = serializers.ListField(child=serializers.JSONField(), required=False, default=list)
+    runner_info = serializers.JSONField(required=False, default=dict)
+    tiers = serializers.JSONField(required=False, default=list)
+
+
+class FailIn(serializers.Serializer):
+    reason = serializers.CharField(max_length=5000)
+    logs = serializers.ListField(child=serializers.JSONField(), required=False, default=list)
+
+
+_OK = inline_serializer("RunnerOk", {"ok": serializers.BooleanField()})
+
+
+class RunRootView(RunView):
+    @extend_schema(responses=inline_serializer("RunnerRun", {"id": serializers.IntegerField(),
+                                                             "status": serializers.CharField(),
+                                                             "attempt": serializers.IntegerField()}))  # fmt: skip
+    def get(self, request: Request, run_id: int) -> Response:
+        run = self.run(request)
+        return Response({"id": run.pk, "status": run.status, "attempt": run.attempt})
+
+
+class StartView(RunView):
+    @extend_schema(request=StartIn, responses=inline_serializer("RunnerStart", {
+        "attempt": serializers.IntegerField(), "trials": serializers.JSONField(),
+        "dataset": serializers.JSONField()}))  # fmt: skip
+    def post(self, request: Request, run_id: int) -> Response:
+        data = _payload(request, StartIn)
+        run = services.run_start(run=self.run(request), runner_info=data["runner_info"])
+        trials = [services.search_trial_dict(t) for t in run.trials.order_by("index")]
+        return Response({"attempt": run.attempt, "trials": trials, "dataset": dataset_section(run)})
+
+
+class HeartbeatView(RunView):
+    @extend_schema(request=HeartbeatIn, responses=inline_serializer(
+        "RunnerHeartbeat", {"cancel": serializers.BooleanField()}))  # fmt: skip
+    def post(self, request: Request, run_id: int) -> Response:
+        data = _payload(request, HeartbeatIn)
+        cancel = services.run_heartbeat(
+            run=self.run(request), attempt=self.attempt(request), progress=data["progress"]
+        )
+        return Response({"cancel": cancel})
+
+
+class QualificationView(RunView):
+    @extend_schema(request=QualificationIn, responses=_OK)
+    def post(self, request: Request, run_id: int) -> Response:
+        data = _payload(request, QualificationIn)
+        services.run_record_qualification(
+            run=self.run(request),
+            attempt=self.attempt(request),
+            checks=data["checks"],
+            runner_info=data["runner_info"],
+        )
+        return Response({"ok": True})
+
+
+def _upload_target(request: Request, run: BenchmarkRun, key: str) -> dict:
+    """A presigned S3 PUT, or (filesystem storage) a signed PUT to this API."""
+    storage = storages["artifacts"]
+    headers = {"Content-Type": "application/gzip"}
+    if hasattr(storage, "bucket_name"):
+        client = storage.connection.meta.client
+        url = client.generate_presigned_url(
+            "put_object",
+            Params={
+                "Bucket": storage.bucket_name,
+                "Key": storage._normalize_name(key),
+                "ContentType": "application/gzip",
+            },
+            ExpiresIn=settings.RUN_PRESIGN_SECONDS,
+        )
+        return {"url": url, "method": "PUT", "headers": headers}
+    token = signing.Signer(salt=_BLOB_SALT).sign_object({"k": key, "r": run.pk})
+    base = settings.RUNNER_API_BASE_URL.rstrip("/")
+    url = f"{base}/api/v1/runner/runs/{run.pk}/blobs?t={token}"
+    auth = request.headers.get("Authorization", "")
+    return {"url": url, "method": "PUT", "headers": {**headers, "Authorization": auth}}
+
+
+class UploadsView(RunView):
+    @extend_schema(request=UploadIn, responses=inline_serializer(
+        "RunnerUpload", {"key": serializers.CharField(), "upload": serializers.JSONField()}))  # fmt: skip
+    def post(self, request: Request, run_id: int) -> Response:
+        data = _payload(request, UploadIn)
+        run = self.run(request)
+        attempt = self.attempt(request)
+        if run.status != BenchmarkRun.STATUS_RUNNING or attempt != run.attempt:
+            raise services.RunConflict(f"attempt {attempt} of run #{run.pk} may not upload")
+        if data["size"] > settings.RUN_UPLOAD_MAX_BYTES:
+            raise ApiError(
+                "too_large", f"uploads are limited to {settings.RUN_UPLOAD_MAX_BYTES} bytes"
+            )
+        key = services.upload_key(
+            run,
+            kind=data["kind"],
+            trial_index=data.get("trial_index"),
+            trial_id=data.get("trial_id"),
+            shard=data.get("shard"),
+        )
+        return Response({"key": key, "upload": _upload_target(request, run, key)})
+
+
+class BlobView(RunView):
+    """The upload target when artifacts live on the filesystem (embedded profile)."""
+
+    @extend_schema(request=None, responses=_OK)
+    def put(self, request: Request, run_id: int) -> Response:
+        run = self.run(request)
+        try:
+            grant = signing.Signer(salt=_BLOB_SALT).unsign_object(request.query_params.get("t", ""))
+        except signing.BadSignature:
+            raise ApiError("invalid", "invalid upload grant", status_code=403) from None
+        if grant.get("r") != run.pk:
+            raise ApiError("forbidden", "the grant is for another run", status_code=403)
+        key = str(grant["k"])
+        storage = storages["artifacts"]
+        with tempfile.TemporaryFile() as spool:
+            shutil.copyfileobj(request._request, spool, length=1024 * 1024)
+            if spool.tell() > settings.RUN_UPLOAD_MAX_BYTES:
+                raise ApiError("too_large", "upload too large")
+            spool.seek(0)
+            if storage.exists(key):
+                storage.delete(key)
+            storage.save(key, File(spool))
+        return Response({"ok": True})
+
+
+class TrialsView(RunView):
+    @extend_schema(responses=inline_serializer("RunnerTrials", {"trials": serializers.JSONField()}))
+    def get(self, request: Request, run_id: int) -> Response:
+        run = self.run(request)
+        trials = [services.search_trial_dict(t) for t in run.trials.order_by("index")]
+        return Response({"trials": trials})
+
+    @extend_schema(request=TrialIn, responses=inline_serializer(
+        "RunnerTrialStored", {"index": serializers.IntegerField(),
+                              "created": serializers.BooleanField()}))  # fmt: skip
+    def post(self, request: Request, run_id: int) -> Response:
+        data = _payload(request, TrialIn)
+        trial, created = services.run_record_trial(
+            run=self.run(request), attempt=self.attempt(request), payload=data
+        )
+        return Response(
+            {"index": trial.index, "created": created},
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )
+
+
+class ShardReportIn(serializers.Serializer):
+    trial_id = serializers.RegexField(services.SHARD_TRIAL_ID.pattern)
+    shard = serializers.IntegerField(min_value=0, max_value=4095)
+    report = serializers.JSONField()
+    sha256 = serializers.RegexField(r"^[0-9a-f]{64}$")
+    size = serializers.IntegerField(min_value=1)
+
+
+class ShardsView(RunView):
+    """Load-generator shards of a sharded trial (docs/engine.md "Sharded trials"): a shard
+    host reports here after uploading its records; the coordinator lists the reports of a
+    trial with a GET URL for each shard's records."""
+
+    @extend_schema(request=ShardReportIn, responses=_OK)
+    def post(self, request: Request, run_id: int) -> Response:
+        data = _payload(request, ShardReportIn)
+        services.run_store_shard_report(
+            run=self.run(request), attempt=self.attempt(request), **data
+        )
+        return Response({"ok": True}, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses=inline_serializer("RunnerShards", {"shards": serializers.JSONField()}))
+    def get(self, request: Request, run_id: int) -> Response:
+        trial_id = request.query_params.get("trial_id", "")
+        if not services.SHARD_TRIAL_ID.match(trial_id):
+            raise ApiError("invalid", "trial_id must look like t<index>a<attempt>")
+        try:
+            shards = int(request.query_params.get("shards", ""))
+        except ValueError:
+            raise ApiError("invalid", "shards must be an integer") from None
+        run = self.run(request)
+        reports = services.run_shard_reports(run=run, trial_id=trial_id, shards=shards)
+        for doc in reports:
+            doc["url"] = storage_get_url(doc["key"], "artifacts")
+        return Response({"shards": reports})
+
+
+class CompleteView(RunView):
+    @extend_schema(request=CompleteIn, responses=inline_serializer(
+        "RunnerComplete", {"status": serializers.CharField()}))  # fmt: skip
+    def post(self, request: Request, run_id: int) -> Response:
+        data = _payload(request, CompleteIn)
+        run = services.run_complete(
+            run=self.run(request), attempt=self.attempt(request), payload=data
+        )
+        return Response({"status": run.submission.status})
+
+
+class FailView(RunView):
+    @extend_schema(request=FailIn, responses=inline_serializer(
+        "RunnerFail", {"status": serializers.CharField()}))  # fmt: skip
+    def post(self, request: Request, run_id: int) -> Response:
+        data = _payload(request, FailIn)
+        run = self.run(request)
+        for meta in data["logs"]:
+            try:
+                services._artifact_for(run, kind=Artifact.KIND_LOG, meta=meta)
+            except services.RunInvalid:
+                pass  # a log that did not arrive must not hide the failure itself
+        run = services.run_fail(run=run, attempt=self.attempt(request), reason=data["reason"])
+        return Response({"status": run.status})

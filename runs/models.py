@@ -1,0 +1,117 @@
+"""Benchmark runs, their trials and verification reports."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+
+class BenchmarkRun(models.Model):
+    STATUS_PENDING = "pending"
+    STATUS_RUNNING = "running"
+    STATUS_DONE = "done"
+    STATUS_FAILED = "failed"
+    STATUS_CANCELLED = "cancelled"
+    STATUS_CHOICES = [
+        (STATUS_PENDING, "pending"),
+        (STATUS_RUNNING, "running"),
+        (STATUS_DONE, "done"),
+        (STATUS_FAILED, "failed"),
+        (STATUS_CANCELLED, "cancelled"),
+    ]
+    FINAL_STATES = (STATUS_DONE, STATUS_FAILED, STATUS_CANCELLED)
+
+    submission = models.ForeignKey(
+        "submissions.Submission", on_delete=models.PROTECT, related_name="runs"
+    )
+    dataset = models.ForeignKey("catalog.Dataset", null=True, blank=True, on_delete=models.PROTECT)
+    tier_set = models.ForeignKey(
+        "catalog.SloTierSet", null=True, blank=True, on_delete=models.PROTECT
+    )
+    status = models.CharField(max_length=20, choices=STATUS_CHOICES, default=STATUS_PENDING)
+    queue = models.CharField(max_length=100, blank=True)
+    attempt = models.PositiveIntegerField(default=0)
+    run_spec = models.JSONField(default=dict, blank=True)
+    token_hash = models.CharField(max_length=64, blank=True, db_index=True)
+    runner_host = models.CharField(max_length=200, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    progress = models.JSONField(default=dict, blank=True)
+    search_summary = models.JSONField(default=dict, blank=True)
+    # Qualification probes run before load: [{"name", "status", "summary", "evidence"}]
+    qualification = models.JSONField(default=list, blank=True)
+    # Accelerator inventory and whether power was measured ({"measured": false, "reason"})
+    telemetry = models.JSONField(default=dict, blank=True)
+    # What the worker reported about itself: hostname, launcher, engine and package versions
+    runner_info = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    soft_time_limit_s = models.PositiveIntegerField(null=True, blank=True)
+    time_limit_s = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["status", "heartbeat_at"])]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=["pending", "running", "done", "failed", "cancelled"]),
+                name="run_status_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"run #{self.pk} of submission #{self.submission_id} ({self.status})"
+
+
+class Trial(models.Model):
+    """One trial at one concurrency; stored as soon as it finishes so a run can resume."""
+
+    run = models.ForeignKey(BenchmarkRun, on_delete=models.CASCADE, related_name="trials")
+    index = models.PositiveIntegerField()
+    concurrency = models.PositiveIntegerField()
+    phase = models.CharField(max_length=20, blank=True)  # ramp / bisect / confirm / repeat
+    window_start_s = models.FloatField(null=True, blank=True)
+    window_end_s = models.FloatField(null=True, blank=True)
+    metrics = models.JSONField(default=dict)
+    verdicts = models.JSONField(default=dict)  # {tier name: {"pass": bool, "reasons": [...]}}
+    raw_records_key = models.CharField(max_length=500, blank=True)
+    raw_records_sha256 = models.CharField(max_length=64, blank=True)
+    raw_records_count = models.PositiveIntegerField(default=0)
+    # Mean power over the window etc.; {"measured": false, "reason": ...} when not measured
+    telemetry = models.JSONField(default=dict, blank=True)
+    attempt = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "index"], name="trial_run_index"),
+            models.CheckConstraint(condition=Q(concurrency__gte=1), name="trial_concurrency"),
+        ]
+
+    def __str__(self) -> str:
+        return f"trial {self.index} @ N={self.concurrency}"
+
+
+class VerificationReport(models.Model):
+    STATUS_PASS = "pass"
+    STATUS_WARN = "warn"
+    STATUS_FAIL = "fail"
+    STATUS_CHOICES = [(STATUS_PASS, "pass"), (STATUS_WARN, "warn"), (STATUS_FAIL, "fail")]
+
+    run = models.OneToOneField(BenchmarkRun, on_delete=models.CASCADE, related_name="verification")
+    status = models.CharField(max_length=10, choices=STATUS_CHOICES)
+    # [{"name", "status", "summary", "rule", "evidence": {...}}]
+    checks = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=["pass", "warn", "fail"]), name="verification_status"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"verification of run #{self.run_id}: {self.status}"

@@ -1,0 +1,482 @@
+"""Writes on runs, called by the runner API (ingest), the reaper and the review actions.
+
+Every run state change is a conditional UPDATE or happens under `select_for_update`, and
+every submission state change goes through the lifecycle service, so a redelivered task,
+a retried HTTP call or a second worker does nothing twice.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import re
+from typing import Any
+
+from django.conf import settings
+from django.core.files.base import ContentFile
+from django.core.files.storage import storages
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from runs.models import BenchmarkRun, Trial
+from runs.progress import progress_settled
+from submissions import constants as c
+from submissions.models import Artifact, Submission
+from submissions.services.lifecycle import TransitionError, audit_record, submission_transition
+
+log = logging.getLogger(__name__)
+
+ACTOR = "runner"
+VERIFY_HASH_MAX_BYTES = 256 * 1024 * 1024
+
+
+class RunConflict(Exception):
+    """The call does not fit the run's state (stale attempt, finished run, index gap)."""
+
+
+class RunInvalid(Exception):
+    """The payload is wrong (missing raw records, bad sizes); the message says what."""
+
+
+def _locked(run: BenchmarkRun) -> BenchmarkRun:
+    return BenchmarkRun.objects.select_for_update().select_related("submission").get(pk=run.pk)
+
+
+def _check_attempt(run: BenchmarkRun, attempt: int | None) -> None:
+    if run.status != BenchmarkRun.STATUS_RUNNING:
+        raise RunConflict(f"run #{run.pk} is {run.status}, not running")
+    if attempt != run.attempt:
+        raise RunConflict(
+            f"attempt {attempt} of run #{run.pk} was superseded by attempt {run.attempt}"
+        )
+
+
+def search_trial_dict(trial: Trial) -> dict[str, Any]:
+    """A stored trial in the engine's SearchTrial shape (what `prior_trials` takes)."""
+    verdicts = {}
+    for name, value in (trial.verdicts or {}).items():
+        passed = value.get("passed", value.get("pass")) if isinstance(value, dict) else value
+        verdicts[name] = bool(passed)
+    return {
+        "index": trial.index,
+        "concurrency": trial.concurrency,
+        "phase": trial.phase,
+        "verdicts": verdicts,
+        "data": {"summary": trial.metrics, "verdicts": trial.verdicts},
+    }
+
+
+def run_start(*, run: BenchmarkRun, runner_info: dict[str, Any]) -> BenchmarkRun:
+    """A worker took the run: pending → running (queued → running), or a redelivered task
+    resumes a running run under a new attempt number (the old attempt is fenced off)."""
+    now = timezone.now()
+    with transaction.atomic():
+        locked = _locked(run)
+        submission = locked.submission
+        if locked.status in BenchmarkRun.FINAL_STATES:
+            raise RunConflict(f"run #{locked.pk} is already {locked.status}")
+        if submission.status == c.WITHDRAWN:
+            locked.status = BenchmarkRun.STATUS_CANCELLED
+            locked.finished_at = now
+            locked.save(update_fields=["status", "finished_at"])
+            raise RunConflict(f"submission #{submission.pk} was withdrawn")
+        resumed = locked.status == BenchmarkRun.STATUS_RUNNING or locked.attempt > 0
+        if submission.status == c.QUEUED:
+            submission_transition(
+                submission=submission,
+                to=c.RUNNING,
+                actor_label=ACTOR,
+                data={"run_id": locked.pk, "attempt": locked.attempt + 1},
+            )
+        elif submission.status != c.RUNNING:
+            raise RunConflict(f"submission #{submission.pk} is {submission.status}")
+        locked.status = BenchmarkRun.STATUS_RUNNING
+        locked.attempt += 1
+        locked.started_at = locked.started_at or now
+        locked.heartbeat_at = now
+        locked.runner_host = str(runner_info.get("hostname", ""))[:200]
+        locked.runner_info = runner_info
+        locked.progress = {"phase": "starting", "attempt": locked.attempt}
+        locked.save(
+            update_fields=[
+                "status", "attempt", "started_at", "heartbeat_at", "runner_host",
+                "runner_info", "progress",
+            ]
+        )  # fmt: skip
+        if resumed:
+            audit_record(
+                actor_label=ACTOR,
+                obj=locked,
+                action="run_resumed",
+                reason=f"attempt {locked.attempt} resumes after {locked.trials.count()} trials",
+                data={"attempt": locked.attempt, "runner_host": locked.runner_host},
+            )
+    return locked
+
+
+def run_heartbeat(*, run: BenchmarkRun, attempt: int | None, progress: dict[str, Any]) -> bool:
+    """Record a beat; True when the worker should stop (the submission was withdrawn)."""
+    fresh = BenchmarkRun.objects.select_related("submission").get(pk=run.pk)
+    _check_attempt(fresh, attempt)
+    updated = BenchmarkRun.objects.filter(
+        pk=run.pk, status=BenchmarkRun.STATUS_RUNNING, attempt=attempt
+    ).update(heartbeat_at=timezone.now(), progress=progress)
+    if updated != 1:
+        raise RunConflict(f"run #{run.pk} changed while beating")
+    return fresh.submission.status == c.WITHDRAWN
+
+
+def run_record_qualification(
+    *, run: BenchmarkRun, attempt: int | None, checks: list[dict[str, Any]], runner_info: dict
+) -> None:
+    with transaction.atomic():
+        locked = _locked(run)
+        _check_attempt(locked, attempt)
+        locked.qualification = checks
+        locked.runner_info = {**(locked.runner_info or {}), **runner_info}
+        locked.save(update_fields=["qualification", "runner_info"])
+
+
+# A load-generator shard's raw records (docs/engine.md "Sharded trials"): transient, the
+# coordinator merges them into the trial's raw records.
+SHARD_RECORDS = "shard_records"
+SHARD_TRIAL_ID = re.compile(r"^t\d{1,4}a\d{1,3}$")
+
+
+def shard_key(run: BenchmarkRun, trial_id: str, shard: int, suffix: str = ".jsonl.gz") -> str:
+    if not SHARD_TRIAL_ID.match(trial_id):
+        raise RunInvalid("trial_id must look like t<index>a<attempt>")
+    if not 0 <= shard < 4096:
+        raise RunInvalid("shard must be in [0, 4096)")
+    return f"runs/{run.pk}/a{run.attempt}/shards/{trial_id}/shard-{shard:04d}{suffix}"
+
+
+def upload_key(
+    run: BenchmarkRun,
+    *,
+    kind: str,
+    trial_index: int | None,
+    trial_id: str | None = None,
+    shard: int | None = None,
+) -> str:
+    if kind == SHARD_RECORDS:
+        if trial_id is None or shard is None:
+            raise RunInvalid("shard records need a trial_id and a shard")
+        return shard_key(run, trial_id, shard)
+    if kind == Artifact.KIND_RAW_RECORDS:
+        if trial_index is None:
+            raise RunInvalid("raw records need a trial_index")
+        return f"runs/{run.pk}/a{run.attempt}/raw/trial-{trial_index:03d}.jsonl.gz"
+    if kind == Artifact.KIND_LOG:
+        return f"runs/{run.pk}/a{run.attempt}/logs/launcher.log.gz"
+    raise RunInvalid(f"unknown upload kind {kind!r}")
+
+
+def _stored_matches(key: str, *, sha256: str, size: int) -> None:
+    """The object is in storage with the declared size and sha256; RunInvalid otherwise."""
+    storage = storages["artifacts"]
+    if not storage.exists(key):
+        raise RunInvalid(f"{key} is not in storage; upload it before reporting it")
+    actual = storage.size(key)
+    if actual != size:
+        raise RunInvalid(f"{key} is {actual} bytes in storage, {size} declared")
+    if size <= VERIFY_HASH_MAX_BYTES:
+        with storage.open(key, "rb") as handle:
+            digest = hashlib.sha256(handle.read()).hexdigest()
+        if digest != sha256:
+            raise RunInvalid(f"{key}: stored sha256 {digest} differs from the declared one")
+
+
+def _artifact_for(run: BenchmarkRun, *, kind: str, meta: dict[str, Any]) -> Artifact:
+    key = str(meta.get("key") or "")
+    if not key.startswith(f"runs/{run.pk}/"):
+        raise RunInvalid(f"{key!r} is not a key of run #{run.pk}")
+    sha256, size = str(meta.get("sha256") or ""), int(meta.get("size") or 0)
+    existing = Artifact.objects.filter(storage_key=key).first()
+    if existing is not None:
+        if existing.sha256 != sha256:
+            raise RunInvalid(f"{key} was already recorded with other content")
+        return existing
+    _stored_matches(key, sha256=sha256, size=size)
+    return Artifact.objects.create(
+        kind=kind,
+        storage_key=key,
+        sha256=sha256,
+        size=size,
+        content_type="application/gzip",
+        org=run.submission.org,
+        run=run,
+    )
+
+
+def run_record_trial(
+    *, run: BenchmarkRun, attempt: int | None, payload: dict[str, Any]
+) -> tuple[Trial, bool]:
+    """Store one finished trial; (trial, created). The same index twice stores it once."""
+    index = int(payload["index"])
+    with transaction.atomic():
+        locked = _locked(run)
+        existing = Trial.objects.filter(run=locked, index=index).first()
+        if existing is not None:
+            same = existing.concurrency == int(payload["concurrency"]) and (
+                existing.phase == payload.get("phase", "")
+            )
+            if not same:
+                raise RunConflict(f"trial {index} of run #{run.pk} is stored with other data")
+            return existing, False
+        _check_attempt(locked, attempt)
+        count = Trial.objects.filter(run=locked).count()
+        if index != count:
+            raise RunConflict(f"run #{run.pk} has {count} trials; the next index is {count}")
+        raw = payload.get("raw_records") or {}
+        artifact = _artifact_for(locked, kind=Artifact.KIND_RAW_RECORDS, meta=raw)
+        metrics = dict(payload.get("metrics") or {})
+        try:
+            trial = Trial.objects.create(
+                run=locked,
+                index=index,
+                concurrency=int(payload["concurrency"]),
+                phase=str(payload.get("phase", ""))[:20],
+                window_start_s=metrics.get("window_start_ns", 0) / 1e9 if metrics else None,
+                window_end_s=metrics.get("window_end_ns", 0) / 1e9 if metrics else None,
+                metrics=metrics,
+                verdicts=payload.get("verdicts") or {},
+                raw_records_key=artifact.storage_key,
+                raw_records_sha256=artifact.sha256,
+                raw_records_count=int(raw.get("count") or 0),
+                telemetry=payload.get("telemetry") or {},
+                attempt=locked.attempt,
+            )
+        except IntegrityError as exc:  # a concurrent identical post won the insert
+            raise RunConflict(f"trial {index} of run #{run.pk} was stored concurrently") from exc
+    return trial, True
+
+
+def run_fail(
+    *, run: BenchmarkRun, reason: str, attempt: int | None = None, actor_label: str = ACTOR
+) -> BenchmarkRun:
+    """The run failed for good: run failed, submission → failed with the reason."""
+    now = timezone.now()
+    with transaction.atomic():
+        locked = _locked(run)
+        if attempt is not None:
+            _check_attempt(locked, attempt)
+        if locked.status in BenchmarkRun.FINAL_STATES:
+            raise RunConflict(f"run #{locked.pk} is already {locked.status}")
+        submission = locked.submission
+        withdrawn = submission.status == c.WITHDRAWN
+        locked.status = BenchmarkRun.STATUS_CANCELLED if withdrawn else BenchmarkRun.STATUS_FAILED
+        locked.error = reason[:5000]
+        locked.finished_at = now
+        locked.save(update_fields=["status", "error", "finished_at"])
+        if submission.status in (c.QUEUED, c.RUNNING, c.VERIFYING):
+            submission_transition(
+                submission=submission,
+                to=c.FAILED,
+                actor_label=actor_label,
+                reason=reason[:5000],
+                data={"run_id": locked.pk, "attempt": locked.attempt},
+            )
+    return locked
+
+
+def run_complete(
+    *, run: BenchmarkRun, attempt: int | None, payload: dict[str, Any]
+) -> BenchmarkRun:
+    """The search finished: running → verifying → (verification report) → in_review.
+
+    Refused unless every trial's raw records are in storage: nothing is marked done on
+    numbers whose evidence is missing.
+    """
+    from runs.verification import verification_build
+
+    with transaction.atomic():
+        locked = _locked(run)
+        _check_attempt(locked, attempt)
+        trials = list(locked.trials.order_by("index"))
+        if not trials:
+            raise RunInvalid("a run cannot complete without trials")
+        storage = storages["artifacts"]
+        missing = [t.index for t in trials if not t.raw_records_key]
+        missing += [
+            t.index for t in trials if t.raw_records_key and not storage.exists(t.raw_records_key)
+        ]
+        if missing:
+            raise RunInvalid(f"raw records of trials {sorted(set(missing))} are not in storage")
+        for meta in payload.get("logs") or []:
+            _artifact_for(locked, kind=Artifact.KIND_LOG, meta=meta)
+        locked.search_summary = payload.get("search_summary") or {}
+        locked.telemetry = payload.get("telemetry") or {}
+        locked.runner_info = {**(locked.runner_info or {}), **(payload.get("runner_info") or {})}
+        locked.progress = progress_settled(locked.progress, "verifying")
+        locked.heartbeat_at = timezone.now()
+        locked.save(
+            update_fields=["search_summary", "telemetry", "runner_info", "progress", "heartbeat_at"]
+        )
+        submission_transition(
+            submission=locked.submission,
+            to=c.VERIFYING,
+            actor_label=ACTOR,
+            expected_from=c.RUNNING,
+            data={"run_id": locked.pk, "trials": len(trials)},
+        )
+    try:
+        with transaction.atomic():
+            locked = _locked(run)
+            report = verification_build(run=locked)
+            now = timezone.now()
+            locked.status = BenchmarkRun.STATUS_DONE
+            locked.finished_at = now
+            locked.progress = progress_settled(locked.progress, BenchmarkRun.STATUS_DONE)
+            locked.save(update_fields=["status", "finished_at", "progress"])
+            submission_transition(
+                submission=locked.submission,
+                to=c.IN_REVIEW,
+                actor_label="verification",
+                expected_from=c.VERIFYING,
+                data={"run_id": locked.pk, "verification": report.status},
+            )
+    except Exception as exc:
+        log.exception("verification of run #%s failed", run.pk)
+        run_fail(run=run, reason=f"verification failed: {type(exc).__name__}: {exc}")
+        raise
+    return locked
+
+
+def run_cancel(*, run: BenchmarkRun, reason: str, actor_label: str = ACTOR) -> bool:
+    """pending/running → cancelled with a finish time (a conditional UPDATE, so a worker's
+    report and the reaper cannot both do it). True when this call cancelled it."""
+    now = timezone.now()
+    with transaction.atomic():
+        updated = BenchmarkRun.objects.filter(
+            pk=run.pk, status__in=(BenchmarkRun.STATUS_PENDING, BenchmarkRun.STATUS_RUNNING)
+        ).update(status=BenchmarkRun.STATUS_CANCELLED, finished_at=now, error=reason[:5000])
+        if updated:
+            audit_record(actor_label=actor_label, obj=run, action="run_cancelled", reason=reason)
+    return bool(updated)
+
+
+def stale_runs(*, now: dt.datetime | None = None, stale_s: int | None = None):
+    now = now or timezone.now()
+    cutoff = now - dt.timedelta(seconds=stale_s or settings.RUN_HEARTBEAT_STALE_S)
+    return BenchmarkRun.objects.filter(status=BenchmarkRun.STATUS_RUNNING, heartbeat_at__lt=cutoff)
+
+
+def reap_stale_runs(
+    *, now: dt.datetime | None = None, stale_s: int | None = None, max_attempts: int | None = None
+) -> list[tuple[int, str]]:
+    """Runs whose heartbeat is older than RUN_HEARTBEAT_STALE_S are retried (a new message
+    with a new token; the search resumes from the stored trials) or, after
+    RUN_MAX_ATTEMPTS attempts, failed with the reason. Returns [(run id, action)]."""
+    from runs.dispatch import run_requeue
+
+    limit = max_attempts or settings.RUN_MAX_ATTEMPTS
+    stale = stale_s or settings.RUN_HEARTBEAT_STALE_S
+    actions: list[tuple[int, str]] = []
+    actions += _reap_withdrawn()
+    for run in stale_runs(now=now, stale_s=stale).select_related("submission"):
+        last = run.heartbeat_at.isoformat() if run.heartbeat_at else "never"
+        if run.submission.status == c.WITHDRAWN:
+            if run_cancel(
+                run=run, reason=f"withdrawn; no heartbeat since {last}", actor_label="reaper"
+            ):
+                actions.append((run.pk, "cancelled"))
+            continue
+        try:
+            if run.attempt < limit:
+                reason = (
+                    f"no heartbeat for over {stale} s (last {last}); retrying, attempt "
+                    f"{run.attempt + 1} of {limit} resumes from {run.trials.count()} stored trials"
+                )
+                run_requeue(run=run, reason=reason)
+                actions.append((run.pk, "retried"))
+            else:
+                reason = (
+                    f"no heartbeat for over {stale} s (last {last}) after {run.attempt} "
+                    "attempts; the runner host or its worker is gone"
+                )
+                run_fail(run=run, reason=reason, actor_label="reaper")
+                actions.append((run.pk, "failed"))
+        except (TransitionError, RunConflict) as exc:  # changed under us: next pass decides
+            log.info("reaper skipped run #%s: %s", run.pk, exc)
+    actions += _reap_never_started(now or timezone.now())
+    return actions
+
+
+def _reap_withdrawn() -> list[tuple[int, str]]:
+    """Pending runs of withdrawn submissions: nothing will ever start them."""
+    actions: list[tuple[int, str]] = []
+    pending = BenchmarkRun.objects.filter(
+        status=BenchmarkRun.STATUS_PENDING, submission__status=c.WITHDRAWN
+    )
+    for run in pending:
+        if run_cancel(run=run, reason="the submission was withdrawn", actor_label="reaper"):
+            actions.append((run.pk, "cancelled"))
+    return actions
+
+
+def _reap_never_started(now: dt.datetime) -> list[tuple[int, str]]:
+    """Fail runs left pending (never started, or requeued and never restarted) for longer
+    than RUN_PENDING_STALE_S: no pool worker took their message."""
+    wait = settings.RUN_PENDING_STALE_S
+    cutoff = now - dt.timedelta(seconds=wait)
+    pending = BenchmarkRun.objects.filter(
+        status=BenchmarkRun.STATUS_PENDING, created_at__lt=cutoff
+    ).filter(Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=cutoff))
+    actions: list[tuple[int, str]] = []
+    for run in pending.select_related("submission"):
+        reason = (
+            f"no pool worker started this run within {wait} s on queue '{run.queue}' "
+            "(its pool is offline or the message was lost); submit it again"
+        )
+        try:
+            run_fail(run=run, reason=reason, actor_label="reaper")
+            actions.append((run.pk, "failed"))
+        except (TransitionError, RunConflict) as exc:
+            log.info("reaper skipped run #%s: %s", run.pk, exc)
+    return actions
+
+
+def submission_latest_run(submission: Submission) -> BenchmarkRun | None:
+    return submission.runs.order_by("-created_at", "-pk").first()
+
+
+def run_store_shard_report(
+    *, run: BenchmarkRun, attempt: int | None, trial_id: str, shard: int, report: dict[str, Any],
+    sha256: str, size: int,
+) -> str:  # fmt: skip
+    """Store a shard's report beside its uploaded records (checked against the declared
+    digest); the coordinator reads both back. Returns the records' key."""
+    if run.status != BenchmarkRun.STATUS_RUNNING or attempt != run.attempt:
+        raise RunConflict(f"attempt {attempt} of run #{run.pk} may not report shards")
+    key = shard_key(run, trial_id, shard)
+    _stored_matches(key, sha256=sha256, size=size)
+    body = json.dumps(
+        {"trial_id": trial_id, "shard": shard, "report": report, "sha256": sha256, "size": size}
+    ).encode()
+    storage = storages["artifacts"]
+    report_key = shard_key(run, trial_id, shard, ".report.json")
+    if storage.exists(report_key):
+        storage.delete(report_key)
+    storage.save(report_key, ContentFile(body))
+    return key
+
+
+def run_shard_reports(*, run: BenchmarkRun, trial_id: str, shards: int) -> list[dict[str, Any]]:
+    """The stored reports of ``trial_id``'s shards (those that reported so far)."""
+    if not 1 <= shards <= 4096:
+        raise RunInvalid("shards must be in [1, 4096]")
+    storage = storages["artifacts"]
+    out = []
+    for s in range(shards):
+        report_key = shard_key(run, trial_id, s, ".report.json")
+        if not storage.exists(report_key):
+            continue
+        with storage.open(report_key, "rb") as fh:
+            doc = json.loads(fh.read())
+        doc["key"] = shard_key(run, trial_id, s)
+        out.append(doc)
+    return out
