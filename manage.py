@@ -7,7 +7,7 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    from config.env import ImproperlyConfiguredEnv
+    from core.env import ImproperlyConfiguredEnv
 
     try:
         from django.core.management import execute_from_command_line
