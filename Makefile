@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: demo test install browser sandbox lint format migrate seed worker beat web check-migrations typecheck clean
+.PHONY: demo test install browser sandbox lint imports format migrate seed worker beat web check-migrations typecheck clean
 
 $(PYTHON):
 	$(PY) -m venv $(VENV)
@@ -52,6 +52,10 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# Imports flow one way: the layers and contracts in pyproject.toml (docs/architecture.md).
+imports: install
+	$(BIN)/lint-imports
+
 format: install
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
@@ -80,7 +84,7 @@ sandbox:
 	fi
 
 # Starts PostgreSQL/RabbitMQ/Redis if they are down and a private SeaweedFS for the session.
-test: install browser sandbox lint check-migrations typecheck
+test: install browser sandbox lint imports check-migrations typecheck
 	$(PYTHON) -m tests.services $(PYTEST_ARGS)
 
 clean:
