@@ -1,4 +1,7 @@
-"""``python -m runner.engine trial|search|ladder|dataset ...`` — see docs/engine.md."""
+"""``python -m runner.engine trial|search|report|dataset|... `` — see docs/engine.md.
+
+Commands of packages above the engine (``ladder``: runner.ladder) are added through the
+``agentperf.engine_commands`` entry points in pyproject.toml (docs/engine.md "Targets")."""
 
 from __future__ import annotations
 
@@ -7,16 +10,27 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeAlias
 
 import orjson
 
+from runner.engine.datasets.cli import add_dataset_commands
 from runner.engine.replay import ReplayConfig
+from runner.engine.report import add_report_command, print_max_agents
+from runner.engine.runs import Target, search_job, trial_job
 from runner.engine.search import SearchTrial
 from runner.engine.shard_cli import add_shard_commands, add_shard_option, build_sharding
+from runner.engine.targets import UnknownTarget
+from runner.engine.trajectory import Dataset, DatasetError, load_dataset
 from runner.engine.trial import Tier, TrialConfig, TrialResult, load_tiers
+
+COMMANDS_GROUP = "agentperf.engine_commands"
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+# An entry point of COMMANDS_GROUP adds its subcommand, whose set_defaults(func=) runs it.
+AddCommand: TypeAlias = Callable[[Subcommands], None]
 
 
 class CliError(Exception):
@@ -51,7 +65,10 @@ def _tool_choice(text: str) -> str | dict[str, Any] | None:
 def _common(p: argparse.ArgumentParser) -> None:
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--base-url", help="OpenAI-compatible base URL, e.g. http://host:8000/v1")
-    where.add_argument("--target", help="sim:PROFILE runs the simulator in virtual time")
+    where.add_argument(
+        "--target",
+        help="SCHEME:SPEC, an in-process target: sim:PROFILE runs the simulator in virtual time",
+    )
     p.add_argument("--model", required=True, help="model name sent in every request")
     p.add_argument("--dataset", required=True, help="dataset file (gzip JSONL)")
     p.add_argument("--accelerators", type=_positive_int, required=True)
@@ -147,20 +164,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_shard_option(search)
     add_shard_commands(sub)
-    from runner.engine.report import add_report_command
-
     add_report_command(sub)
-    from runner.engine.ladder import add_ladder_command
-
-    add_ladder_command(sub)
     dataset = sub.add_parser("dataset", help="dataset import|generate|stats")
     dataset_sub = dataset.add_subparsers(dest="dataset_command", required=True)
-    try:
-        from runner.engine.datasets.cli import add_dataset_commands
-    except ImportError:
-        pass
-    else:
-        add_dataset_commands(dataset_sub)
+    add_dataset_commands(dataset_sub)
+    for ep in entry_points(group=COMMANDS_GROUP):
+        add: AddCommand = ep.load()
+        add(sub)
     return parser
 
 
@@ -201,9 +211,7 @@ def _trial_config(args: argparse.Namespace, concurrency: int) -> TrialConfig:
     )
 
 
-def _load(args: argparse.Namespace) -> tuple[Any, list[Tier]]:
-    from runner.engine.trajectory import DatasetError, load_dataset
-
+def _load(args: argparse.Namespace) -> tuple[Dataset, list[Tier]]:
     try:
         dataset = load_dataset(args.dataset)
     except FileNotFoundError as exc:
@@ -221,13 +229,15 @@ def _load(args: argparse.Namespace) -> tuple[Any, list[Tier]]:
     return dataset, tiers
 
 
-def _target(args: argparse.Namespace) -> Any:
-    from runner.engine.runs import Target
-
+def _target(args: argparse.Namespace) -> Target:
     if args.target:
-        if not args.target.startswith("sim:"):
-            raise CliError(f"--target must be sim:PROFILE, got {args.target!r}")
-        return Target.parse(args.target, seed=args.seed)
+        try:
+            target = Target.parse(args.target, seed=args.seed)
+        except UnknownTarget as exc:
+            raise CliError(f"--target {args.target}: {exc}") from None
+        if not target.simulated:
+            raise CliError(f"--target must be SCHEME:SPEC (sim:PROFILE), got {args.target!r}")
+        return target
     return Target.parse(args.base_url, api_key=args.api_key, seed=args.seed)
 
 
@@ -270,8 +280,7 @@ def _describe(result: TrialResult) -> str:
 
 
 def cmd_trial(args: argparse.Namespace, out: TextIO) -> int:
-    from runner.engine.runs import trial_job
-
+    target = _target(args)
     dataset, tiers = _load(args)
     config = _trial_config(args, args.concurrency)
     reporter = Reporter(out)
@@ -280,7 +289,7 @@ def cmd_trial(args: argparse.Namespace, out: TextIO) -> int:
         f"window {config.duration_s:g} s, {len(dataset.trajectories)} trajectories"
     )
     result = trial_job(
-        target=_target(args),
+        target=target,
         trajectories=dataset.trajectories,
         config=config,
         tiers=tiers,
@@ -293,9 +302,8 @@ def cmd_trial(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
-    from runner.engine.runs import search_job
-
     _resolve_search_defaults(args)
+    target = _target(args)
     dataset, tiers = _load(args)
     base = _trial_config(args, 1)
     out_dir = Path(args.out)
@@ -329,7 +337,7 @@ def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
         reporter.bar(f"trial {index} [{phase}] N={concurrency}", index, args.max_trials)
 
     result = search_job(
-        target=_target(args),
+        target=target,
         trajectories=dataset.trajectories,
         tiers=tiers,
         base=base,
@@ -351,8 +359,6 @@ def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
         flags = f" ({', '.join(tier.flags)})" if tier.flags else ""
         reporter.line(f"tier {name}: max agents {tier.max_agents}{flags}")
     reporter.line(f"wrote {out_dir / 'search.json'} ({len(result.trials)} trials)")
-    from runner.engine.report import print_max_agents
-
     print_max_agents(out, doc)
     return 0
 
@@ -366,9 +372,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             return cmd_trial(args, stream)
         if args.command == "search":
             return cmd_search(args, stream)
-        handler = getattr(args, "func", None)
-        if handler is None:
-            raise CliError("dataset commands are not available in this build")
+        handler: Callable[[argparse.Namespace], int | None] = args.func
         return int(handler(args) or 0)
     except CliError as exc:
         print(f"error: {exc}", file=sys.stderr)

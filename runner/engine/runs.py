@@ -1,11 +1,12 @@
 """Entry points that put the pieces together: one trial, or a whole SLO-tier search.
 
 These are what the CLI and the Celery task call. They are synchronous (they own their event
-loop: uvloop on a real clock, the simulator's virtual-time loop for ``sim:PROFILE``)::
+loop: uvloop on a real clock; an in-process target such as ``sim:PROFILE`` runs its own, the
+simulator's virtual-time loop: ``runner.engine.targets``)::
 
     from runner.engine.runs import Target, search_job
     result = search_job(
-        target=Target(base_url="http://10.0.0.5:8000/v1"),   # or Target(sim_profile="...")
+        target=Target(base_url="http://10.0.0.5:8000/v1"),   # or Target.parse("sim:...")
         trajectories=dataset.trajectories,
         tiers=tiers,                                          # list[trial.Tier]
         base=TrialConfig(concurrency=1, warmup_s=30, duration_s=120, accelerators=8,
@@ -23,14 +24,16 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
-import importlib
 import os
 import socket
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import uvloop
+
+from runner.engine import targets
 from runner.engine.search import (
     OnTrial,
     Progress,
@@ -52,39 +55,56 @@ OnAttemptFailed = Callable[[int, int, str], None]
 
 @dataclass(slots=True)
 class Target:
-    """Where the requests go: an OpenAI-compatible base URL, or a simulated system."""
+    """Where the requests go: an OpenAI-compatible base URL, or the address ``SCHEME:SPEC``
+    of an in-process target served by the runner registered for SCHEME
+    (``runner.engine.targets``; ``sim:PROFILE`` is the simulator on virtual time)."""
 
     base_url: str | None = None
+    # The PROFILE of the address sim:PROFILE (the simulator's scheme); either sets the other.
     sim_profile: str | None = None
     api_key: str | None = None
     seed: int = 0
     # Opens the TCP connection to (host, port) when the server is not on this host's network
     # (a sandboxed server: docs/security.md "Sandbox"); None is plain TCP.
     connect: Callable[[str, int, float | None], socket.socket] | None = None
+    address: str | None = None
+
+    def __post_init__(self) -> None:
+        sim = f"{targets.SIM_SCHEME}:"
+        if self.sim_profile is not None:
+            if self.address not in (None, sim + self.sim_profile):
+                raise ValueError(f"a target is sim:{self.sim_profile} or {self.address}, not both")
+            self.address = sim + self.sim_profile
+        elif self.address is not None and self.address.startswith(sim):
+            self.sim_profile = self.address[len(sim) :]
 
     @classmethod
     def parse(cls, text: str, *, api_key: str | None = None, seed: int = 0) -> Target:
-        if text.startswith("sim:"):
-            return cls(sim_profile=text[4:], seed=seed)
-        return cls(base_url=text, api_key=api_key, seed=seed)
+        """A base URL, or ``SCHEME:SPEC`` of a registered scheme (UnknownTarget names an
+        unknown one)."""
+        parts = targets.split_address(text)
+        if parts is None:
+            return cls(base_url=text, api_key=api_key, seed=seed)
+        targets.runner_for(parts[0])
+        return cls(address=text, seed=seed)
 
     @property
     def simulated(self) -> bool:
-        return self.sim_profile is not None
+        """An in-process target (its runner provides the clock), not a real endpoint."""
+        return self.address is not None
 
 
 def run_on_target(target: Target, main: Callable[[Transport, Clock], Awaitable[T]]) -> T:
     """Run ``main(transport, clock)`` against ``target`` and return its result."""
-    if target.sim_profile is None and not target.base_url:
-        raise ValueError("a target needs a base URL or a sim:PROFILE")
+    if target.address is None and not target.base_url:
+        raise ValueError("a target needs a base URL or a SCHEME:SPEC address (sim:PROFILE)")
+    runner = None if target.address is None else targets.resolve(target.address)
     # Real clock: no collector pauses in the timestamps. Virtual time: less CPU, since the
     # heap (records, cache keys) only grows during a run.
     quiet_gc()
-    if target.sim_profile is not None:
-        # Imported lazily (and untyped for mypy): the simulator is an optional component.
-        virtual = importlib.import_module("runner.simulator.virtual")
-        result: T = virtual.run_with_simulator(target.sim_profile, main, seed=target.seed)
-        return result
+    if runner is not None:
+        serve, spec = runner
+        return serve(spec, main, seed=target.seed)
     base_url = target.base_url
     assert base_url is not None
 
@@ -113,13 +133,9 @@ def quiet_gc() -> None:
     gc.set_threshold(50_000, 50, 100)
 
 
-def _run_real(coro: Awaitable[T]) -> T:
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - uvloop is a pinned dependency
-        return asyncio.run(coro)  # type: ignore[arg-type]
+def _run_real(coro: Coroutine[Any, Any, T]) -> T:
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(coro)  # type: ignore[arg-type]
+        return runner.run(coro)
 
 
 def trial_job(

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from runner.engine.targets import TargetRunner
 from runner.engine.transport import (
     ERROR_HTTP_STATUS,
     ERROR_TIMEOUT,
@@ -317,7 +318,7 @@ class SimTransport:
         for window scrapes on virtual time."""
         c = self.deployment.totals()
         label = f'{{model_name="{self.profile.served_model_names[0]}"}}'
-        rows = (
+        rows: tuple[tuple[str, float], ...] = (
             ("vllm:prefix_cache_queries_total", c.prefix_queries),
             ("vllm:prefix_cache_hits_total", c.prefix_hits),
             ("vllm:prompt_tokens_total", c.prompt_tokens),
@@ -383,3 +384,9 @@ def run_with_simulator(
             loop.run_until_complete(loop.shutdown_asyncgens())
         finally:
             loop.close()
+
+
+# The ``sim`` target scheme (``sim:PROFILE``): the agentperf.targets entry point in
+# pyproject.toml names this, so the engine finds it without importing the simulator
+# (docs/engine.md "Targets"); the annotation holds it to the engine's interface.
+sim_target: TargetRunner = run_with_simulator

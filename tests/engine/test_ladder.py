@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from runner.engine.cli import main
-from runner.engine.ladder import (
+from runner.ladder.attribution import (
     LadderError,
     load_ladder,
     parse_ladder,
@@ -20,7 +20,7 @@ from runner.engine.ladder import (
     run_ladder,
     value_at_speed,
 )
-from runner.engine.mergepatch import merge_patch, overlapping
+from runner.ladder.mergepatch import merge_patch, overlapping
 from runner.simulator.profile import resolve_profile_path
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,5 +1,5 @@
-"""``python -m runner.engine ladder --steps LADDER.yaml --out DIR``: which change bought the
-speed-up (docs/engine.md "ladder").
+"""Ladders: which change bought the speed-up (docs/engine.md "ladder"); the command is
+``python -m runner.engine ladder --steps LADDER.yaml --out DIR`` (``runner.ladder.cli``).
 
 A ladder is a baseline plus an ordered list of named changes. Rung 0 is the baseline; rung
 *i* is the baseline with changes 1…i applied. Every rung is measured under the same
@@ -29,7 +29,7 @@ runs on the simulator in virtual time. YAML::
 Attribution (``attribute``): on each rung's frontier (the Pareto frontier of its trials
 that meet the TTFT and error limits of the tier the speed falls in), throughput per
 accelerator at speed *s* is interpolated linearly between neighbours as the compare page
-does (``leaderboard.frontier``); a speed slower than every frontier point reads the
+does (``runner.engine.frontier``); a speed slower than every frontier point reads the
 slowest point's throughput, flagged ``floor`` (the rung never got that slow: saturated or
 capped, so it serves *at least* that much there); a speed faster than every point has no
 value. Each bootstrap resample draws every trial's agent sessions with replacement (each
@@ -57,9 +57,29 @@ from typing import Any
 import orjson
 import yaml
 
-from runner.engine.mergepatch import merge_patch, overlapping, patch_paths
+from runner.engine.frontier import Point, pareto_frontier, throughput_at_speed
 from runner.engine.metrics import NS, RequestRecord, attributed_tokens
-from runner.engine.trial import Tier, parse_tiers
+from runner.engine.replay import ReplayConfig
+from runner.engine.runs import Target, config_for_trial, run_on_target, search_job
+from runner.engine.stats import group_by_session
+from runner.engine.trajectory import DatasetError, load_dataset
+from runner.engine.trial import Tier, TrialConfig, parse_tiers, run_trial
+from runner.ladder.mergepatch import merge_patch, overlapping, patch_paths
+from runner.ladder.report import ladder_html
+from runner.simulator.catalog import DEFAULT_CATALOG_DIR
+from runner.simulator.profile import (
+    OUTPUT_KINDS,
+    ProfileError,
+    profile_from_dict,
+    resolve_profile_path,
+)
+from runner.verification.speculative import (
+    parse_metrics,
+    prefix_cache_hit_rate,
+    scrape_metrics,
+    spec_figures,
+    window_delta,
+)
 
 ORDERS = ("forward", "reverse", "leave_one_out")
 DEFAULT_RESAMPLES = 200
@@ -172,8 +192,6 @@ def _dataset_spec(value: Any, where: str) -> dict[str, Any]:
             if not isinstance(gen.get(key, 0), int):
                 raise LadderError(f"{where}.generate.{key}: expected an integer")
     if "output_kind" in doc:
-        from runner.simulator.profile import OUTPUT_KINDS
-
         if doc["output_kind"] not in OUTPUT_KINDS:
             raise LadderError(f"{where}.output_kind: one of {', '.join(OUTPUT_KINDS)}")
     return dict(doc)
@@ -181,7 +199,7 @@ def _dataset_spec(value: Any, where: str) -> dict[str, Any]:
 
 def _tiers(value: Any, base_dir: Path) -> tuple[list[Tier], str]:
     if isinstance(value, str) and not value.endswith(".json"):
-        catalog = Path(__file__).resolve().parents[2] / "leaderboard" / "catalog" / "tiers.yaml"
+        catalog = DEFAULT_CATALOG_DIR / "tiers.yaml"
         sets = (yaml.safe_load(catalog.read_text()) or {}).get("tier_sets") or []
         for s in sets:
             if s.get("slug") == value:
@@ -216,10 +234,24 @@ def parse_ladder(doc: Any, *, base_dir: Path | str = ".") -> LadderSpec:
     doc = _mapping(doc, "ladder")
     _check_keys(
         doc,
-        {"name", "description", "baseline", "steps", "dataset", "tiers", "speeds", "trials",
-         "seed", "orders", "bootstrap", "model", "accelerators", "simulated"},
+        {
+            "name",
+            "description",
+            "baseline",
+            "steps",
+            "dataset",
+            "tiers",
+            "speeds",
+            "trials",
+            "seed",
+            "orders",
+            "bootstrap",
+            "model",
+            "accelerators",
+            "simulated",
+        },
         "ladder",
-    )  # fmt: skip
+    )
     name = _str(doc.get("name"), "name")
     bl = _mapping(doc.get("baseline"), "baseline")
     _check_keys(bl, {"name", "description", "target", "patch"}, "baseline")
@@ -312,10 +344,17 @@ def _trial_plan(value: Any) -> TrialPlan:
     doc = _mapping(value, "trials")
     _check_keys(
         doc,
-        {"concurrencies", "search", "warmup_s", "duration_s", "ramp_s", "min_requests",
-         "stop_below"},
+        {
+            "concurrencies",
+            "search",
+            "warmup_s",
+            "duration_s",
+            "ramp_s",
+            "min_requests",
+            "stop_below",
+        },
         "trials",
-    )  # fmt: skip
+    )
     conc = doc.get("concurrencies")
     search = doc.get("search")
     if (conc is None) == (search is None):
@@ -415,8 +454,6 @@ class RungPlan:
 
 
 def _profile_doc(profile: str) -> dict[str, Any]:
-    from runner.simulator.profile import ProfileError, resolve_profile_path
-
     try:
         path = resolve_profile_path(profile)
     except ProfileError as exc:
@@ -463,8 +500,6 @@ def build_rung(spec: LadderSpec, applied: Sequence[int], where: str) -> RungConf
             label = f"ladder change {change.name!r}: {change.description}"
             doc = _with_sources(merge_patch(doc, change.patch), change.patch, label)
     if doc is not None:
-        from runner.simulator.profile import ProfileError, profile_from_dict
-
         try:
             profile_from_dict(doc)
         except ProfileError as exc:
@@ -593,8 +628,6 @@ def _bootstrap_trial(
     sessions' weighted mean times the trial's session count, as in a draw of k sessions."""
     import numpy as np
 
-    from runner.engine.stats import group_by_session
-
     sent = [r for r in records if w0 <= r.t_send_ns < w1]
     groups = group_by_session(records)
     keys = [(g[0].agent_id, g[0].session_id) for g in groups]
@@ -633,13 +666,6 @@ def _bootstrap_trial(
 def _server_figures(start: str | None, end: str | None) -> dict[str, Any]:
     if start is None or end is None:
         return {"scraped": False}
-    from runner.verification.speculative import (
-        parse_metrics,
-        prefix_cache_hit_rate,
-        spec_figures,
-        window_delta,
-    )
-
     delta = window_delta(parse_metrics(start), parse_metrics(end))
     spec = spec_figures(delta)
     return {
@@ -656,8 +682,6 @@ def _server_figures_parsed(
     """``_server_figures`` from counters already parsed (the platform's stored scrapes)."""
     if not start or not end:
         return {"scraped": False}
-    from runner.verification.speculative import prefix_cache_hit_rate, spec_figures, window_delta
-
     delta = window_delta(start, end)
     spec = spec_figures(delta)
     return {
@@ -673,8 +697,6 @@ def _load_dataset(spec: LadderSpec, ds: dict[str, Any], cache: dict[str, Any]) -
     if key in cache:
         return cache[key]
     if "path" in ds:
-        from runner.engine.trajectory import DatasetError, load_dataset
-
         path = Path(ds["path"])
         path = path if path.is_absolute() else spec.base_dir / path
         try:
@@ -725,16 +747,10 @@ def measure_rung(
 ) -> list[TrialMeasure]:
     """Run the rung's trials (fixed concurrencies or a capped search) and reduce each to its
     point, server figures and bootstrap replicates; raw records are not kept."""
-    from runner.engine.replay import ReplayConfig
-    from runner.engine.runs import Target, config_for_trial, run_on_target, search_job
-    from runner.engine.trial import TrialConfig, run_trial
-
     cfg = plan.config
     rung_dir = out_dir / "rungs" / plan.digest[:16]
     rung_dir.mkdir(parents=True, exist_ok=True)
     if cfg.profile_doc is not None:
-        from runner.simulator.profile import profile_from_dict
-
         profile_path = rung_dir / "profile.yaml"
         profile_path.write_text(yaml.safe_dump(cfg.profile_doc, sort_keys=False))
         profile = profile_from_dict(cfg.profile_doc)
@@ -769,7 +785,6 @@ def measure_rung(
             return
         if target.base_url is None:
             return
-        from runner.verification.speculative import scrape_metrics
 
         def fetch() -> None:
             try:
@@ -890,11 +905,9 @@ def value_at_speed(
     points: Sequence[tuple[float, float]], speed: float
 ) -> tuple[float | None, bool]:
     """(throughput per accelerator at ``speed`` on the points' Pareto frontier, floor):
-    linear between neighbours inside the frontier (``leaderboard.frontier``, as compare);
+    linear between neighbours inside the frontier (``runner.engine.frontier``, as compare);
     slower than every frontier point: the slowest point's throughput, floor True; faster
     than every point: None."""
-    from leaderboard.frontier import Point, pareto_frontier, throughput_at_speed
-
     pts = [Point(0, s, t) for s, t in points]
     frontier = pareto_frontier(pts)
     if not frontier:
@@ -1167,7 +1180,7 @@ def ladder_document(
                 "resamples": spec.resamples,
                 "confidence": spec.confidence,
                 "by": "agent session",
-            },  # fmt: skip
+            },
         },
         "changes": [
             {
@@ -1176,7 +1189,7 @@ def ladder_document(
                 "patch": c.patch,
                 "target": c.target,
                 "dataset": c.dataset,
-            }  # fmt: skip
+            }
             for c in spec.steps
         ],
         "overlapping_changes": independent_pairs(spec),
@@ -1220,48 +1233,5 @@ def run_ladder(
     simulated = all(p.config.profile_doc is not None for ps in plans.values() for p in ps)
     doc = ladder_document(spec, plans, measured, reused=reused, simulated=simulated)
     (out / "ladder.json").write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
-    from runner.engine.ladder_report import ladder_html
-
     (out / "ladder.html").write_text(ladder_html(doc))
     return doc
-
-
-def add_ladder_command(sub: Any) -> None:
-    p = sub.add_parser("ladder", help="measure a ladder of changes and attribute the gain")
-    p.add_argument("--steps", required=True, help="ladder YAML (docs/engine.md 'ladder')")
-    p.add_argument("--out", required=True, help="output folder (ladder.json, ladder.html)")
-    p.add_argument(
-        "--order",
-        action="append",
-        choices=ORDERS,
-        help="forward (default), reverse or leave_one_out; repeat for several side by side",
-    )
-    p.add_argument("--speeds", help="extra speeds, tok/s per agent, comma-separated")
-    p.add_argument("--resamples", type=int, help="bootstrap resamples (default: the file's)")
-    p.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY"))
-    p.set_defaults(func=_cmd_ladder)
-
-
-def _cmd_ladder(args: Any) -> int:
-    import sys
-
-    from runner.engine.cli import CliError
-
-    try:
-        spec = load_ladder(args.steps)
-        if args.speeds:
-            try:
-                spec.speeds += [float(x) for x in args.speeds.split(",") if x.strip()]
-            except ValueError:
-                raise LadderError("--speeds: comma-separated numbers") from None
-        if args.resamples is not None:
-            spec.resamples = max(0, args.resamples)
-        spec.api_key = args.api_key
-        doc = run_ladder(spec, args.out, orders=args.order, log=lambda m: print(m, flush=True))
-    except LadderError as exc:
-        raise CliError(str(exc)) from None
-    from runner.engine.ladder_report import print_summary
-
-    print_summary(doc, sys.stdout)
-    print(f"wrote {Path(args.out) / 'ladder.json'} and ladder.html")
-    return 0

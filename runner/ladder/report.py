@@ -14,8 +14,17 @@ from typing import Any, TextIO
 
 from runner.engine.report import CSS, _plot
 
-COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
-           "#000000", "#999999")  # fmt: skip
+COLOURS = (
+    "#0072B2",
+    "#E69F00",
+    "#009E73",
+    "#CC79A7",
+    "#56B4E9",
+    "#D55E00",
+    "#F0E442",
+    "#000000",
+    "#999999",
+)
 
 
 def _fmt(value: Any, digits: int = 0) -> str:
@@ -114,11 +123,18 @@ def waterfall_figure(order_doc: dict[str, Any], speed: str, *, title: str = "") 
         "x": ex,
         "y": ey,
         "marker": {"color": "#222", "size": 5},
-        "error_y": {"type": "data", "symmetric": False, "array": up, "arrayminus": down,
-                    "color": "#222", "thickness": 1.5, "width": 6},
+        "error_y": {
+            "type": "data",
+            "symmetric": False,
+            "array": up,
+            "arrayminus": down,
+            "color": "#222",
+            "thickness": 1.5,
+            "width": 6,
+        },
         "name": "95% interval of the gain",
         "hoverinfo": "skip",
-    }  # fmt: skip
+    }
     unit = "p25 output speed, one agent (tok/s)" if single else "throughput per accelerator (tok/s)"
     heading = title or (
         "single-agent speed" if single else f"throughput per accelerator at {speed} tok/s per agent"
@@ -159,10 +175,18 @@ def frontiers_figure(order_doc: dict[str, Any], speeds: list[float]) -> dict[str
             }
         )
     shapes = [
-        {"type": "line", "xref": "x", "yref": "paper", "x0": s, "x1": s, "y0": 0, "y1": 1,
-         "line": {"color": "#777", "dash": "dot", "width": 1}}
+        {
+            "type": "line",
+            "xref": "x",
+            "yref": "paper",
+            "x0": s,
+            "x1": s,
+            "y0": 0,
+            "y1": 1,
+            "line": {"color": "#777", "dash": "dot", "width": 1},
+        }
         for s in speeds
-    ]  # fmt: skip
+    ]
     return {
         "data": data,
         "layout": {
