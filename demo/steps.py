@@ -127,7 +127,7 @@ def _recover_unfinished(org) -> None:
 
     stuck = Submission.objects.filter(org=org, status__in=("queued", "running", "verifying"))
     for submission in stuck:
-        run = submission.runs.order_by("-created_at", "-pk").first()
+        run = BenchmarkRun.objects.latest_for(submission)
         if run is not None and run.status not in BenchmarkRun.FINAL_STATES:
             try:
                 run_fail(run=run, reason="the demo stopped before this run finished",

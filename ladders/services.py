@@ -285,11 +285,7 @@ def ladder_create(*, org: Organization, body: Any, created_by: Any = None) -> La
 def _latest_verified_run(sub: Submission) -> Any:
     from runs.models import BenchmarkRun
 
-    return (
-        BenchmarkRun.objects.filter(submission=sub, status=BenchmarkRun.STATUS_DONE)
-        .order_by("-created_at", "-pk")
-        .first()
-    )
+    return BenchmarkRun.objects.done().latest_for(sub)
 
 
 def _trial_measure(trial: Any, accelerators: int, seed: int) -> TrialMeasure:

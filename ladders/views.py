@@ -294,7 +294,7 @@ def ladder_review_page(request: HttpRequest, pk: int) -> HttpResponse:
         if r.submission_id in seen:
             continue
         seen.add(r.submission_id)
-        run = BenchmarkRun.objects.filter(submission=r.submission).order_by("-created_at").first()
+        run = BenchmarkRun.objects.latest_for(r.submission)
         report = VerificationReport.objects.filter(run=run).first() if run else None
         rungs.append({"rung": r, "run": run, "report": report})
     return render(request, "ladders/review.html", {"ladder": ladder, "rungs": rungs})

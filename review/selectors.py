@@ -52,9 +52,7 @@ def review_queue(
     qs = _queue_base(org=org, hardware=hardware, model=model, age=age, now=now)
     if state:
         qs = qs.filter(status=state)
-    latest_run = BenchmarkRun.objects.filter(submission=OuterRef("pk")).order_by(
-        "-created_at", "-pk"
-    )
+    latest_run = BenchmarkRun.objects.filter(submission=OuterRef("pk")).latest_first()
     return (
         qs.select_related("org", "model", "hardware")
         .annotate(

@@ -146,11 +146,7 @@ def _reviewable_run(submission: Submission):
     """The run a decision is about: the submission's latest finished run."""
     from runs.models import BenchmarkRun
 
-    run = (
-        BenchmarkRun.objects.filter(submission=submission, status=BenchmarkRun.STATUS_DONE)
-        .order_by("-created_at", "-pk")
-        .first()
-    )
+    run = BenchmarkRun.objects.done().latest_for(submission)
     if run is None:
         raise ReviewError(f"submission #{submission.pk} has no finished run to publish")
     return run

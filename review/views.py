@@ -88,7 +88,7 @@ def queue(request: HttpRequest) -> HttpResponse:
 @staff_required
 def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
     submission = get_object_or_404(_submissions(), pk=pk)
-    run = submission.runs.order_by("-created_at", "-pk").first()
+    run = submission.runs.latest_first().first()
     return render(request, "review/detail.html", _detail_context(request, submission, run))
 
 
@@ -133,7 +133,7 @@ def _submissions():
 def _detail_error(
     request: HttpRequest, submission: Submission, action: str, form: DecisionForm, status: int
 ) -> HttpResponse:
-    run = submission.runs.order_by("-created_at", "-pk").first()
+    run = submission.runs.latest_first().first()
     context = _detail_context(request, submission, run, bound={action: form})
     available = {item["spec"].name for item in context["action_forms"]}
     if action not in available:
@@ -238,7 +238,7 @@ def _detail_context(
     return {
         "submission": submission,
         "run": run,
-        "runs": list(submission.runs.order_by("-created_at", "-pk")),
+        "runs": list(submission.runs.latest_first()),
         "tiers": presenters.tier_outcomes(summary, tiers),
         "search_flags": summary.get("flags") or [],
         "trial_rows": rows,

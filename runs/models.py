@@ -6,6 +6,22 @@ from django.db import models
 from django.db.models import Q
 
 
+class BenchmarkRunQuerySet(models.QuerySet["BenchmarkRun"]):
+    """The one rule for "a submission's latest run": newest first by creation, the higher id
+    first when two runs share a timestamp. `submission.runs` has these methods too."""
+
+    def latest_first(self) -> BenchmarkRunQuerySet:
+        return self.order_by("-created_at", "-pk")
+
+    def latest_for(self, submission: object) -> BenchmarkRun | None:
+        """The submission's latest run in this queryset (None if it has none); filter
+        first for "latest finished run": `BenchmarkRun.objects.done().latest_for(s)`."""
+        return self.filter(submission=submission).latest_first().first()
+
+    def done(self) -> BenchmarkRunQuerySet:
+        return self.filter(status=BenchmarkRun.STATUS_DONE)
+
+
 class BenchmarkRun(models.Model):
     STATUS_PENDING = "pending"
     STATUS_RUNNING = "running"
@@ -49,6 +65,8 @@ class BenchmarkRun(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = BenchmarkRunQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]

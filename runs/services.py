@@ -24,7 +24,7 @@ from django.utils import timezone
 from runs.models import BenchmarkRun, Trial
 from runs.progress import progress_settled
 from submissions import constants as c
-from submissions.models import Artifact, Submission
+from submissions.models import Artifact
 from submissions.services.lifecycle import TransitionError, audit_record, submission_transition
 
 log = logging.getLogger(__name__)
@@ -438,10 +438,6 @@ def _reap_never_started(now: dt.datetime) -> list[tuple[int, str]]:
         except (TransitionError, RunConflict) as exc:
             log.info("reaper skipped run #%s: %s", run.pk, exc)
     return actions
-
-
-def submission_latest_run(submission: Submission) -> BenchmarkRun | None:
-    return submission.runs.order_by("-created_at", "-pk").first()
 
 
 def run_store_shard_report(

@@ -81,7 +81,7 @@ class SubmissionListSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(LatestRunSerializer(allow_null=True))
     def get_latest_run(self, obj: Submission) -> dict | None:
-        run = obj.runs.order_by("-created_at", "-pk").first()
+        run = obj.runs.latest_first().first()
         if run is None:
             return None
         return LatestRunSerializer(run).data

@@ -144,7 +144,7 @@ class SubmissionListCreateView(VendorView):
     )
     def get(self, request: Request) -> Response:
         qs = self.own_submissions().prefetch_related(
-            Prefetch("runs", queryset=BenchmarkRun.objects.order_by("-created_at", "-pk"))
+            Prefetch("runs", queryset=BenchmarkRun.objects.latest_first())
         )
         status_filter = request.query_params.get("status")
         if status_filter:
@@ -282,7 +282,7 @@ class SubmissionRunsView(VendorView):
     )
     def get(self, request: Request, pk: int) -> Response:
         submission = self.own_submission(pk)
-        runs = _run_queryset().filter(submission=submission).order_by("-created_at", "-pk")
+        runs = _run_queryset().filter(submission=submission).latest_first()
         return Response(s.RunSerializer(runs, many=True).data)
 
 

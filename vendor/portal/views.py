@@ -49,12 +49,9 @@ def _own_submission(request: HttpRequest, pk: int) -> Submission:
 
 
 def _latest_run(submission: Submission) -> BenchmarkRun | None:
-    return (
-        BenchmarkRun.objects.filter(submission=submission)
-        .prefetch_related(Prefetch("trials", queryset=Trial.objects.order_by("index")))
-        .order_by("-created_at", "-pk")
-        .first()
-    )
+    return BenchmarkRun.objects.prefetch_related(
+        Prefetch("trials", queryset=Trial.objects.order_by("index"))
+    ).latest_for(submission)
 
 
 def status_payload(submission: Submission, run: BenchmarkRun | None) -> dict:
@@ -108,9 +105,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     submissions = (
         Submission.objects.filter(org=org)
         .select_related("model", "hardware")
-        .prefetch_related(
-            Prefetch("runs", queryset=BenchmarkRun.objects.order_by("-created_at", "-pk"))
-        )[:200]
+        .prefetch_related(Prefetch("runs", queryset=BenchmarkRun.objects.latest_first()))[:200]
     )
     rows = [(s, next(iter(s.runs.all()), None)) for s in submissions]
     from submissions.selectors import notification_list
