@@ -4,10 +4,11 @@ system's CLI."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import sys
+
+import uvloop
 
 from runner.simulator.profile import Profile, ProfileError, available_profiles, load_profile
 
@@ -136,18 +137,11 @@ def main(argv: list[str] | None = None) -> int:
         return _calibrate(args, profile)
     from runner.simulator.server import serve
 
-    try:
-        import uvloop
-
-        runner = uvloop.run
-    except ImportError:  # pragma: no cover - uvloop is pinned
-        runner = asyncio.run
-
     def announce(url: str) -> None:
         print(f"listening on {url}", flush=True)
 
     with contextlib.suppress(KeyboardInterrupt):
-        runner(
+        uvloop.run(
             serve(
                 profile,
                 host=args.host,

@@ -35,17 +35,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
+import orjson
+
 from runner.simulator.dishonest import Dishonesty
 from runner.simulator.model import Deployment, RejectedRequest, SimRequest
 from runner.simulator.profile import Profile
 from runner.simulator.prompts import PromptAccountant, PromptError, filler
-
-try:
-    import orjson
-
-    _loads: Callable[[bytes], Any] = orjson.loads
-except ImportError:  # pragma: no cover - orjson is pinned in requirements.txt
-    _loads = json.loads
 
 _MAX_HEAD = 64 * 1024
 _MAX_BODY = 64 * 1024 * 1024
@@ -270,7 +265,7 @@ class SimServer:
         t_received = time.perf_counter_ns()
         self.requests_total += 1
         try:
-            body = _loads(raw)
+            body = orjson.loads(raw)
         except ValueError:
             self._reject(proto, 400, "request body is not valid JSON")
             return
@@ -445,7 +440,7 @@ class SimServer:
     def _tail(self, st: _Stream, req: SimRequest) -> bytes:
         p = req.prompt.tokens
         reason = "length" if req.stop_at >= req.max_tokens else "stop"
-        head = {"id": ("chatcmpl-" if st.api == "chat" else "cmpl-") + st.rid}
+        head: dict[str, Any] = {"id": ("chatcmpl-" if st.api == "chat" else "cmpl-") + st.rid}
         obj = "chat.completion.chunk" if st.api == "chat" else "text_completion"
         head.update({"object": obj, "created": st.created, "model": st.model})
         choice: dict[str, Any] = {"index": 0}
@@ -742,7 +737,7 @@ class ServerProcess:
             prompt_tokens=d["prompt_tokens"],
             cached_tokens=d["cached_tokens"],
             completion_tokens=d["completion_tokens"],
-            emissions=[tuple(e) for e in d["emissions"]],  # type: ignore[misc]
+            emissions=[(int(t), int(n), int(m)) for t, n, m in d["emissions"]],
         )
 
     def metrics(self) -> str:

@@ -22,7 +22,7 @@ def discover(*, nvml: Any = None) -> tuple[Source | None, list[str]]:
     """The first source that works on this host, and why each one before it did not.
 
     `nvml` is the `pynvml` module to use (None: import the real one)."""
-    reasons = []
+    reasons: list[str] = []
     try:
         return NvmlSource.open(nvml), reasons
     except SourceError as exc:
@@ -120,8 +120,11 @@ class TelemetrySampler:
     def inventory(self) -> dict[str, Any]:
         """What the host reports about its accelerators (for the telemetry consistency check)."""
         if not self.available or not self.samples:
-            return {"measured": False, "reason": self.not_measured_reason() or
-                    "not measured: no sample", "accelerators": []}  # fmt: skip
+            return {
+                "measured": False,
+                "reason": self.not_measured_reason() or "not measured: no sample",
+                "accelerators": [],
+            }
         with self._lock:
             first_t = self.samples[0].t_ns
             rows = [s for s in self.samples if s.t_ns == first_t]
@@ -150,5 +153,4 @@ class TelemetrySampler:
         with self._lock:
             samples = list(self.samples)
         assert self.tool is not None
-        return window_energy(samples, start_ns, end_ns, interval_s=self.interval_s,
-                             tool=self.tool)  # fmt: skip
+        return window_energy(samples, start_ns, end_ns, interval_s=self.interval_s, tool=self.tool)

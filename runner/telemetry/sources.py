@@ -1,10 +1,10 @@
 """Where accelerator samples come from: NVML, `nvidia-smi`, `amd-smi`.
 
 Each source has a `name` and `read() -> list[GpuSample]`; `read` raises `SourceError`
-when the tool fails. NVML is read through `nvidia-ml-py` (`pynvml`), imported lazily: the
-module is passed in (tests pass a stand-in, the pool host has no GPU) or imported at
-`NvmlSource.open()`; a host without the NVIDIA driver gets "not measured" with NVML's own
-error, never an estimate.
+when the tool fails. NVML is read through `nvidia-ml-py` (`pynvml`, pinned in
+requirements.txt), or through a stand-in with the same calls that a test passes; a host
+without the NVIDIA driver gets "not measured" with NVML's own error (`pynvml.NVMLError` at
+`nvmlInit`), never an estimate.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import subprocess
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
+
+import pynvml
 
 from runner.telemetry.power import GpuSample
 
@@ -60,8 +62,15 @@ def parse_nvidia_smi(text: str, t_ns: int) -> list[GpuSample]:
     return samples
 
 
-_MIB = {"b": 1 / 2**20, "kb": 1 / 1024, "kib": 1 / 1024, "mb": 1.0, "mib": 1.0,
-        "gb": 1024.0, "gib": 1024.0}  # fmt: skip
+_MIB = {
+    "b": 1 / 2**20,
+    "kb": 1 / 1024,
+    "kib": 1 / 1024,
+    "mb": 1.0,
+    "mib": 1.0,
+    "gb": 1024.0,
+    "gib": 1024.0,
+}
 
 
 def _amd_value(value: Any, *, mib: bool = False) -> float | None:
@@ -75,7 +84,7 @@ def _amd_value(value: Any, *, mib: bool = False) -> float | None:
     if isinstance(value, bool):
         return None
     try:
-        number = float(value)  # type: ignore[arg-type]
+        number = float(value)
     except (TypeError, ValueError):
         return None
     if mib:
@@ -113,7 +122,7 @@ def parse_amd_smi(text: str, t_ns: int) -> list[GpuSample]:
                     row.get("market_name")
                     or row.get("asic", {}).get("market_name", "")
                     or f"AMD GPU {row['gpu']}"
-                ),  # fmt: skip
+                ),
                 power_w=_amd_value(_first(power, keys)),
                 utilization_pct=_amd_value(_first(usage, ("gfx_activity", "gfx_usage"))),
                 memory_used_mib=_amd_value(mem.get("used_vram"), mib=True),
@@ -153,8 +162,8 @@ class SmiSource:
 class NvmlSource:
     """NVML through `pynvml`: energy counter (mJ), power (mW), memory and utilisation.
 
-    `lib` is the `pynvml` module or anything with the same calls; `open()` imports the
-    real one when none is given and raises SourceError when NVML cannot start. `clock`
+    `lib` is the `pynvml` module or anything with the same calls; `open()` uses the real
+    one when none is given and raises SourceError when NVML cannot start. `clock`
     stamps the samples (the engine's `perf_counter_ns` unless a test passes its own).
     """
 
@@ -171,17 +180,20 @@ class NvmlSource:
         cls, lib: Any = None, *, clock: Callable[[], int] = time.perf_counter_ns
     ) -> NvmlSource:
         if lib is None:
-            try:
-                import pynvml as lib  # lazy: hosts without the driver
-            except ImportError as exc:
-                raise SourceError("NVML: nvidia-ml-py is not installed") from exc
+            lib = pynvml
         source = cls(lib, clock=clock)
         try:
             lib.nvmlInit()
             for i in range(int(lib.nvmlDeviceGetCount())):
                 handle = lib.nvmlDeviceGetHandleByIndex(i)
-                source.handles.append((i, handle, _text(lib.nvmlDeviceGetName(handle)),
-                                       _text(lib.nvmlDeviceGetUUID(handle))))  # fmt: skip
+                source.handles.append(
+                    (
+                        i,
+                        handle,
+                        _text(lib.nvmlDeviceGetName(handle)),
+                        _text(lib.nvmlDeviceGetUUID(handle)),
+                    )
+                )
         except Exception as exc:  # pynvml.NVMLError and its many subclasses
             raise SourceError(f"NVML unavailable: {exc}"[:300]) from exc
         if not source.handles:

@@ -39,9 +39,10 @@ POWER_MIN_COVERAGE = 0.95
 POWER_MAX_GAP_S = 3.0
 
 
-def result(name: str, status: str, summary: str, rule: str, evidence: dict[str, Any]) -> dict:
-    return {"name": name, "status": status, "summary": summary, "rule": rule,
-            "evidence": evidence}  # fmt: skip
+def result(
+    name: str, status: str, summary: str, rule: str, evidence: dict[str, Any]
+) -> dict[str, Any]:
+    return {"name": name, "status": status, "summary": summary, "rule": rule, "evidence": evidence}
 
 
 @dataclass(slots=True)
@@ -80,7 +81,7 @@ def check_token_counts(
     tolerance: float = OUTPUT_RATIO_TOLERANCE,
 ) -> dict[str, Any]:
     """Server token counts against the local offline count (output and prompt)."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for t in trials:
         ok = [r for r in t.in_window() if r.ok]
         with_out = [r for r in ok if r.n_out is not None and r.local_output_tokens]
@@ -91,8 +92,15 @@ def check_token_counts(
         in_ratio = _ratio(
             sum(r.n_in or 0 for r in with_in), sum(r.local_prompt_tokens or 0 for r in with_in)
         )
-        rows.append({"trial": t.index, "concurrency": t.concurrency, "requests": len(with_out),
-                     "output_ratio": out_ratio, "prompt_ratio": in_ratio})  # fmt: skip
+        rows.append(
+            {
+                "trial": t.index,
+                "concurrency": t.concurrency,
+                "requests": len(with_out),
+                "output_ratio": out_ratio,
+                "prompt_ratio": in_ratio,
+            }
+        )
     measured = [r for r in rows if r["output_ratio"] is not None]
     rule = (
         f"per trial, Σ completion_tokens / Σ local output tokens within ±{tolerance:.0%} of the "
@@ -100,16 +108,24 @@ def check_token_counts(
         f"Σ prompt_tokens / Σ local prompt tokens within {PROMPT_RATIO_BOUNDS}"
     )
     if not measured:
-        return result("token_counts", WARN, "not measured: no local output counts in the raw "
-                      "records", rule, {"trials": rows})  # fmt: skip
+        return result(
+            "token_counts",
+            WARN,
+            "not measured: no local output counts in the raw records",
+            rule,
+            {"trials": rows},
+        )
+    base: float
     if expected_output_ratio is not None:
         base, base_source = expected_output_ratio, "model reference"
     else:
         lowest = min(measured, key=lambda r: (r["concurrency"], r["trial"]))
         base, base_source = lowest["output_ratio"], f"trial {lowest['trial']} (lowest load)"
-    bad = []
+    bad: list[str] = []
+    if base <= 0:  # no ratio to hold the trials to: the server counted no output at all
+        bad.append(f"server output counts are {base:.2f}× the local count ({base_source})")
     for r in rows:
-        if r["output_ratio"] is not None:
+        if r["output_ratio"] is not None and base > 0:
             r["deviation"] = r["output_ratio"] / base - 1
             if abs(r["deviation"]) > tolerance:
                 bad.append(
@@ -126,9 +142,18 @@ def check_token_counts(
         else f"server output counts within {worst:.1%} of {base:.2f}× the local count "
         f"({base_source}) in all {len(measured)} trials"
     )
-    return result("token_counts", FAIL if bad else PASS, summary, rule,
-                  {"expected_output_ratio": base, "baseline": base_source,
-                   "tolerance": tolerance, "trials": rows})  # fmt: skip
+    return result(
+        "token_counts",
+        FAIL if bad else PASS,
+        summary,
+        rule,
+        {
+            "expected_output_ratio": base,
+            "baseline": base_source,
+            "tolerance": tolerance,
+            "trials": rows,
+        },
+    )
 
 
 # ------------------------------------------------------------------------ cache honesty
@@ -221,8 +246,11 @@ def _server_deltas(trials: Sequence[TrialData]) -> dict[str, float]:
         start, end = scraped.get("start"), scraped.get("end")
         if isinstance(start, dict) and isinstance(end, dict):
             for name, value in speculative.window_delta(start, end).items():
-                if name in (speculative.SIM_ACCELERATORS, speculative.SGLANG_ACCEPT_LENGTH,
-                            speculative.SGLANG_CACHE_HIT_RATE):  # fmt: skip
+                if name in (
+                    speculative.SIM_ACCELERATORS,
+                    speculative.SGLANG_ACCEPT_LENGTH,
+                    speculative.SGLANG_CACHE_HIT_RATE,
+                ):
                     total[name] = value
                 else:
                     total[name] = total.get(name, 0.0) + value
@@ -247,15 +275,27 @@ def check_cache_honesty(
         if cached_known
         else None
     )
-    evidence: dict[str, Any] = {"server_prefix_cache_hit_rate": server_rate,
-                                "reported_cache_hit_ratio": client_rate}  # fmt: skip
+    evidence: dict[str, Any] = {
+        "server_prefix_cache_hit_rate": server_rate,
+        "reported_cache_hit_ratio": client_rate,
+    }
     if trajectories is None or not any(t.records for t in trials):
-        return result("cache_honesty", WARN, "not measured: the dataset or raw records could "
-                      "not be read", rule, evidence)  # fmt: skip
+        return result(
+            "cache_honesty",
+            WARN,
+            "not measured: the dataset or raw records could not be read",
+            rule,
+            evidence,
+        )
     bounds = honest_cache_bounds(trajectories, trials)
     if not bounds:
-        return result("cache_honesty", WARN, "not measured: the server reported no cached "
-                      "tokens", rule, evidence)  # fmt: skip
+        return result(
+            "cache_honesty",
+            WARN,
+            "not measured: the server reported no cached tokens",
+            rule,
+            evidence,
+        )
     flagged = []
     excess_total = 0.0
     for r, bound in bounds:
@@ -263,9 +303,17 @@ def check_cache_honesty(
         excess = (r.n_cached or 0) - bound
         if excess > allowance:
             excess_total += excess
-            flagged.append({"request_id": r.request_id, "agent": r.agent_id,
-                            "session": r.session_id, "turn": r.turn_index, "n_in": r.n_in,
-                            "cached": r.n_cached, "honest_max": round(bound)})  # fmt: skip
+            flagged.append(
+                {
+                    "request_id": r.request_id,
+                    "agent": r.agent_id,
+                    "session": r.session_id,
+                    "turn": r.turn_index,
+                    "n_in": r.n_in,
+                    "cached": r.n_cached,
+                    "honest_max": round(bound),
+                }
+            )
     frac = len(flagged) / len(bounds)
     evidence.update(
         requests_checked=len(bounds),
@@ -312,14 +360,22 @@ def check_speculative(config: dict[str, Any], trials: Sequence[TrialData]) -> di
     figures = speculative.spec_figures(deltas)
     declared = (config or {}).get("speculative")
     scraped = any(((t.telemetry or {}).get("server_metrics") or {}).get("end") for t in trials)
-    evidence: dict[str, Any] = {"config_findings": findings, "declared": declared,
-                                "metrics": figures, "windows_scraped": scraped,
-                                "prefix_cache_hit_rate": speculative.prefix_cache_hit_rate(
-                                    deltas)}  # fmt: skip
+    evidence: dict[str, Any] = {
+        "config_findings": findings,
+        "declared": declared,
+        "metrics": figures,
+        "windows_scraped": scraped,
+        "prefix_cache_hit_rate": speculative.prefix_cache_hit_rate(deltas),
+    }
     if findings:
         where = ", ".join(f"{f['path']} ({f['setting']})" for f in findings[:3])
-        return result("speculative_decoding", FAIL,
-                      f"the config fakes draft acceptance: {where}", rule, evidence)  # fmt: skip
+        return result(
+            "speculative_decoding",
+            FAIL,
+            f"the config fakes draft acceptance: {where}",
+            rule,
+            evidence,
+        )
     if figures is not None:
         rate = figures.get("acceptance_rate")
         length = figures.get("mean_acceptance_length")
@@ -331,20 +387,33 @@ def check_speculative(config: dict[str, Any], trials: Sequence[TrialData]) -> di
             and rate >= speculative.IMPLAUSIBLE_RATE
             and figures.get("draft_tokens", 0) >= speculative.IMPLAUSIBLE_MIN_DRAFT_TOKENS
         ):
-            return result("speculative_decoding", FAIL,
-                          f"{text} over {figures['draft_tokens']:.0f} draft tokens: every draft "
-                          "accepted is forced acceptance, not a drafter", rule,
-                          evidence)  # fmt: skip
-        return result("speculative_decoding", PASS, text + " (from /metrics over the windows)",
-                      rule, evidence)  # fmt: skip
+            return result(
+                "speculative_decoding",
+                FAIL,
+                f"{text} over {figures['draft_tokens']:.0f} draft tokens: every draft "
+                "accepted is forced acceptance, not a drafter",
+                rule,
+                evidence,
+            )
+        return result(
+            "speculative_decoding", PASS, text + " (from /metrics over the windows)", rule, evidence
+        )
     if declared:
-        return result("speculative_decoding", WARN,
-                      "not measured: speculative decoding is declared but /metrics gave no draft "
-                      "counters", rule, evidence)  # fmt: skip
-    return result("speculative_decoding", PASS,
-                  "no speculative decoding declared" + ("" if not scraped else
-                                                       " and no drafts counted in /metrics"),
-                  rule, evidence)  # fmt: skip
+        return result(
+            "speculative_decoding",
+            WARN,
+            "not measured: speculative decoding is declared but /metrics gave no draft counters",
+            rule,
+            evidence,
+        )
+    return result(
+        "speculative_decoding",
+        PASS,
+        "no speculative decoding declared"
+        + ("" if not scraped else " and no drafts counted in /metrics"),
+        rule,
+        evidence,
+    )
 
 
 # ----------------------------------------------------------------------- model identity
@@ -365,22 +434,35 @@ def check_quality_distribution(
         "deployment's precision class"
     )
     if not reference or not reference.get("distributions"):
-        return result("quality_distribution", WARN, f"quality: no reference for {model}",
-                      rule, {"model": model})  # fmt: skip
+        return result(
+            "quality_distribution",
+            WARN,
+            f"quality: no reference for {model}",
+            rule,
+            {"model": model},
+        )
     probe = next((p for p in qualification if p.get("name") == "next_token_distributions"), None)
-    evidence: dict[str, Any] = {"reference": reference.get("source"),
-                                "deployment": reference.get("deployment"),
-                                "reference_precision": reference.get("precision")}  # fmt: skip
+    evidence: dict[str, Any] = {
+        "reference": reference.get("source"),
+        "deployment": reference.get("deployment"),
+        "reference_precision": reference.get("precision"),
+    }
     if probe is None:
-        return result("quality_distribution", FAIL,
-                      "the runner reported no next-token distributions", rule, evidence)  # fmt: skip
+        return result(
+            "quality_distribution",
+            FAIL,
+            "the runner reported no next-token distributions",
+            rule,
+            evidence,
+        )
     compared = quality.compare_distributions(probe.get("evidence"), reference)
     status, summary, limits = quality.distribution_verdict(
         compared, weight_precision=weight_precision
     )
     evidence.update(limits=limits, **compared)
-    return result("quality_distribution", PASS if status == "pass" else FAIL, summary, rule,
-                  evidence)  # fmt: skip
+    return result(
+        "quality_distribution", PASS if status == "pass" else FAIL, summary, rule, evidence
+    )
 
 
 def check_quality_task(
@@ -395,8 +477,13 @@ def check_quality_task(
     )
     tasks = (reference or {}).get("tasks") or {}
     if not tasks.get("outcomes"):
-        return result("quality_task", WARN, f"task check: no reference score for {model}",
-                      rule, {"model": model})  # fmt: skip
+        return result(
+            "quality_task",
+            WARN,
+            f"task check: no reference score for {model}",
+            rule,
+            {"model": model},
+        )
     ref_passed = {o["task_id"]: bool(o["passed"]) for o in tasks["outcomes"]}
     phases: dict[str, Any] = {}
     statuses = []
@@ -408,18 +495,30 @@ def check_quality_task(
             phases[phase] = {"summary": (probe or {}).get("summary") or "not run"}
             statuses.append("missing")
             continue
-        ours = {"passed": sum(bool(o["passed"]) for o in outcomes), "problems": len(outcomes)}
+        ours: dict[str, float] = {
+            "passed": sum(bool(o["passed"]) for o in outcomes),
+            "problems": len(outcomes),
+        }
         ours["pass_at_1"] = round(ours["passed"] / ours["problems"], 4)
-        ref = {"passed": sum(ref_passed[o["task_id"]] for o in outcomes),
-               "problems": len(outcomes)}  # fmt: skip
+        ref: dict[str, float] = {
+            "passed": sum(ref_passed[o["task_id"]] for o in outcomes),
+            "problems": len(outcomes),
+        }
         ref["pass_at_1"] = round(ref["passed"] / ref["problems"], 4)
         verdict, summary, figures = taskcheck.task_verdict(ours, ref)
-        phases[phase] = {"verdict": verdict, "summary": summary, **figures,
-                         "concurrency": measured.get("concurrency"),
-                         "outcomes": outcomes}  # fmt: skip
+        phases[phase] = {
+            "verdict": verdict,
+            "summary": summary,
+            **figures,
+            "concurrency": measured.get("concurrency"),
+            "outcomes": outcomes,
+        }
         statuses.append(verdict)
-    evidence = {"suite": tasks.get("suite"), "reference": reference.get("source") if reference
-                else None, "phases": phases}  # fmt: skip
+    evidence = {
+        "suite": tasks.get("suite"),
+        "reference": reference.get("source") if reference else None,
+        "phases": phases,
+    }
     text = "; ".join(f"{k.replace('_', ' ')}: {v['summary']}" for k, v in phases.items())
     if "fail" in statuses:
         return result("quality_task", FAIL, text, rule, evidence)
@@ -443,36 +542,63 @@ def check_model_identity(
     )
     probe = next((p for p in qualification if p.get("name") == "canary_outputs"), None)
     if reference is None:
-        return result("model_identity", WARN, f"no reference outputs recorded for {model}",
-                      rule, {"model": model})  # fmt: skip
+        return result(
+            "model_identity",
+            WARN,
+            f"no reference outputs recorded for {model}",
+            rule,
+            {"model": model},
+        )
     if probe is None:
-        return result("model_identity", FAIL, "the runner reported no canary answers", rule,
-                      {"reference": reference.get("source")})  # fmt: skip
+        return result(
+            "model_identity",
+            FAIL,
+            "the runner reported no canary answers",
+            rule,
+            {"reference": reference.get("source")},
+        )
     compared = compare_canaries(probe.get("evidence"), reference)
     diverged = [c for c in compared if c["match"] in ("diverged", "missing")]
     near = [c for c in compared if c["match"] == "near_tie"]
-    evidence = {"reference": reference.get("source"), "deployment": reference.get("deployment"),
-                "canaries": compared}  # fmt: skip
+    evidence = {
+        "reference": reference.get("source"),
+        "deployment": reference.get("deployment"),
+        "canaries": compared,
+    }
     if diverged:
         missing = [c for c in diverged if c["match"] == "missing"]
         dist = check_quality_distribution(
             qualification, reference, model=model, weight_precision=weight_precision
         )
-        evidence["distribution"] = {k: dist["evidence"].get(k) for k in
-                                    ("mean_kl", "top1_agreement", "limits")}  # fmt: skip
+        evidence["distribution"] = {
+            k: dist["evidence"].get(k) for k in ("mean_kl", "top1_agreement", "limits")
+        }
         if not missing and dist["status"] == PASS:
-            return result("model_identity", PASS,
-                          f"{len(diverged)} of {len(compared)} greedy canary answers drift from "
-                          f"the reference, as {weight_precision} may; its next-token "
-                          f"distributions match ({dist['summary']})", rule, evidence)  # fmt: skip
-        return result("model_identity", FAIL,
-                      f"{len(diverged)} of {len(compared)} canary answers differ from the "
-                      f"reference deployment of {model}: another model or other weights",
-                      rule, evidence)  # fmt: skip
-    return result("model_identity", PASS,
-                  f"{len(compared) - len(near)} of {len(compared)} canary answers match exactly"
-                  + (f", {len(near)} diverge at a near tie" if near else ""),
-                  rule, evidence)  # fmt: skip
+            return result(
+                "model_identity",
+                PASS,
+                f"{len(diverged)} of {len(compared)} greedy canary answers drift from "
+                f"the reference, as {weight_precision} may; its next-token "
+                f"distributions match ({dist['summary']})",
+                rule,
+                evidence,
+            )
+        return result(
+            "model_identity",
+            FAIL,
+            f"{len(diverged)} of {len(compared)} canary answers differ from the "
+            f"reference deployment of {model}: another model or other weights",
+            rule,
+            evidence,
+        )
+    return result(
+        "model_identity",
+        PASS,
+        f"{len(compared) - len(near)} of {len(compared)} canary answers match exactly"
+        + (f", {len(near)} diverge at a near tie" if near else ""),
+        rule,
+        evidence,
+    )
 
 
 # ------------------------------------------------------------------------ repeatability
@@ -514,7 +640,7 @@ def check_repeatability(
     by_n: dict[int, list[TrialData]] = {}
     for t in trials:
         by_n.setdefault(t.concurrency, []).append(t)
-    groups = []
+    groups: list[dict[str, Any]] = []
     worst = PASS
     notes = []
     for n, ts in sorted(by_n.items()):
@@ -560,14 +686,28 @@ def check_repeatability(
                 + (f" ({'; '.join(why)})" if why else "")
             )
         worst = FAIL if FAIL in (worst, status) else (WARN if WARN in (worst, status) else PASS)
-        groups.append({"concurrency": n, "trials": [t.index for t in ts],
-                       "phases": [t.phase for t in ts], "p25_output_speed": speeds,
-                       "ttft_p75_s": ttfts, "speed_spread": speed_spread,
-                       "ttft_spread": ttft_spread, "sampling_noise": noise,
-                       "shared_host_warning": downgraded, "status": status})  # fmt: skip
+        groups.append(
+            {
+                "concurrency": n,
+                "trials": [t.index for t in ts],
+                "phases": [t.phase for t in ts],
+                "p25_output_speed": speeds,
+                "ttft_p75_s": ttfts,
+                "speed_spread": speed_spread,
+                "ttft_spread": ttft_spread,
+                "sampling_noise": noise,
+                "shared_host_warning": downgraded,
+                "status": status,
+            }
+        )
     if not groups:
-        return result("repeatability", WARN, "no trial was repeated: nothing confirms the "
-                      "results", rule, {"groups": []})  # fmt: skip
+        return result(
+            "repeatability",
+            WARN,
+            "no trial was repeated: nothing confirms the results",
+            rule,
+            {"groups": []},
+        )
     summary = (
         "; ".join(notes)
         if notes
@@ -609,16 +749,29 @@ def check_accelerators(
 ) -> dict[str, Any]:
     rule = "the accelerators the runner sees in use equal the config's accelerators used"
     seen, source = accelerators_seen(run_telemetry, trials)
-    evidence = {"claimed": claimed, "seen": seen, "source": source,
-                "inventory": (run_telemetry or {}).get("accelerators") or []}  # fmt: skip
+    evidence = {
+        "claimed": claimed,
+        "seen": seen,
+        "source": source,
+        "inventory": (run_telemetry or {}).get("accelerators") or [],
+    }
     if seen is None or claimed is None:
         return result("accelerators", WARN, f"not measured: {source}", rule, evidence)
     if seen != claimed:
-        return result("accelerators", FAIL,
-                      f"the config claims {claimed} accelerators used; {source} shows {seen}",
-                      rule, evidence)  # fmt: skip
-    return result("accelerators", PASS, f"{seen} accelerators seen, {claimed} claimed ({source})",
-                  rule, evidence)  # fmt: skip
+        return result(
+            "accelerators",
+            FAIL,
+            f"the config claims {claimed} accelerators used; {source} shows {seen}",
+            rule,
+            evidence,
+        )
+    return result(
+        "accelerators",
+        PASS,
+        f"{seen} accelerators seen, {claimed} claimed ({source})",
+        rule,
+        evidence,
+    )
 
 
 def check_power(trials: Sequence[TrialData]) -> dict[str, Any]:
@@ -634,8 +787,19 @@ def check_power(trials: Sequence[TrialData]) -> dict[str, Any]:
         tel = t.telemetry or {}
         if not tel.get("measured"):
             continue
-        row = {k: tel.get(k) for k in ("power_w", "energy_j", "coverage", "max_gap_s",
-                                      "method", "denominator", "samples", "tool")}  # fmt: skip
+        row = {
+            k: tel.get(k)
+            for k in (
+                "power_w",
+                "energy_j",
+                "coverage",
+                "max_gap_s",
+                "method",
+                "denominator",
+                "samples",
+                "tool",
+            )
+        }
         row["trial"] = t.index
         rows.append(row)
         coverage, gap = tel.get("coverage"), tel.get("max_gap_s")
@@ -645,16 +809,23 @@ def check_power(trials: Sequence[TrialData]) -> dict[str, Any]:
             bad.append(f"trial {t.index}: gap {gap} s")
     if not rows:
         reasons = {str((t.telemetry or {}).get("reason") or "not measured") for t in trials}
-        return result("telemetry", WARN, "; ".join(sorted(reasons)) or "not measured", rule,
-                      {"trials": []})  # fmt: skip
+        return result(
+            "telemetry", WARN, "; ".join(sorted(reasons)) or "not measured", rule, {"trials": []}
+        )
     methods = sorted({str(r.get("method")) for r in rows})
     denominators = sorted({str(r.get("denominator")) for r in rows})
     if bad:
-        return result("telemetry", FAIL, "power incomplete: " + "; ".join(bad[:4]), rule,
-                      {"trials": rows})  # fmt: skip
-    return result("telemetry", PASS,
-                  f"power measured in {len(rows)} trials by {', '.join(methods)}; denominator: "
-                  f"{', '.join(denominators)}", rule, {"trials": rows})  # fmt: skip
+        return result(
+            "telemetry", FAIL, "power incomplete: " + "; ".join(bad[:4]), rule, {"trials": rows}
+        )
+    return result(
+        "telemetry",
+        PASS,
+        f"power measured in {len(rows)} trials by {', '.join(methods)}; denominator: "
+        f"{', '.join(denominators)}",
+        rule,
+        {"trials": rows},
+    )
 
 
 # ------------------------------------------------------------------------- load generator
@@ -680,18 +851,25 @@ def check_load_generator(trials: Sequence[TrialData]) -> dict[str, Any]:
         if lg:
             sharded += 1
             per = lg.get("per_shard") or []
-            rows.append({
-                "trial": t.index, "concurrency": t.concurrency, "shards": lg.get("shards"),
-                "agents": [p.get("agents") for p in per],
-                "hosts": sorted({str(p.get("host")) for p in per}),
-                "max_cpu_percent": max((p["health"].get("cpu_percent") or 0 for p in per),
-                                       default=None),
-                "max_clock_uncertainty_ns": lg.get("max_clock_uncertainty_ns"),
-                "failed_attempts": len(lg.get("failed_attempts") or []),
-            })  # fmt: skip
+            rows.append(
+                {
+                    "trial": t.index,
+                    "concurrency": t.concurrency,
+                    "shards": lg.get("shards"),
+                    "agents": [p.get("agents") for p in per],
+                    "hosts": sorted({str(p.get("host")) for p in per}),
+                    "max_cpu_percent": max(
+                        (p["health"].get("cpu_percent") or 0 for p in per), default=None
+                    ),
+                    "max_clock_uncertainty_ns": lg.get("max_clock_uncertainty_ns"),
+                    "failed_attempts": len(lg.get("failed_attempts") or []),
+                }
+            )
             if sum(int(p.get("agents") or 0) for p in per) != t.concurrency:
-                bad.append(f"trial {t.index}: shards ran {sum(p.get('agents') or 0 for p in per)}"
-                           f" of {t.concurrency} agents")  # fmt: skip
+                bad.append(
+                    f"trial {t.index}: shards ran {sum(p.get('agents') or 0 for p in per)}"
+                    f" of {t.concurrency} agents"
+                )
             for reason in lg.get("reasons") or []:
                 bad.append(f"trial {t.index}: {reason}")
             if int(lg.get("max_clock_uncertainty_ns") or 0) > MAX_UNCERTAINTY_NS:
@@ -702,15 +880,24 @@ def check_load_generator(trials: Sequence[TrialData]) -> dict[str, Any]:
     if bad:
         return result("load_generator", FAIL, "; ".join(bad[:4]), rule, evidence)
     if not sharded:
-        return result("load_generator", PASS,
-                      f"one load-generator process per trial; its client was healthy in all "
-                      f"{len(trials)} trials", rule, evidence)  # fmt: skip
+        return result(
+            "load_generator",
+            PASS,
+            f"one load-generator process per trial; its client was healthy in all "
+            f"{len(trials)} trials",
+            rule,
+            evidence,
+        )
     shards = sorted({int(r["shards"] or 0) for r in rows})
     hosts = sorted({h for r in rows for h in r["hosts"]})
-    return result("load_generator", PASS,
-                  f"{sharded} trials sharded over {'/'.join(map(str, shards))} load-generator "
-                  f"processes on {len(hosts)} host(s), every shard healthy, clocks within 1 ms",
-                  rule, evidence)  # fmt: skip
+    return result(
+        "load_generator",
+        PASS,
+        f"{sharded} trials sharded over {'/'.join(map(str, shards))} load-generator "
+        f"processes on {len(hosts)} host(s), every shard healthy, clocks within 1 ms",
+        rule,
+        evidence,
+    )
 
 
 # ------------------------------------------------------------------------- statistics
@@ -733,19 +920,34 @@ def check_statistics(trials: Sequence[TrialData], result_ns: Iterable[int]) -> d
         need = max((v for v in minimum.values() if v), default=0)
         requests = int(t.metrics.get("requests") or 0)
         intervals = stats.get("intervals") or {}
-        rows.append({"trial": t.index, "concurrency": t.concurrency, "requests": requests,
-                     "min_requests": minimum,
-                     "ci_width": {k: v.get("width") for k, v in intervals.items()},
-                     "marginal": stats.get("marginal") or []})  # fmt: skip
+        rows.append(
+            {
+                "trial": t.index,
+                "concurrency": t.concurrency,
+                "requests": requests,
+                "min_requests": minimum,
+                "ci_width": {k: v.get("width") for k, v in intervals.items()},
+                "marginal": stats.get("marginal") or [],
+            }
+        )
         if t.concurrency in ns and requests < need:
             short.append(f"N={t.concurrency} (trial {t.index}): {requests} < {need}")
     if not rows:
-        return result("statistics", WARN, "no intervals were computed for these trials", rule,
-                      {"trials": []})  # fmt: skip
+        return result(
+            "statistics", WARN, "no intervals were computed for these trials", rule, {"trials": []}
+        )
     if short:
-        return result("statistics", WARN,
-                      "too few requests for the percentiles to hold at 99%: " + "; ".join(
-                          short[:4]), rule, {"trials": rows})  # fmt: skip
-    return result("statistics", PASS,
-                  f"intervals for {len(rows)} trials; every result trial has enough requests",
-                  rule, {"trials": rows})  # fmt: skip
+        return result(
+            "statistics",
+            WARN,
+            "too few requests for the percentiles to hold at 99%: " + "; ".join(short[:4]),
+            rule,
+            {"trials": rows},
+        )
+    return result(
+        "statistics",
+        PASS,
+        f"intervals for {len(rows)} trials; every result trial has enough requests",
+        rule,
+        {"trials": rows},
+    )

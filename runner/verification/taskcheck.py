@@ -69,20 +69,21 @@ async def collect_completions(
     out = []
     for problem in problems:
         ex = await transport.send(completion_spec(model, problem, tag=tag))
-        out.append({
-            "task_id": problem["task_id"],
-            "ok": ex.ok,
-            "completion": ex.content if ex.ok else "",
-            "error": "" if ex.ok else f"{ex.error_class}: {ex.error_detail[:200]}",
-        })  # fmt: skip
+        out.append(
+            {
+                "task_id": problem["task_id"],
+                "ok": ex.ok,
+                "completion": ex.content if ex.ok else "",
+                "error": "" if ex.ok else f"{ex.error_class}: {ex.error_detail[:200]}",
+            }
+        )
     return out
 
 
 def program_of(problem: dict[str, Any], completion: str) -> str:
-    return (
-        problem["prompt"] + completion + "\n\n" + problem["test"] + "\n\n"
-        f"check({problem['entry_point']})\n"
-    )
+    prompt: str = problem["prompt"]
+    test: str = problem["test"]
+    return f"{prompt}{completion}\n\n{test}\n\ncheck({problem['entry_point']})\n"
 
 
 def execute(program: str) -> tuple[bool, str]:
@@ -92,10 +93,18 @@ def execute(program: str) -> tuple[bool, str]:
     (work / "program.py").chmod(0o644)
     sandbox = Sandbox(work_dir=str(work), env={}, read_only=[], serves=False)
     argv = [
-        "timeout", "-s", "KILL", f"{EXEC_TIMEOUT_S:g}",
-        "prlimit", f"--as={EXEC_MEMORY_BYTES}", f"--cpu={EXEC_CPU_S}", "--nproc=64",
-        "python", "-I", f"{SANDBOX_DIR}/program.py",
-    ]  # fmt: skip
+        "timeout",
+        "-s",
+        "KILL",
+        f"{EXEC_TIMEOUT_S:g}",
+        "prlimit",
+        f"--as={EXEC_MEMORY_BYTES}",
+        f"--cpu={EXEC_CPU_S}",
+        "--nproc=64",
+        "python",
+        "-I",
+        f"{SANDBOX_DIR}/program.py",
+    ]
     log = tempfile.TemporaryFile()
     try:
         process = sandbox.start(argv, log=log)
@@ -128,14 +137,20 @@ def score(problems: list[dict[str, Any]], completions: list[dict[str, Any]]) -> 
             outcomes.append({"task_id": item["task_id"], "passed": False, "detail": item["error"]})
             continue
         passed, detail = execute(program_of(by_id[item["task_id"]], item["completion"]))
-        outcomes.append({"task_id": item["task_id"], "passed": passed, "detail": detail,
-                         "completion": item["completion"][:2000]})  # fmt: skip
-    passed = sum(o["passed"] for o in outcomes)
+        outcomes.append(
+            {
+                "task_id": item["task_id"],
+                "passed": passed,
+                "detail": detail,
+                "completion": item["completion"][:2000],
+            }
+        )
+    passed_count = sum(bool(o["passed"]) for o in outcomes)
     return {
         "suite": SUITE,
         "problems": len(outcomes),
-        "passed": passed,
-        "pass_at_1": round(passed / len(outcomes), 4) if outcomes else None,
+        "passed": passed_count,
+        "pass_at_1": round(passed_count / len(outcomes), 4) if outcomes else None,
         "execution_s": round(time.monotonic() - started, 1),
         "outcomes": outcomes,
     }
@@ -159,16 +174,23 @@ def task_verdict(
     k1, n1 = int(measured.get("passed") or 0), int(measured.get("problems") or 0)
     k2, n2 = int(reference.get("passed") or 0), int(reference.get("problems") or 0)
     z = two_proportion_z(k1, n1, k2, n2)
-    figures = {"pass_at_1": measured.get("pass_at_1"), "reference_pass_at_1":
-               reference.get("pass_at_1"), "z": None if z is None else round(z, 3),
-               "problems": n1}  # fmt: skip
+    figures = {
+        "pass_at_1": measured.get("pass_at_1"),
+        "reference_pass_at_1": reference.get("pass_at_1"),
+        "z": None if z is None else round(z, 3),
+        "problems": n1,
+    }
     if n1 == 0:
         return "fail", "no problem was answered", figures
     if k2 == 0:
-        return "n/a", (
-            f"pass@1 {k1}/{n1}; the reference deployment scores 0/{n2}, so this model cannot "
-            "do the task and the score decides nothing"
-        ), figures  # fmt: skip
+        return (
+            "n/a",
+            (
+                f"pass@1 {k1}/{n1}; the reference deployment scores 0/{n2}, so this model cannot "
+                "do the task and the score decides nothing"
+            ),
+            figures,
+        )
     text = f"pass@1 {k1}/{n1} ({k1 / n1:.1%}) vs the reference's {k2}/{n2} ({k2 / n2:.1%})"
     if z is not None and z < -Z_CRITICAL:
         return "fail", f"{text}: significantly lower (z = {z:.2f})", figures

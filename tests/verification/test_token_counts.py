@@ -1,0 +1,46 @@
+"""The token-count check (runner.verification.checks.check_token_counts) on hand-made records."""
+
+from __future__ import annotations
+
+from runner.engine.metrics import RequestRecord
+from runner.verification.checks import TrialData, check_token_counts
+
+
+def _record(i: int, n_out: int, local_out: int) -> RequestRecord:
+    return RequestRecord(
+        request_id=f"r{i}",
+        agent_id=i,
+        session_id="s",
+        trajectory_id="t",
+        turn_index=0,
+        target_output_tokens=local_out,
+        t_send_ns=i,
+        t_first_ns=i + 1,
+        t_last_ns=i + 2,
+        t_end_ns=i + 3,
+        n_reads=1,
+        n_output_events=1,
+        n_in=100,
+        n_out=n_out,
+        n_cached=0,
+        local_prompt_tokens=100,
+        ok=True,
+        local_output_tokens=local_out,
+    )
+
+
+def _trial(index: int, concurrency: int, n_out: int) -> TrialData:
+    return TrialData(
+        index=index, concurrency=concurrency, records=[_record(i, n_out, 50) for i in range(4)]
+    )
+
+
+def test_counts_in_line_with_the_lowest_load_trial_pass():
+    check = check_token_counts([_trial(0, 1, 50), _trial(1, 8, 51)])
+    assert check["status"] == "pass", check["summary"]
+
+
+def test_a_server_that_counts_no_output_fails_instead_of_dividing_by_zero():
+    check = check_token_counts([_trial(0, 1, 0), _trial(1, 8, 0)])
+    assert check["status"] == "fail"
+    assert "0.00× the local count" in check["summary"]
