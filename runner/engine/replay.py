@@ -250,8 +250,16 @@ class _AgentState:
     """One agent's seeded choices: trajectory order, starting turn, session namespaces."""
 
     __slots__ = (
-        "agent_id", "rng", "ns_rng", "order", "position", "session_no", "sent", "_first", "_r"
-    )  # fmt: skip
+        "agent_id",
+        "rng",
+        "ns_rng",
+        "order",
+        "position",
+        "session_no",
+        "sent",
+        "_first",
+        "_r",
+    )
 
     def __init__(self, replay: Replay, agent_id: int) -> None:
         config = replay.config

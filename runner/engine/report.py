@@ -28,8 +28,7 @@ import orjson
 from runner.engine.metrics import RequestRecord, percentile
 
 QUANTILES = (5, 25, 50, 75, 95)
-PHASE_COLOURS = {"ramp": "#0072B2", "bisect": "#E69F00", "confirm": "#009E73",
-                 "repeat": "#CC79A7"}  # fmt: skip
+PHASE_COLOURS = {"ramp": "#0072B2", "bisect": "#E69F00", "confirm": "#009E73", "repeat": "#CC79A7"}
 
 
 class ReportError(Exception):
@@ -116,10 +115,14 @@ def load(out_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], list[TrialVie
             tdir = Path(data["dir"]) if data.get("dir") else None
             if tdir is not None and not tdir.is_absolute() and not tdir.exists():
                 tdir = folder / tdir
-            doc = data if tdir is None or not (tdir / "trial.json").exists() else (
-                _read_json(tdir / "trial.json"))  # fmt: skip
-            views.append(_view(doc, tdir or folder, index=int(t["index"]),
-                               phase=str(t.get("phase", ""))))  # fmt: skip
+            doc = (
+                data
+                if tdir is None or not (tdir / "trial.json").exists()
+                else (_read_json(tdir / "trial.json"))
+            )
+            views.append(
+                _view(doc, tdir or folder, index=int(t["index"]), phase=str(t.get("phase", "")))
+            )
         return search, views
     if (folder / "trial.json").exists():
         doc = _read_json(folder / "trial.json")
@@ -149,8 +152,10 @@ def frontier_figure(views: list[TrialView], tiers: list[dict[str, Any]]) -> dict
     xs = [v.summary.get("p25_output_speed") for v in ordered]
     ys = [v.summary.get("throughput_per_accelerator") for v in ordered]
     ex = [_bar(x, v.intervals.get("p25_output_speed")) for x, v in zip(xs, ordered, strict=True)]
-    ey = [_bar(y, v.intervals.get("throughput_per_accelerator"))
-          for y, v in zip(ys, ordered, strict=True)]  # fmt: skip
+    ey = [
+        _bar(y, v.intervals.get("throughput_per_accelerator"))
+        for y, v in zip(ys, ordered, strict=True)
+    ]
     trace = {
         "type": "scatter",
         "mode": "lines+markers+text",
@@ -161,13 +166,25 @@ def frontier_figure(views: list[TrialView], tiers: list[dict[str, Any]]) -> dict
         "textposition": "top right",
         "marker": {"color": "#0072B2", "size": 8},
         "line": {"color": "#0072B2"},
-        "error_x": {"type": "data", "symmetric": False, "array": [e[0] for e in ex],
-                    "arrayminus": [e[1] for e in ex], "color": "#0072B2", "thickness": 1},
-        "error_y": {"type": "data", "symmetric": False, "array": [e[0] for e in ey],
-                    "arrayminus": [e[1] for e in ey], "color": "#0072B2", "thickness": 1},
+        "error_x": {
+            "type": "data",
+            "symmetric": False,
+            "array": [e[0] for e in ex],
+            "arrayminus": [e[1] for e in ex],
+            "color": "#0072B2",
+            "thickness": 1,
+        },
+        "error_y": {
+            "type": "data",
+            "symmetric": False,
+            "array": [e[0] for e in ey],
+            "arrayminus": [e[1] for e in ey],
+            "color": "#0072B2",
+            "thickness": 1,
+        },
         "hovertemplate": "N=%{text}<br>p25 speed %{x:.1f} tok/s<br>%{y:,.0f} tok/s/accel."
         "<extra>trial</extra>",
-    }  # fmt: skip
+    }
     shapes, notes = [], []
     for t in tiers:
         speed = t.get("min_p25_output_speed")
@@ -183,17 +200,29 @@ def frontier_figure(views: list[TrialView], tiers: list[dict[str, Any]]) -> dict
                 "line": {"color": "#777", "dash": "dash", "width": 1},
             }
         )
-        notes.append({"x": speed, "y": 1, "xref": "x", "yref": "paper", "text": t.get("name"),
-                      "showarrow": False, "yanchor": "bottom"})  # fmt: skip
+        notes.append(
+            {
+                "x": speed,
+                "y": 1,
+                "xref": "x",
+                "yref": "paper",
+                "text": t.get("name"),
+                "showarrow": False,
+                "yanchor": "bottom",
+            }
+        )
     return {
         "data": [trace],
         "layout": {
             "xaxis": {"title": {"text": "p25 output speed per agent (tok/s)"}},
             "yaxis": {"title": {"text": "throughput per accelerator (tok/s)"}},
-            "shapes": shapes, "annotations": notes, "height": 520,
-            "margin": {"t": 40}, "hovermode": "closest",
+            "shapes": shapes,
+            "annotations": notes,
+            "height": 520,
+            "margin": {"t": 40},
+            "hovermode": "closest",
         },
-    }  # fmt: skip
+    }
 
 
 def _box(views: list[TrialView], attr: str, title: str, unit: str) -> dict[str, Any]:
@@ -216,9 +245,10 @@ def _box(views: list[TrialView], attr: str, title: str, unit: str) -> dict[str, 
         "layout": {
             "yaxis": {"title": {"text": f"{title} ({unit})"}},
             "xaxis": {"title": {"text": "trial"}, "type": "category"},
-            "height": 380, "margin": {"t": 30},
+            "height": 380,
+            "margin": {"t": 30},
         },
-    }  # fmt: skip
+    }
 
 
 def search_path_figure(views: list[TrialView], tiers_result: dict[str, Any]) -> dict[str, Any]:
@@ -228,27 +258,51 @@ def search_path_figure(views: list[TrialView], tiers_result: dict[str, Any]) -> 
         mine = [v for v in ordered if v.phase == phase]
         if not mine:
             continue
-        traces.append({
-            "type": "scatter", "mode": "markers", "name": phase,
-            "x": [v.index for v in mine], "y": [v.concurrency for v in mine],
-            "marker": {"color": colour, "size": 10},
-        })  # fmt: skip
-    traces.insert(0, {"type": "scatter", "mode": "lines", "name": "order", "showlegend": False,
-                      "x": [v.index for v in ordered], "y": [v.concurrency for v in ordered],
-                      "line": {"color": "#bbb"}})  # fmt: skip
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": phase,
+                "x": [v.index for v in mine],
+                "y": [v.concurrency for v in mine],
+                "marker": {"color": colour, "size": 10},
+            }
+        )
+    traces.insert(
+        0,
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": "order",
+            "showlegend": False,
+            "x": [v.index for v in ordered],
+            "y": [v.concurrency for v in ordered],
+            "line": {"color": "#bbb"},
+        },
+    )
     shapes = [
-        {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": t.get("max_agents"),
-         "y1": t.get("max_agents"), "line": {"color": "#009E73", "dash": "dot", "width": 1}}
-        for t in tiers_result.values() if t.get("max_agents")
-    ]  # fmt: skip
+        {
+            "type": "line",
+            "xref": "paper",
+            "x0": 0,
+            "x1": 1,
+            "y0": t.get("max_agents"),
+            "y1": t.get("max_agents"),
+            "line": {"color": "#009E73", "dash": "dot", "width": 1},
+        }
+        for t in tiers_result.values()
+        if t.get("max_agents")
+    ]
     return {
         "data": traces,
         "layout": {
             "xaxis": {"title": {"text": "trial index"}, "dtick": 1},
             "yaxis": {"title": {"text": "concurrency N"}, "type": "log"},
-            "shapes": shapes, "height": 360, "margin": {"t": 30},
+            "shapes": shapes,
+            "height": 360,
+            "margin": {"t": 30},
         },
-    }  # fmt: skip
+    }
 
 
 def _fmt(value: Any, digits: int = 1) -> str:
@@ -266,20 +320,31 @@ def _ci(interval: dict[str, Any] | None, digits: int) -> str:
 
 
 def trials_table_html(views: list[TrialView], tier_names: list[str]) -> str:
-    head = ["#", "phase", "N", "p25 speed tok/s [95% CI]", "TTFT p75 s",
-            "throughput / accel. tok/s [95% CI]", "errors", "requests"] + tier_names  # fmt: skip
+    head = [
+        "#",
+        "phase",
+        "N",
+        "p25 speed tok/s [95% CI]",
+        "TTFT p75 s",
+        "throughput / accel. tok/s [95% CI]",
+        "errors",
+        "requests",
+    ] + tier_names
     rows = []
     for v in sorted(views, key=lambda v: v.index):
         s = v.summary
         ttft = (s.get("ttft_s") or {}).get("p75")
         cells = [
-            _fmt(v.index), v.phase, _fmt(v.concurrency),
+            _fmt(v.index),
+            v.phase,
+            _fmt(v.concurrency),
             _fmt(s.get("p25_output_speed")) + _ci(v.intervals.get("p25_output_speed"), 1),
             "∞" if ttft is None and s else _fmt(ttft, 3),
             _fmt(s.get("throughput_per_accelerator"), 0)
             + _ci(v.intervals.get("throughput_per_accelerator"), 0),
-            f"{float(s.get('error_rate') or 0):.1%}", _fmt(s.get("requests")),
-        ]  # fmt: skip
+            f"{float(s.get('error_rate') or 0):.1%}",
+            _fmt(s.get("requests")),
+        ]
         for name in tier_names:
             raw = v.verdicts.get(name)
             passed = _passed(raw)
@@ -298,30 +363,42 @@ def tier_rows(search: dict[str, Any]) -> list[dict[str, Any]]:
     """Per tier: name, max agents, lowest fail, confirmed, flags (from search.json)."""
     out = []
     for name, t in (search.get("tiers") or {}).items():
-        out.append({
-            "name": name, "max_agents": t.get("max_agents", 0),
-            "lowest_fail": t.get("lowest_fail"), "confirmed": bool(t.get("confirmed")),
-            "flags": list(t.get("flags") or []),
-        })  # fmt: skip
+        out.append(
+            {
+                "name": name,
+                "max_agents": t.get("max_agents", 0),
+                "lowest_fail": t.get("lowest_fail"),
+                "confirmed": bool(t.get("confirmed")),
+                "flags": list(t.get("flags") or []),
+            }
+        )
     return out
 
 
 def tiers_table_html(search: dict[str, Any]) -> str:
     rows = []
     for t in tier_rows(search):
-        cells = [t["name"], _fmt(t["max_agents"]),
-                 "no fail" if t["lowest_fail"] is None else _fmt(t["lowest_fail"]),
-                 "yes" if t["confirmed"] else "no", ", ".join(t["flags"]) or "—"]  # fmt: skip
+        cells = [
+            t["name"],
+            _fmt(t["max_agents"]),
+            "no fail" if t["lowest_fail"] is None else _fmt(t["lowest_fail"]),
+            "yes" if t["confirmed"] else "no",
+            ", ".join(t["flags"]) or "—",
+        ]
         rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
-    head = "".join(f"<th>{h}</th>" for h in
-                   ("tier", "max agents (highest pass)", "lowest fail", "confirmed", "flags"))  # fmt: skip
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in ("tier", "max agents (highest pass)", "lowest fail", "confirmed", "flags")
+    )
     return f'<table id="tiers"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
 def _plot(div: str, figure: dict[str, Any]) -> str:
     data = orjson.dumps(figure).decode().replace("<", "\\u003c")
-    return (f'<div id="{div}" class="plot"></div><script>Plotly.newPlot("{div}", '
-            f"{data}.data, {data}.layout, {{displaylogo: false, responsive: true}});</script>")  # fmt: skip
+    return (
+        f'<div id="{div}" class="plot"></div><script>Plotly.newPlot("{div}", '
+        f"{data}.data, {data}.layout, {{displaylogo: false, responsive: true}});</script>"
+    )
 
 
 CSS = """body{font-family:system-ui,sans-serif;margin:1.5rem auto;max-width:1200px;padding:0 1rem;
@@ -339,13 +416,21 @@ def render(search: dict[str, Any], views: list[TrialView], *, title: str) -> str
     parts = [
         f"<h1>{html.escape(title)}</h1>",
         '<p class="sim"><strong>Simulated</strong> (virtual time): not measured hardware.</p>'
-        if search.get("simulated") else "",
+        if search.get("simulated")
+        else "",
         f'<p class="note">{len(views)} trial{"s" if len(views) != 1 else ""}'
-        + (f"; dataset {html.escape(str((search.get('dataset') or {}).get('name')))}"
-           if search.get("dataset") else "")
-        + (f"; search flags: {html.escape(', '.join(search['flags']))}" if search.get("flags")
-           else "") + "</p>",
-    ]  # fmt: skip
+        + (
+            f"; dataset {html.escape(str((search.get('dataset') or {}).get('name')))}"
+            if search.get("dataset")
+            else ""
+        )
+        + (
+            f"; search flags: {html.escape(', '.join(search['flags']))}"
+            if search.get("flags")
+            else ""
+        )
+        + "</p>",
+    ]
     if search.get("tiers"):
         parts += ["<h2>Max agents per tier</h2>", tiers_table_html(search)]
     parts += [
@@ -362,14 +447,19 @@ def render(search: dict[str, Any], views: list[TrialView], *, title: str) -> str
         _plot("speed-dist", _box(views, "speed_q", "output speed", "tok/s")),
         "<h2>TTFT distribution</h2>",
         '<p class="note">Failed requests (TTFT ∞) are left out of the boxes: '
-        + html.escape(", ".join(f"#{v.index}: {v.ttft_failed}" for v in views if v.ttft_failed)
-                      or "none failed") + ".</p>",
+        + html.escape(
+            ", ".join(f"#{v.index}: {v.ttft_failed}" for v in views if v.ttft_failed)
+            or "none failed"
+        )
+        + ".</p>",
         _plot("ttft-dist", _box(views, "ttft_q", "TTFT", "s")),
-    ]  # fmt: skip
+    ]
     if search:
-        parts += ["<h2>Search path</h2>",
-                  '<p class="note">Each trial in order; dotted: each tier\'s max agents.</p>',
-                  _plot("search-path", search_path_figure(views, search.get("tiers") or {}))]  # fmt: skip
+        parts += [
+            "<h2>Search path</h2>",
+            '<p class="note">Each trial in order; dotted: each tier\'s max agents.</p>',
+            _plot("search-path", search_path_figure(views, search.get("tiers") or {})),
+        ]
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         f"<title>{html.escape(title)}</title><style>{CSS}</style>"
@@ -400,17 +490,27 @@ def max_agents_table(search: dict[str, Any], tiers: Iterable[dict[str, Any]] = (
 
     speeds = {t.get("name"): t for t in tiers}
     table = Table(title="Max agents per tier")
-    for col, justify in (("tier", "left"), ("p25 ≥ tok/s", "right"), ("TTFT ≤ s", "right"),
-                         ("max agents", "right"), ("lowest fail", "right"),
-                         ("confirmed", "center"), ("flags", "left")):  # fmt: skip
+    for col, justify in (
+        ("tier", "left"),
+        ("p25 ≥ tok/s", "right"),
+        ("TTFT ≤ s", "right"),
+        ("max agents", "right"),
+        ("lowest fail", "right"),
+        ("confirmed", "center"),
+        ("flags", "left"),
+    ):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     for t in tier_rows(search):
         spec = speeds.get(t["name"], {})
         table.add_row(
-            t["name"], _num(spec.get("min_p25_output_speed")), _num(spec.get("max_ttft_s")),
-            str(t["max_agents"]), "—" if t["lowest_fail"] is None else str(t["lowest_fail"]),
-            "yes" if t["confirmed"] else "no", ", ".join(t["flags"]) or "",
-        )  # fmt: skip
+            t["name"],
+            _num(spec.get("min_p25_output_speed")),
+            _num(spec.get("max_ttft_s")),
+            str(t["max_agents"]),
+            "—" if t["lowest_fail"] is None else str(t["lowest_fail"]),
+            "yes" if t["confirmed"] else "no",
+            ", ".join(t["flags"]) or "",
+        )
     return table
 
 

@@ -148,9 +148,13 @@ def _client_round(port: int, streams: int, events: int) -> tuple[int, float, flo
 
     async def main() -> int:
         transport = HttpTransport(f"http://127.0.0.1:{port}/v1")
-        body = {"model": "stub", "messages": [{"role": "user", "content": "hi"}],
-                "max_tokens": events, "stream": True,
-                "stream_options": {"include_usage": True}}  # fmt: skip
+        body = {
+            "model": "stub",
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": events,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         try:
             done = await asyncio.gather(
                 *(
@@ -171,9 +175,13 @@ CALIBRATION_INTERVAL_S = 0.002  # each stream's events 2 ms apart: one event per
 
 
 def calibrate(
-    *, streams: int = 128, events: int = 500, rounds: int = 3, write: bool = False,
+    *,
+    streams: int = 128,
+    events: int = 500,
+    rounds: int = 3,
+    write: bool = False,
     out: str | None = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """Events per core-second of this host's client against the stub (the best round).
 
     The streams are paced (an event every 2 ms each) so that a read carries one event, as

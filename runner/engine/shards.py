@@ -514,8 +514,11 @@ def merge_outputs(
     records: list[RequestRecord] = []
     per_shard: list[dict[str, Any]] = []
     reasons: list[str] = []
-    worst: dict[str, float | None] = {"loop_lag_p99_ms": None, "cpu_percent": None,
-                                      "stamp_delay_p99_ms": None}  # fmt: skip
+    worst: dict[str, float | None] = {
+        "loop_lag_p99_ms": None,
+        "cpu_percent": None,
+        "stamp_delay_p99_ms": None,
+    }
     for out in sorted(outputs, key=lambda o: int(o.report["shard"])):
         rep = out.report
         s = int(rep["shard"])

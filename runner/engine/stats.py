@@ -230,7 +230,7 @@ def trial_intervals(
             resamples=resamples,
             confidence=confidence,
             seed=seed,
-        )  # fmt: skip
+        )
     }
     for p in sorted(set(ttft_percentiles)):
         key = f"ttft_p{p:g}"

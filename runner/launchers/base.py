@@ -53,9 +53,12 @@ class _ConnectedHTTP(http.client.HTTPConnection):
 
 
 def http_get(
-    url: str, *, timeout_s: float, headers: dict[str, str] | None = None,
+    url: str,
+    *,
+    timeout_s: float,
+    headers: dict[str, str] | None = None,
     connect: Connect | None = None,
-) -> bytes:  # fmt: skip
+) -> bytes:
     """GET `url` and return the body (urllib's errors for a failed status); through
     `connect` when given (a sandbox's network namespace)."""
     if connect is None:
@@ -106,9 +109,12 @@ def free_port() -> int:
 
 
 def list_models(
-    base_url: str, *, timeout_s: float = 5.0, api_key: str | None = None,
+    base_url: str,
+    *,
+    timeout_s: float = 5.0,
+    api_key: str | None = None,
     connect: Connect | None = None,
-) -> list[str]:  # fmt: skip
+) -> list[str]:
     """Model ids served at `base_url` (`GET <base>/v1/models`)."""
     url = base_url.rstrip("/")
     url = url + "/models" if url.endswith("/v1") else url + "/v1/models"
@@ -138,9 +144,13 @@ def wait_for_models(
         try:
             return list_models(base_url, timeout_s=5.0, connect=connect)
         except (
-            urllib.error.URLError, ConnectionError, TimeoutError, ValueError, OSError,
+            urllib.error.URLError,
+            ConnectionError,
+            TimeoutError,
+            ValueError,
+            OSError,
             http.client.HTTPException,
-        ) as exc:  # fmt: skip
+        ) as exc:
             last = str(exc)
         time.sleep(0.2)
     raise LauncherError(f"{base_url} did not answer /v1/models within {timeout_s:g} s ({last})")

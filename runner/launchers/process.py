@@ -121,9 +121,14 @@ class ProcessLauncher:
         self.sandbox: Sandbox | None = None
         self._secrets: list[str] = []
         self._host_paths = sorted(
-            {str(Path(log_dir).resolve()), str(Path.home()), tempfile.gettempdir(),
-             str(Path(__file__).resolve().parents[2]), os.getcwd()}
-        )  # fmt: skip
+            {
+                str(Path(log_dir).resolve()),
+                str(Path.home()),
+                tempfile.gettempdir(),
+                str(Path(__file__).resolve().parents[2]),
+                os.getcwd(),
+            }
+        )
 
     def _tail(self) -> str:
         try:
@@ -146,9 +151,10 @@ class ProcessLauncher:
         variables = {**launch_vars, **env, "PORT": str(port)}
         command = substitute(list(self.config["command"]), variables)
         self._secrets += [
-            _host_secret(str(item["name"])) for item in self.config["command"]
+            _host_secret(str(item["name"]))
+            for item in self.config["command"]
             if isinstance(item, dict) and item.get("secret") is True
-        ]  # fmt: skip
+        ]
         files = [v for v in launch_vars.values() if os.path.isabs(v) and os.path.exists(v)]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")

@@ -48,9 +48,19 @@ class SimulatedLauncher:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")
         command = [
-            sys.executable, "-m", "runner.simulator", "serve", "--profile", profile,
-            "--host", "127.0.0.1", "--port", str(port), "--seed", str(seed),
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "runner.simulator",
+            "serve",
+            "--profile",
+            profile,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--seed",
+            str(seed),
+        ]
         try:
             self.process = subprocess.Popen(
                 command,

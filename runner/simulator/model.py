@@ -846,9 +846,12 @@ class Replica:
             if cm.dp_attention:
                 att = ctx if cm.window is None else np.minimum(ctx, cm.window)
                 per_seq = cm.rank_seconds(
-                    tokens=k1, attended=k1 * att, full_attended=k1 * ctx, ctx_read=ctx,
+                    tokens=k1,
+                    attended=k1 * att,
+                    full_attended=k1 * ctx,
+                    ctx_read=ctx,
                     prefill=False,
-                )  # fmt: skip
+                )
                 work += np.bincount(dec_idx % cm.dp, weights=per_seq, minlength=cm.dp)
         if cm.dp_attention:
             rank_s = float(work.max())

@@ -186,8 +186,9 @@ def _counted(
         joules, lo, hi = delta
         los.append(lo)
         his.append(hi)
-        per.append({**_identity(samples, index), "energy_j": joules,
-                    "power_w": joules / ((hi - lo) / 1e9)})  # fmt: skip
+        per.append(
+            {**_identity(samples, index), "energy_j": joules, "power_w": joules / ((hi - lo) / 1e9)}
+        )
     return per, max(los), min(his)
 
 

@@ -27,8 +27,13 @@ CACHE_PROBE_TEXT = (
 def check(
     name: str, status: str, summary: str, *, fatal: bool, evidence: dict[str, Any]
 ) -> dict[str, Any]:
-    return {"name": name, "status": status, "summary": summary, "fatal": fatal,
-            "evidence": evidence}  # fmt: skip
+    return {
+        "name": name,
+        "status": status,
+        "summary": summary,
+        "fatal": fatal,
+        "evidence": evidence,
+    }
 
 
 def _spec(model: str, rid: str, content: str, target: int, system: str = "") -> RequestSpec:
@@ -69,19 +74,27 @@ def model_listed_check(served_model_name: str, models: Sequence[str] | None) -> 
     """The claimed model is in `/v1/models` (None: served in process by the simulator)."""
     if models is None:
         return check(
-            "model_listed", PASS, f"{served_model_name} is served by the in-process simulator",
-            fatal=True, evidence={"models": [served_model_name], "in_process": True},
-        )  # fmt: skip
+            "model_listed",
+            PASS,
+            f"{served_model_name} is served by the in-process simulator",
+            fatal=True,
+            evidence={"models": [served_model_name], "in_process": True},
+        )
     if served_model_name in models:
         return check(
-            "model_listed", PASS, f"{served_model_name} is listed by /v1/models",
-            fatal=True, evidence={"models": list(models)[:20]},
-        )  # fmt: skip
+            "model_listed",
+            PASS,
+            f"{served_model_name} is listed by /v1/models",
+            fatal=True,
+            evidence={"models": list(models)[:20]},
+        )
     return check(
-        "model_listed", FAIL,
+        "model_listed",
+        FAIL,
         f"{served_model_name} is not among the served models {list(models)[:10]}",
-        fatal=True, evidence={"models": list(models)[:20]},
-    )  # fmt: skip
+        fatal=True,
+        evidence={"models": list(models)[:20]},
+    )
 
 
 async def run_probes(transport: Transport, clock: Clock, *, model: str) -> list[dict[str, Any]]:
@@ -181,11 +194,15 @@ async def ignore_eos_probe(transport: Transport, *, model: str) -> dict[str, Any
         PASS if ok else FAIL,
         f"a one-word question asked for {IGNORE_EOS_TOKENS} tokens with ignore_eos got "
         f"{ex.completion_tokens} (finish_reason {ex.finish_reason!r})"
-        + ("" if ok else ": the server stops at end-of-sequence, so output lengths are not "
-           "forced (vLLM/SGLang honour ignore_eos; others need min_tokens)"),
+        + (
+            ""
+            if ok
+            else ": the server stops at end-of-sequence, so output lengths are not "
+            "forced (vLLM/SGLang honour ignore_eos; others need min_tokens)"
+        ),
         fatal=True,
         evidence={**_brief(ex), "finish_reason": ex.finish_reason, "text": ex.content[:200]},
-    )  # fmt: skip
+    )
 
 
 def longest_turn(dataset: Any) -> tuple[Any, int, int] | None:
@@ -206,33 +223,50 @@ async def context_probe(
 
     found = longest_turn(dataset)
     if found is None:
-        return check("context_fits", WARN, "the dataset has no prompt sizes to check",
-                     fatal=False, evidence={})  # fmt: skip
+        return check(
+            "context_fits",
+            WARN,
+            "the dataset has no prompt sizes to check",
+            fatal=False,
+            evidence={},
+        )
     trajectory, k, local = found
     spec = build_request(
-        trajectory, k, ReplayConfig(model=model, count_output_tokens=False),
-        request_id="probe-context", namespace="agentperf-session 00000000probe00\n",
-    )  # fmt: skip
+        trajectory,
+        k,
+        ReplayConfig(model=model, count_output_tokens=False),
+        request_id="probe-context",
+        namespace="agentperf-session 00000000probe00\n",
+    )
     spec.timeout_s = 600.0
     ex = await transport.send(spec)
     target = spec.target_output_tokens
-    evidence = {**_brief(ex), "trajectory": trajectory.id, "turn": k,
-                "local_prompt_tokens": local, "target_output_tokens": target,
-                "max_model_len": max_model_len}  # fmt: skip
+    evidence = {
+        **_brief(ex),
+        "trajectory": trajectory.id,
+        "turn": k,
+        "local_prompt_tokens": local,
+        "target_output_tokens": target,
+        "max_model_len": max_model_len,
+    }
     if ex.ok:
         return check(
-            "context_fits", PASS,
+            "context_fits",
+            PASS,
             f"the longest prompt ({ex.prompt_tokens} tokens served, {local} local) with its "
             f"{target}-token answer was served"
             + (f"; max_model_len {max_model_len}" if max_model_len else ""),
-            fatal=True, evidence=evidence,
-        )  # fmt: skip
+            fatal=True,
+            evidence=evidence,
+        )
     return check(
-        "context_fits", FAIL,
+        "context_fits",
+        FAIL,
         f"the dataset's longest prompt ({local} local tokens + {target} output) was refused: "
         f"{ex.error_class} {ex.error_detail[:160]}",
-        fatal=True, evidence=evidence,
-    )  # fmt: skip
+        fatal=True,
+        evidence=evidence,
+    )
 
 
 async def reasoning_probe(transport: Transport, *, model: str) -> dict[str, Any]:
@@ -240,11 +274,20 @@ async def reasoning_probe(transport: Transport, *, model: str) -> dict[str, Any]
     or `reasoning` (vLLM >= 0.10, OpenRouter); the client reads either."""
     ex = await transport.send(_spec(model, "probe-reasoning", REASONING_PROMPT, 32))
     field = ex.extra.get("reasoning_field")
-    evidence = {**_brief(ex), "reasoning_field": field, "reasoning_chars": len(ex.reasoning),
-                "content_chars": len(ex.content)}  # fmt: skip
+    evidence = {
+        **_brief(ex),
+        "reasoning_field": field,
+        "reasoning_chars": len(ex.reasoning),
+        "content_chars": len(ex.content),
+    }
     if not ex.ok:
-        return check("reasoning_read", FAIL, f"the probe failed: {ex.error_class}",
-                     fatal=False, evidence=evidence)  # fmt: skip
+        return check(
+            "reasoning_read",
+            FAIL,
+            f"the probe failed: {ex.error_class}",
+            fatal=False,
+            evidence=evidence,
+        )
     summary = (
         f"reasoning text streamed in `{field}` and read ({len(ex.reasoning)} chars)"
         if field
@@ -261,12 +304,15 @@ async def canary_probe(transport: Transport, clock: Clock, *, model: str) -> dic
     collected = await collect_canaries(transport, clock, model=model)
     failed = [c["id"] for c in collected["canaries"] if not c["ok"]]
     return check(
-        "canary_outputs", FAIL if failed else PASS,
-        f"canaries failed: {failed}" if failed else
-        f"{len(collected['canaries'])} greedy canary answers recorded"
+        "canary_outputs",
+        FAIL if failed else PASS,
+        f"canaries failed: {failed}"
+        if failed
+        else f"{len(collected['canaries'])} greedy canary answers recorded"
         + (" with top-k logprobs" if collected["logprobs"] else " (no logprobs)"),
-        fatal=False, evidence=collected,
-    )  # fmt: skip
+        fatal=False,
+        evidence=collected,
+    )
 
 
 async def distribution_probe(
@@ -280,12 +326,15 @@ async def distribution_probe(
     errors = [f"{t['id']}: {t['error']}" for t in collected["texts"] if t["error"]]
     positions = sum(len(t["positions"]) for t in collected["texts"])
     return check(
-        "next_token_distributions", FAIL if errors else PASS,
-        "; ".join(errors) if errors else
-        f"top-{collected['top_k']} distributions at {positions} positions of "
+        "next_token_distributions",
+        FAIL if errors else PASS,
+        "; ".join(errors)
+        if errors
+        else f"top-{collected['top_k']} distributions at {positions} positions of "
         f"{len(collected['texts'])} reference texts",
-        fatal=False, evidence=collected,
-    )  # fmt: skip
+        fatal=False,
+        evidence=collected,
+    )
 
 
 async def extended_probes(

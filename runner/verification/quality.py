@@ -183,13 +183,15 @@ def compare_distributions(
         missing += max(0, min(len(ref_positions), MAX_POSITIONS) - len(cand_positions))
         all_kl += kls
         all_same += sames
-        per_text.append({
-            "id": ref_text.get("id"),
-            "positions": len(sames),
-            "mean_kl": round(sum(kls) / len(kls), 6) if kls else None,
-            "top1_agreement": round(sum(sames) / len(sames), 4) if sames else None,
-            "error": got.get("error", "") if got else "not collected",
-        })  # fmt: skip
+        per_text.append(
+            {
+                "id": ref_text.get("id"),
+                "positions": len(sames),
+                "mean_kl": round(sum(kls) / len(kls), 6) if kls else None,
+                "top1_agreement": round(sum(sames) / len(sames), 4) if sames else None,
+                "error": got.get("error", "") if got else "not collected",
+            }
+        )
     ordered = sorted(all_kl)
     return {
         "positions": len(all_same),
@@ -208,22 +210,34 @@ def distribution_verdict(
     """("pass"|"fail", summary, thresholds) for the compared figures and the precision."""
     klass = precision_class(weight_precision)
     max_kl, min_top1 = THRESHOLDS[klass]
-    limits = {"precision": weight_precision, "class": klass, "max_mean_kl": max_kl,
-              "min_top1_agreement": min_top1}  # fmt: skip
+    limits = {
+        "precision": weight_precision,
+        "class": klass,
+        "max_mean_kl": max_kl,
+        "min_top1_agreement": min_top1,
+    }
     kl, top1 = compared.get("mean_kl"), compared.get("top1_agreement")
     if kl is None or top1 is None or compared.get("missing_positions"):
         return "fail", "the deployment did not answer every position of the reference texts", limits
     if compared.get("unscored_positions", 0) > MAX_UNSCORED_SHARE * max(1, compared["positions"]):
-        return "fail", (
-            f"{compared['unscored_positions']} of {compared['positions']} positions came "
-            "without log-probabilities where the reference has them"
-        ), limits  # fmt: skip
+        return (
+            "fail",
+            (
+                f"{compared['unscored_positions']} of {compared['positions']} positions came "
+                "without log-probabilities where the reference has them"
+            ),
+            limits,
+        )
     figures = (
         f"mean KL {kl:.4f} nats, top-1 agreement {top1:.1%} over {compared['positions']} positions"
     )
     if kl <= max_kl and top1 >= min_top1:
         return "pass", f"{figures}: within the {klass} limits", limits
-    return "fail", (
-        f"{figures}: outside the {klass} limits (KL ≤ {max_kl}, top-1 ≥ {min_top1:.0%}); "
-        "another model, or a degraded deployment"
-    ), limits  # fmt: skip
+    return (
+        "fail",
+        (
+            f"{figures}: outside the {klass} limits (KL ≤ {max_kl}, top-1 ≥ {min_top1:.0%}); "
+            "another model, or a degraded deployment"
+        ),
+        limits,
+    )

@@ -90,10 +90,14 @@ def record_reference(
     if problems:
         scored = score(problems, collected["completions"])
         doc["tasks"] = {
-            "suite": scored["suite"], "problems": scored["problems"], "passed": scored["passed"],
+            "suite": scored["suite"],
+            "problems": scored["problems"],
+            "passed": scored["passed"],
             "pass_at_1": scored["pass_at_1"],
-            "outcomes": [{"task_id": o["task_id"], "passed": o["passed"]} for o in scored["outcomes"]],
-        }  # fmt: skip
+            "outcomes": [
+                {"task_id": o["task_id"], "passed": o["passed"]} for o in scored["outcomes"]
+            ],
+        }
     return doc
 
 
@@ -104,14 +108,19 @@ def _record(argv: Sequence[str]) -> int:
     ap.add_argument("--slug", required=True, help="catalog slug the reference is for")
     ap.add_argument("--precision", required=True, help="weight precision, e.g. bf16, gguf_f32")
     ap.add_argument("--deployment", default="", help="what served it (engine, version, GPU)")
-    ap.add_argument("--tasks", type=int, default=0,
-                    help="HumanEval problems to score (0: none; 164: all)")  # fmt: skip
+    ap.add_argument(
+        "--tasks", type=int, default=0, help="HumanEval problems to score (0: none; 164: all)"
+    )
     ap.add_argument("--out", default="", help="default: references/<slug>.json")
     args = ap.parse_args(argv)
     doc = record_reference(
-        base_url=args.base_url, model=args.model, slug=args.slug, precision=args.precision,
-        deployment=args.deployment or args.base_url, tasks=args.tasks,
-    )  # fmt: skip
+        base_url=args.base_url,
+        model=args.model,
+        slug=args.slug,
+        precision=args.precision,
+        deployment=args.deployment or args.base_url,
+        tasks=args.tasks,
+    )
     out = Path(args.out) if args.out else REFERENCES_DIR / f"{args.slug}.json"
     out.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     positions = sum(len(t["positions"]) for t in doc["distributions"]["texts"])

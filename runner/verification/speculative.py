@@ -19,15 +19,21 @@ from runner.launchers.base import Connect, http_get
 # Settings that make an engine accept draft tokens without verifying them (benchmark-only
 # switches): the output is no longer the model's, the speed is not real.
 FAKE_ACCEPTANCE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("vLLM rejection_sample_method: synthetic",
-     re.compile(r"rejection[_-]sample[_-]method\W{0,6}synthetic", re.I)),
-    ("vLLM synthetic_acceptance_length / _rate",
-     re.compile(r"synthetic[_-]acceptance[_-](length|rate)", re.I)),
+    (
+        "vLLM rejection_sample_method: synthetic",
+        re.compile(r"rejection[_-]sample[_-]method\W{0,6}synthetic", re.I),
+    ),
+    (
+        "vLLM synthetic_acceptance_length / _rate",
+        re.compile(r"synthetic[_-]acceptance[_-](length|rate)", re.I),
+    ),
     ("SGLang SGLANG_SIMULATE_ACC_LEN", re.compile(r"SIMULATE[_-]ACC[_-](LEN|RATE)", re.I)),
-    ("TensorRT-LLM TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS",
-     re.compile(r"FORCE[_-]NUM[_-]ACCEPTED[_-]TOKENS", re.I)),
+    (
+        "TensorRT-LLM TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS",
+        re.compile(r"FORCE[_-]NUM[_-]ACCEPTED[_-]TOKENS", re.I),
+    ),
     ("forced / fake draft acceptance", re.compile(r"(force|fake|mock)[_-]?accept", re.I)),
-)  # fmt: skip
+)
 # Where in a deployment config settings can hide; `notes` is prose and is not searched.
 _SKIP_KEYS = {"notes"}
 
@@ -42,8 +48,15 @@ SGLANG_CACHE_HIT_RATE = "sglang:cache_hit_rate"  # gauge
 SIM_ACCELERATORS = "sim:accelerators_used"
 # sim:modelled_*: the simulator's modelled power (runner/telemetry/modelled.py), read only
 # for runs whose launcher is the simulator.
-KEPT_PREFIXES = ("vllm:spec_decode", "vllm:prefix_cache", "sglang:spec", "sglang:cache",
-                 "trtllm:", "sim:accelerators", "sim:modelled")  # fmt: skip
+KEPT_PREFIXES = (
+    "vllm:spec_decode",
+    "vllm:prefix_cache",
+    "sglang:spec",
+    "sglang:cache",
+    "trtllm:",
+    "sim:accelerators",
+    "sim:modelled",
+)
 
 # An acceptance rate this high over this many draft tokens is not a drafter guessing text.
 IMPLAUSIBLE_RATE = 0.98
@@ -132,9 +145,12 @@ def _trtllm_stats(text: str) -> dict[str, float]:
 
 
 def scrape_metrics(
-    base_url: str, *, api_key: str | None = None, timeout_s: float = 10.0,
+    base_url: str,
+    *,
+    api_key: str | None = None,
+    timeout_s: float = 10.0,
     connect: Connect | None = None,
-) -> str:  # fmt: skip
+) -> str:
     """GET the server's /metrics (``base_url`` may end in /v1); through `connect` for a
     sandboxed server."""
     root = base_url.rstrip("/").removesuffix("/v1")
