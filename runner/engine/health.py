@@ -102,4 +102,5 @@ async def monitor_health(
     finally:
         if probe is not None:
             probe.stop()
-            stamps_ms.extend(probe.delays_ms)  # type: ignore[union-attr]
+            if stamps_ms is not None:
+                stamps_ms.extend(probe.delays_ms)

@@ -21,11 +21,14 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from runner.engine.metrics import RequestRecord, percentile
+
+if TYPE_CHECKING:  # rich is imported where a table is printed
+    from rich.console import JustifyMethod
 
 QUANTILES = (5, 25, 50, 75, 95)
 PHASE_COLOURS = {"ramp": "#0072B2", "bisect": "#E69F00", "confirm": "#009E73", "repeat": "#CC79A7"}
@@ -490,7 +493,7 @@ def max_agents_table(search: dict[str, Any], tiers: Iterable[dict[str, Any]] = (
 
     speeds = {t.get("name"): t for t in tiers}
     table = Table(title="Max agents per tier")
-    for col, justify in (
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("tier", "left"),
         ("p25 ≥ tok/s", "right"),
         ("TTFT ≤ s", "right"),
@@ -498,8 +501,9 @@ def max_agents_table(search: dict[str, Any], tiers: Iterable[dict[str, Any]] = (
         ("lowest fail", "right"),
         ("confirmed", "center"),
         ("flags", "left"),
-    ):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    )
+    for col, justify in columns:
+        table.add_column(col, justify=justify)
     for t in tier_rows(search):
         spec = speeds.get(t["name"], {})
         table.add_row(

@@ -26,7 +26,7 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, Protocol
 
 FORMAT = "agentperf-dataset"
 FORMAT_VERSION = 1
@@ -307,7 +307,13 @@ class Dataset:
         return sum(len(t.turns) for t in self.trajectories)
 
 
-def write_dataset(stream: IO[bytes], dataset: Dataset) -> str:
+class BytesWriter(Protocol):
+    """Where ``write_dataset`` writes: a binary file, a GzipFile, a BytesIO."""
+
+    def write(self, data: bytes, /) -> int: ...
+
+
+def write_dataset(stream: BytesWriter, dataset: Dataset) -> str:
     """Write the uncompressed file body to ``stream``; return the digest."""
     lines = [line.encode("utf-8") for line in dataset.canonical_lines()]
     h = hashlib.sha256()
@@ -327,7 +333,7 @@ def dataset_to_bytes(dataset: Dataset, *, compresslevel: int = 6) -> bytes:
     """The gzip JSONL file content (deterministic: gzip mtime is 0)."""
     raw = io.BytesIO()
     with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=compresslevel, mtime=0) as gz:
-        write_dataset(gz, dataset)  # type: ignore[arg-type]
+        write_dataset(gz, dataset)
     return raw.getvalue()
 
 
