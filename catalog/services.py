@@ -152,7 +152,9 @@ def catalog_seed(*, directory: Path = CATALOG_DIR) -> dict[str, int]:
     return counts
 
 
-def default_tier_set_for(model: AIModel) -> SloTierSet | None:
-    """The model's newest sourced tier set, else the project's default set."""
-    own = SloTierSet.objects.filter(model=model).order_by("-effective_date").first()
-    return own or SloTierSet.objects.filter(model__isnull=True).order_by("-effective_date").first()
+def default_tier_set_for(model: AIModel | None = None) -> SloTierSet | None:
+    """The model's newest sourced tier set, else the project's default set (the one with
+    no model); newest by effective date, then version. Tiers prefetched."""
+    sets = SloTierSet.objects.prefetch_related("tiers").order_by("-effective_date", "-version")
+    own = sets.filter(model=model).first() if model is not None else None
+    return own or sets.filter(model__isnull=True).first()

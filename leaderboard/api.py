@@ -14,6 +14,7 @@ from rest_framework.throttling import AnonRateThrottle
 from rest_framework.views import APIView
 
 from catalog.models import AIModel, HardwareSystem, SloTier, SloTierSet
+from catalog.services import default_tier_set_for
 from leaderboard import configview, pages
 from leaderboard.cache import cached
 from leaderboard.energy import power_source, result_energy
@@ -200,7 +201,7 @@ class ModelDetailApi(PublicApi):
             )
             if model is None:
                 return None
-            tier_set = pages.default_tier_set(model)
+            tier_set = default_tier_set_for(model)
             return {
                 **ModelOut(model).data,
                 "tier_set": TierSetOut(tier_set).data if tier_set else None,

@@ -17,6 +17,7 @@ from django.urls import NoReverseMatch, reverse
 
 from catalog.fields import HARDWARE_FIELDS, MODEL_FIELDS, sourced_rows
 from catalog.models import AIModel, HardwareSystem, SloTier, SloTierSet
+from catalog.services import default_tier_set_for
 from leaderboard import charts, configview
 from leaderboard.energy import MODELLED, labelled, power_source, result_energy
 from leaderboard.loadgen import load_generator_table
@@ -32,16 +33,6 @@ MAX_COMPARE = 4
 
 
 # --- shared pieces -------------------------------------------------------------------
-
-
-def default_tier_set(model: AIModel | None = None) -> SloTierSet | None:
-    """The model's newest own tier set, else the project default; tiers prefetched."""
-    sets = SloTierSet.objects.prefetch_related("tiers").order_by("-effective_date", "-version")
-    if model is not None:
-        own = next(iter(sets.filter(model=model)[:1]), None)
-        if own is not None:
-            return own
-    return next(iter(sets.filter(model__isnull=True)[:1]), None)
 
 
 def tier_guides(tier_set: SloTierSet | None) -> list[tuple[str, float]]:
@@ -298,7 +289,7 @@ def home(*, tier: str | None, include_simulated: bool) -> dict:
     if not results and not include_simulated:
         results = list(Result.objects.public(include_simulated=True).for_chart())
         simulated_only = bool(results)
-    tier_set = default_tier_set()
+    tier_set = default_tier_set_for()
     names = [t for t, _ in tier_guides(tier_set)]
     for r in results:
         names += [n for n in r.max_agents if n not in names]
@@ -365,7 +356,7 @@ def model_page(
     model = AIModel.objects.filter(slug=slug).first()
     if model is None:
         return None
-    tier_set = default_tier_set(model)
+    tier_set = default_tier_set_for(model)
     tiers = tier_guides(tier_set)
     results = list(
         Result.objects.public(include_simulated=include_simulated).for_chart().filter(model=model)
@@ -406,7 +397,7 @@ def hardware_page(*, slug: str, include_simulated: bool, log: bool) -> dict | No
         .order_by("model__name", "-published_at")
     )
     points = chart_points(results)
-    tier_set = default_tier_set()
+    tier_set = default_tier_set_for()
     tiers = tier_guides(tier_set)
     series = [
         charts.result_series(r, points=points[r.pk], name=f"{r.model.name} — {r.label}")
@@ -935,7 +926,7 @@ def history_page(
         qs = qs.filter(is_simulated=False)
     results = list(qs)
     charted = [r for r in results if r.status != Result.STATUS_INVALIDATED]
-    tier_set = default_tier_set(model)
+    tier_set = default_tier_set_for(model)
     tiers = tier_guides(tier_set)
     points = chart_points(results)
     series = [charts.result_series(r, points=points[r.pk]) for r in charted]

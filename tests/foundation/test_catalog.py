@@ -3,7 +3,8 @@ import yaml
 from django.core.management import call_command
 
 from catalog.models import AIModel, HardwareSystem, SloTier, SloTierSet
-from catalog.services import CATALOG_DIR, CatalogError, catalog_seed
+from catalog.services import CATALOG_DIR, CatalogError, catalog_seed, default_tier_set_for
+from tests.support.builders import make_model
 
 REQUIRED_SYSTEMS = [
     "h100-sxm-hgx8",
@@ -62,6 +63,27 @@ def test_default_tier_set_has_the_design_figures():
         (180, 5),
         (300, 3),
     ]
+
+
+@pytest.mark.django_db
+def test_the_default_tier_set_is_the_models_newest_own_set_else_the_newest_default():
+    def tier_set(slug, model, date, version):
+        return SloTierSet.objects.create(
+            slug=slug, model=model, name=slug, version=version, effective_date=date, source="t"
+        )
+
+    model, other = make_model(), make_model()
+    tier_set("default-old", None, "2026-01-01", 9)
+    # same date: the later version wins, though created first (a lower id)
+    default_newer = tier_set("default-new-v2", None, "2026-06-01", 2)
+    default_new = tier_set("default-new-v1", None, "2026-06-01", 1)
+    tier_set("own-old", model, "2026-01-01", 5)
+    own = tier_set("own-new", model, "2026-03-01", 1)  # older than the defaults: still first
+
+    assert default_newer.pk < default_new.pk
+    assert default_tier_set_for(model) == own
+    assert default_tier_set_for(other) == default_newer
+    assert default_tier_set_for() == default_newer
 
 
 def test_every_catalog_figure_with_a_value_names_its_source():
