@@ -40,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     cal = sub.add_parser(
         "calibrate",
         help="engine trials on virtual time along a concurrency sweep: frontier at speeds, "
-        "single/two-agent speed, % error to published points",
+        "single/two-agent speed, %% error to published points",
     )
     cal.add_argument("--profile", required=True)
     cal.add_argument("--catalog-dir", default=None)
