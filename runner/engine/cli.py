@@ -168,9 +168,12 @@ def build_parser() -> argparse.ArgumentParser:
     dataset = sub.add_parser("dataset", help="dataset import|generate|stats")
     dataset_sub = dataset.add_subparsers(dest="dataset_command", required=True)
     add_dataset_commands(dataset_sub)
-    for ep in entry_points(group=COMMANDS_GROUP):
+    plugins = entry_points(group=COMMANDS_GROUP)
+    for ep in plugins:
         add: AddCommand = ep.load()
         add(sub)
+    if not plugins:  # a checkout that was never installed: `ladder` would just be missing
+        parser.epilog = f"no {COMMANDS_GROUP} entry points (ladder): run make install"
     return parser
 
 
