@@ -6,7 +6,6 @@ from submissions.schema.deployment import (
     DeploymentConfig,
     config_json_schema,
     load_document,
-    looks_secret,
     parse_config,
     validate_config,
 )
@@ -17,7 +16,6 @@ __all__ = [
     "DeploymentConfig",
     "config_json_schema",
     "load_document",
-    "looks_secret",
     "parse_config",
     "validate_config",
 ]

@@ -30,7 +30,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from submissions.schema.secrets import clear_secrets, looks_secret_name
+from submissions.schema.secrets import SECRET_NAME_SEGMENTS, clear_secrets
 
 SCHEMA_VERSION = 1
 SCHEMA_ID = "https://agentperf.example/schemas/deployment-config/v1.json"
@@ -69,11 +69,6 @@ KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2", "nvfp4", "in
 ENGINES = ("vllm", "sglang", "trtllm", "dynamo", "llamacpp", "other")
 # Engines whose builds are not shipped as container images (a pinned pip/wheel version instead).
 IMAGE_OPTIONAL_ENGINES = ("llamacpp",)
-
-
-def looks_secret(name: str) -> bool:
-    """True when an environment variable's name says it holds a credential."""
-    return looks_secret_name(name)
 
 
 def _field_error(path: str, message: str) -> PydanticCustomError:
@@ -444,8 +439,9 @@ class DeploymentConfig(_Strict):
     env: dict[EnvName, EnvValue] = Field(
         default_factory=dict,
         max_length=200,
-        description="Engine environment. Names that look secret (KEY, TOKEN, SECRET, "
-        "PASSWORD) must be {secret: true}.",
+        description="Engine environment. A name with a secret-looking segment ("
+        + ", ".join(sorted(SECRET_NAME_SEGMENTS))
+        + ") must be {secret: true}.",
     )
     availability: Availability
     launcher: Launcher

@@ -10,7 +10,12 @@ import pytest
 from leaderboard.configview import REDACTED, redact
 from submissions.models import Submission
 from submissions.schema import ConfigError, parse_config
-from submissions.schema.secrets import clear_secrets, credential_kind, looks_secret_name
+from submissions.schema.secrets import (
+    SECRET_NAME_SEGMENTS,
+    clear_secrets,
+    credential_kind,
+    looks_secret_name,
+)
 from tests.submissions.configs import as_json, example
 from tests.submissions.support import make_catalog, token_client
 
@@ -81,6 +86,17 @@ def test_secret_named_flags_and_harmless_token_names():
     assert not looks_secret_name("--max-num-batched-tokens")
     assert not looks_secret_name("VLLM_MAX_NUM_BATCHED_TOKENS")
     assert not looks_secret_name("api_key_env")
+
+
+@pytest.mark.parametrize("segment", sorted(SECRET_NAME_SEGMENTS))
+def test_one_secret_name_list_refuses_at_submission_and_redacts_on_display(segment):
+    name = f"UPSTREAM_{segment}"
+    doc = example("process")
+    doc["launcher"]["process"]["env"] = {name: "plain-value"}
+    assert list(errors_of(doc)) == [f"launcher.process.env.{name}"]
+    assert redact({"env": {name: "plain-value", "PORT": "8000"}}) == {
+        "env": {name: REDACTED, "PORT": "8000"}
+    }
 
 
 def test_a_secret_placeholder_is_accepted_as_a_command_argument_and_stored_by_name():
