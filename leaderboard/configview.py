@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from leaderboard.configdiff import ABSENT, config_table
 from submissions.schema.secrets import (
     credential_kind,
     is_secret_ref,
@@ -130,20 +131,18 @@ class DiffRow:
 
 
 def diff(configs: list[dict | None]) -> list[DiffRow]:
-    """Every field path of any config with each config's value; `changed` when they differ."""
-    flats = [flatten(c or {}) for c in configs]
-    paths: list[str] = []
-    seen: set[str] = set()
-    for flat in flats:
-        for path in flat:
-            if path not in seen:
-                seen.add(path)
-                paths.append(path)
-    rows = []
-    for path in sorted(paths):
-        values = [flat.get(path, "(absent)") for flat in flats]
-        rows.append(DiffRow(path, values, len(set(values)) > 1))
-    return rows
+    """The compare page's side by side: every field of any config with each config's value
+    as display text (leaderboard.configdiff.config_table, the review console's diff rules),
+    secrets redacted; `changed` when the values differ."""
+    rows = config_table([redact(c or {}) for c in configs])
+    return [
+        DiffRow(
+            row.path,
+            ["(absent)" if v is ABSENT else _scalar(v) for v in row.values],
+            row.changed,
+        )
+        for row in rows
+    ]
 
 
 @dataclass(slots=True)

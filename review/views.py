@@ -17,12 +17,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from leaderboard.configdiff import config_diff, diff_summary
 from leaderboard.configview import redact
 from leaderboard.loadgen import load_generator_table
 from leaderboard.models import Result
 from leaderboard.pages import timeline_trials
 from review import presenters, selectors
-from review.diff import config_diff, diff_summary
 from review.forms import DecisionForm, QueueFilterForm, decision_form
 from review.services import (
     ACTIONS,

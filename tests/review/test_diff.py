@@ -1,6 +1,18 @@
-"""The config diff is a pure function: nested keys, lists by position, subtrees reported once."""
+"""The one config diff (review console and compare page) is a pure function: nested keys,
+lists by position, subtrees reported once, one path syntax and one equality."""
 
-from review.diff import ADDED, CHANGED, REMOVED, DiffEntry, config_diff, diff_summary
+from leaderboard.configdiff import (
+    ABSENT,
+    ADDED,
+    CHANGED,
+    REMOVED,
+    DiffEntry,
+    TableRow,
+    config_diff,
+    config_table,
+    diff_summary,
+)
+from leaderboard.configview import diff as compare_rows
 
 
 def test_identical_documents_have_no_differences():
@@ -63,3 +75,21 @@ def test_entries_come_sorted_by_path_and_the_summary_counts_each_kind():
     entries = config_diff(old, new)
     assert [e.path for e in entries] == ["a.x", "a.y", "a.z", "b", "c"]
     assert diff_summary(entries) == {ADDED: 1, REMOVED: 2, CHANGED: 2}
+
+
+def test_the_side_by_side_table_uses_the_same_paths_and_equality_as_the_diff():
+    old = {"engine": {"version": "0.13.0", "tp": 8}, "args": ["--a", "--b"], "x": 1}
+    new = {"engine": {"version": "0.14.0", "tp": 8.0}, "args": ["--a"], "x": True}
+    rows = {r.path: r for r in config_table([old, new])}
+    assert rows["engine.version"] == TableRow("engine.version", ("0.13.0", "0.14.0"), True)
+    assert rows["engine.tp"].changed is False  # 8 and 8.0, as config_diff says
+    assert rows["args[1]"] == TableRow("args[1]", ("--b", ABSENT), True)
+    assert rows["x"].changed is True  # 1 and True differ, as config_diff says
+    changed = {path for path, row in rows.items() if row.changed}
+    assert changed == {e.path for e in config_diff(old, new)}
+
+
+def test_the_compare_page_rows_are_the_table_redacted_as_display_text():
+    rows = {r.path: r for r in compare_rows([{"env": {"HF_TOKEN": "hf_x"}, "n": 2}, {"n": 2}])}
+    assert rows["env.HF_TOKEN"].values == ["[redacted]", "(absent)"]
+    assert rows["env.HF_TOKEN"].changed and not rows["n"].changed
