@@ -23,6 +23,7 @@ from leaderboard.energy import MODELLED, labelled, power_source, result_energy
 from leaderboard.loadgen import load_generator_table
 from leaderboard.methodology import engine_constants
 from leaderboard.models import Result
+from leaderboard.reproduce import reproduce_command
 from leaderboard.publishing import verdict_passed
 from leaderboard.tables import Column, LazyRows, Table
 from runner.engine import frontier
@@ -644,26 +645,6 @@ def modelled_energy_table(result: Result) -> Table:
     )
 
 
-def reproduce_command(result: Result) -> str:
-    spec = result.run.run_spec or {}
-    search = spec.get("search") or {}  # dispatch's run spec (runs/dispatch.py run_prepare)
-    warmup = search.get("warmup_s", "<warm-up s>")
-    duration = search.get("duration_s", "<window s>")
-    cap = search.get("cap") or (result.run.search_summary or {}).get("cap") or "<cap>"
-    return (
-        "python -m runner.engine search \\\n"
-        "  --base-url http://<your-endpoint>/v1 --model <served model name> \\\n"
-        "  --dataset <tuning subset .jsonl.gz> --tiers tiers.json \\\n"
-        f"  --accelerators {result.accelerators_used}"
-        + (
-            f" --accelerators-total {result.accelerators_in_system}"
-            if result.accelerators_in_system
-            else ""
-        )
-        + f" \\\n  --warmup {warmup} --duration {duration} --cap {cap} --out results/"
-    )
-
-
 def result_page(*, pk: int) -> dict | None:
     result = (
         Result.objects.select_related(
@@ -725,7 +706,7 @@ def result_page(*, pk: int) -> dict | None:
         "timeline_trials": timeline_trials(run.trials.all()),
         "timeline_base": f"/api/v1/public/results/{result.pk}/trials/",
         "timeline_suffix": "/timeline/",
-        "reproduce": reproduce_command(result),
+        "reproduce": reproduce_command(result.run.run_spec),
         "power_measured": result.agents_per_mw is not None,
         "energy": energy,
         "power_source": power_source(result),

@@ -398,5 +398,8 @@ def test_the_reproduce_command_carries_the_runs_own_warmup_window_and_cap(client
     result = make_published_result()
     search = result.run.run_spec["search"]
     html = client.get(f"/results/{result.pk}/").content.decode()
-    assert f"--warmup {search['warmup_s']} --duration {search['duration_s']}" in html
-    assert f"--cap {search['cap']}" in html and "&lt;warm-up s&gt;" not in html
+    assert f"--warmup {search['warmup_s']:g} --duration {search['duration_s']:g}" in html
+    assert f"--cap {search['cap']} --max-trials {search['max_trials']}" in html
+    assert "&lt;warm-up s&gt;" not in html and "agentperf datasets download" in html
+    tiers = result.run.run_spec["tiers"]
+    assert all(f'"name": "{t["name"]}"' in html.replace("&quot;", '"') for t in tiers)

@@ -1,0 +1,74 @@
+"""The "Reproduce" block of a result page: the engine CLI commands that repeat the run's
+search with the run's own settings (docs/engine.md "CLI").
+
+Everything comes from the stored run spec, read through the contract
+(`runner/contract.py` RunSpec): the search options dispatch gave the run, its SLO tiers
+and its accelerator counts. The private test set stays private, so the block downloads the
+public tuning subset instead (docs/datasets.md "Public tuning subset"). A simulated run is
+reproduced exactly on the simulator's virtual time (`--target sim:PROFILE`); a measured one
+against the reader's own endpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from runner.contract import RunSpec, SearchOptions, SimulatedLauncher
+
+
+def search_flags(search: SearchOptions) -> list[str]:
+    """The engine CLI's flags for the run's search options (`runner/engine/cli.py`)."""
+    flags = [
+        f"--warmup {search.warmup_s:g}",
+        f"--duration {search.duration_s:g}",
+        f"--cap {search.cap}",
+        f"--max-trials {search.max_trials}",
+        f"--min-requests {search.min_requests}",
+        f"--seed {search.seed}",
+    ]
+    if search.ramp_s is not None:
+        flags.append(f"--ramp {search.ramp_s:g}")
+    if search.tool_delay_scale != 1.0:
+        flags.append(f"--tool-delay-scale {search.tool_delay_scale:g}")
+    if search.api != "chat":
+        flags.append(f"--api {search.api}")
+    flags.append(f"--timeout {search.request_timeout_s:g}")
+    return flags
+
+
+def reproduce_command(run_spec: dict) -> str:
+    """The shell lines that repeat the run's search, one flag group per line."""
+    spec = RunSpec.model_validate(run_spec)
+    launcher = spec.launcher
+    tiers = json.dumps([t.model_dump() for t in spec.tiers], indent=1)
+    if isinstance(launcher, SimulatedLauncher):
+        target = [
+            f"--target sim:{shlex.quote(launcher.profile)}",
+            f"--model {launcher.served_model_name}",
+        ]
+        if spec.search.prime_cache is False:
+            target.append("--no-prime-cache")
+    else:
+        target = [
+            "--base-url http://<your-endpoint>/v1",
+            f"--model {shlex.quote(spec.model.served_model_name)}",
+        ]
+    accelerators = [f"--accelerators {spec.accelerators.used}"]
+    if spec.accelerators.total:
+        accelerators.append(f"--accelerators-total {spec.accelerators.total}")
+    groups = [
+        target,
+        ["--dataset tuning.jsonl.gz", "--tiers tiers.json"],
+        accelerators,
+        search_flags(spec.search),
+        ["--out results/"],
+    ]
+    search = " \\\n  ".join(" ".join(group) for group in groups)
+    return (
+        "# the public tuning subset (the private test set stays private)\n"
+        "agentperf datasets download -o tuning.jsonl.gz\n"
+        f"# this run's SLO tiers: tier set {spec.tier_set.slug} v{spec.tier_set.version}\n"
+        f"cat > tiers.json <<'EOF'\n{tiers}\nEOF\n"
+        f"python -m runner.engine search {search}\n"
+    )
