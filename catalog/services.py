@@ -1,4 +1,5 @@
-"""Catalog writes."""
+"""Catalog writes: the database rows of the catalog files, read and checked by the one
+loader (runner.catalog)."""
 
 from __future__ import annotations
 
@@ -6,66 +7,21 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
-import yaml
 from django.db import transaction
 
 from catalog.fields import HARDWARE_FIELDS, MODEL_FIELDS
 from catalog.models import AIModel, HardwareSystem, SloTier, SloTierSet
-from runner.simulator.catalog import DEFAULT_CATALOG_DIR
-
-CATALOG_DIR = DEFAULT_CATALOG_DIR
-
-
-class CatalogError(Exception):
-    """A catalog data file that does not fit the expected shape (names file and entry)."""
-
-
-def _figure(entry: dict, path: str, where: str) -> tuple[Any, dict | None]:
-    head, _, rest = path.partition(".")
-    raw = entry.get(head)
-    if rest:
-        raw = (raw or {}).get(rest)
-    if raw is None:
-        return None, None
-    if isinstance(raw, dict):
-        if "value" not in raw:
-            raise CatalogError(f"{where}.{path}: a figure needs 'value' (null when unknown)")
-        value = raw.get("value")
-        if value is not None and not raw.get("source"):
-            raise CatalogError(f"{where}.{path}: value {value!r} has no source")
-        source = {"source": raw.get("source") or "", "note": raw.get("note") or ""}
-        return value, source
-    return raw, None
-
-
-def _load(name: str, key: str, directory: Path) -> list[dict]:
-    path = directory / name
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise CatalogError(f"{path}: {exc}") from exc
-    items = data.get(key)
-    if not isinstance(items, list):
-        raise CatalogError(f"{path}: expected a top-level list '{key}'")
-    return items
-
-
-def _as_date(value: Any, where: str) -> dt.date | None:
-    if value in (None, ""):
-        return None
-    if isinstance(value, dt.date):
-        return value
-    try:
-        return dt.date.fromisoformat(str(value))
-    except ValueError:
-        raise CatalogError(f"{where}: {value!r} is not an ISO date") from None
+from runner.catalog import CatalogError, as_date, figure_from, load_catalog, lookup
 
 
 def _fields(entry: dict, fields: list[tuple[str, str, str]], where: str) -> tuple[dict, dict]:
+    """The model's column values of ``fields`` and the source of each figure with one."""
     values: dict[str, Any] = {}
     sources: dict[str, dict] = {}
     for path, _label, _unit in fields:
-        value, source = _figure(entry, path, where)
+        raw = lookup(entry, path)
+        figure = figure_from(raw, path=f"{where}.{path}") if raw is not None else None
+        value = figure.value if figure else None
         head, _, rest = path.partition(".")
         if rest:
             values.setdefault(head, {})
@@ -73,19 +29,21 @@ def _fields(entry: dict, fields: list[tuple[str, str, str]], where: str) -> tupl
                 values[head][rest] = float(value)
         else:
             values[head] = value
-        if source:
-            sources[path] = source
+        if figure:
+            sources[path] = {"source": figure.source, "note": figure.note}
     return values, sources
 
 
 @transaction.atomic
-def catalog_seed(*, directory: Path = CATALOG_DIR) -> dict[str, int]:
-    """Create or update every catalog entry from the data files. Idempotent."""
+def catalog_seed(*, directory: Path | None = None) -> dict[str, int]:
+    """Create or update every catalog entry from the data files (as shipped, or those in
+    ``directory``); raises runner.catalog.CatalogError naming the file and entry. Idempotent."""
+    catalog = load_catalog(directory)
     counts = {"models": 0, "hardware": 0, "tier_sets": 0}
-    for entry in _load("models.yaml", "models", directory):
-        where = f"models.yaml:{entry.get('slug')}"
+    for entry in catalog.models.values():
+        where = f"models.yaml:{entry['slug']}"
         values, sources = _fields(entry, MODEL_FIELDS, where)
-        values["release_date"] = _as_date(values.get("release_date"), where)
+        values["release_date"] = as_date(values.get("release_date"), path=f"{where}.release_date")
         values["hf_repo"] = values.get("hf_repo") or ""
         AIModel.objects.update_or_create(
             slug=entry["slug"],
@@ -98,8 +56,8 @@ def catalog_seed(*, directory: Path = CATALOG_DIR) -> dict[str, int]:
             },
         )
         counts["models"] += 1
-    for entry in _load("hardware.yaml", "systems", directory):
-        where = f"hardware.yaml:{entry.get('slug')}"
+    for entry in catalog.systems.values():
+        where = f"hardware.yaml:{entry['slug']}"
         values, sources = _fields(entry, HARDWARE_FIELDS, where)
         values["interconnect"] = values.get("interconnect") or ""
         HardwareSystem.objects.update_or_create(
@@ -114,8 +72,8 @@ def catalog_seed(*, directory: Path = CATALOG_DIR) -> dict[str, int]:
             },
         )
         counts["hardware"] += 1
-    for entry in _load("tiers.yaml", "tier_sets", directory):
-        where = f"tiers.yaml:{entry.get('slug')}"
+    for entry in catalog.tier_sets.values():
+        where = f"tiers.yaml:{entry['slug']}"
         model = None
         if entry.get("model"):
             model = AIModel.objects.filter(slug=entry["model"]).first()
@@ -127,12 +85,13 @@ def catalog_seed(*, directory: Path = CATALOG_DIR) -> dict[str, int]:
                 "model": model,
                 "name": entry["name"],
                 "version": entry.get("version", 1),
-                "effective_date": _as_date(entry.get("effective_date"), where) or dt.date.today(),
+                "effective_date": as_date(entry.get("effective_date"), path=where)
+                or dt.date.today(),
                 "source": entry.get("source") or "",
             },
         )
         names = []
-        for order, tier in enumerate(entry.get("tiers") or []):
+        for order, tier in enumerate(entry["tiers"]):
             names.append(tier["name"])
             SloTier.objects.update_or_create(
                 tier_set=tier_set,

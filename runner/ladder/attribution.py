@@ -57,6 +57,7 @@ from typing import Any
 import orjson
 import yaml
 
+from runner.catalog import CatalogError, load_catalog
 from runner.engine.frontier import Point, pareto_frontier, throughput_at_speed
 from runner.engine.metrics import NS, RequestRecord, attributed_tokens
 from runner.engine.replay import ReplayConfig
@@ -66,7 +67,6 @@ from runner.engine.trajectory import DatasetError, load_dataset
 from runner.engine.trial import Tier, TrialConfig, parse_tiers, run_trial
 from runner.ladder.mergepatch import merge_patch, overlapping, patch_paths
 from runner.ladder.report import ladder_html
-from runner.simulator.catalog import DEFAULT_CATALOG_DIR
 from runner.simulator.profile import (
     OUTPUT_KINDS,
     ProfileError,
@@ -199,13 +199,11 @@ def _dataset_spec(value: Any, where: str) -> dict[str, Any]:
 
 def _tiers(value: Any, base_dir: Path) -> tuple[list[Tier], str]:
     if isinstance(value, str) and not value.endswith(".json"):
-        catalog = DEFAULT_CATALOG_DIR / "tiers.yaml"
-        sets = (yaml.safe_load(catalog.read_text()) or {}).get("tier_sets") or []
-        for s in sets:
-            if s.get("slug") == value:
-                return parse_tiers(s["tiers"]), value
-        known = ", ".join(str(s.get("slug")) for s in sets)
-        raise LadderError(f"tiers: no tier set {value!r} (one of: {known}, or a JSON file)")
+        try:
+            tier_set = load_catalog().tier_set(value)
+        except CatalogError as exc:
+            raise LadderError(f"tiers: {exc}; or give a JSON file") from None
+        return parse_tiers(tier_set["tiers"]), value
     if isinstance(value, str):
         path = (base_dir / value) if not os.path.isabs(value) else Path(value)
         try:

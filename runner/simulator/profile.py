@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from runner.simulator.catalog import Catalog, CatalogError, Figure, figure_from, load_catalog
+from runner.catalog import Catalog, CatalogError, Figure, figure_from, load_catalog
 
 PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
 PRECISIONS = ("fp4", "fp8", "bf16")

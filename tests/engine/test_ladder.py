@@ -11,6 +11,7 @@ import orjson
 import pytest
 import yaml
 
+from runner.catalog import CATALOG_DIR_ENV, DEFAULT_CATALOG_DIR
 from runner.engine.cli import main
 from runner.ladder.attribution import (
     LadderError,
@@ -116,6 +117,21 @@ def test_a_bad_rung_is_named(change: dict[str, Any], message: str) -> None:
         spec = parse_ladder(doc)
         plan_rungs(spec, "forward")
     assert message in str(err.value)
+
+
+def test_a_tier_set_slug_is_read_through_the_catalog_loader(tmp_path: Path) -> None:
+    tiers = "tier_sets:\n  - {slug: two, name: T, tiers: [{name: fast, min_p25_output_speed: 90, max_ttft_s: 2}]}\n"
+    for name in ("models.yaml", "hardware.yaml"):
+        (tmp_path / name).write_text((DEFAULT_CATALOG_DIR / name).read_text())
+    (tmp_path / "tiers.yaml").write_text(tiers)
+    default = parse_ladder(tiny_ladder())
+    assert [t.name for t in default.tiers][:1] == ["20 tok/s"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(CATALOG_DIR_ENV, str(tmp_path))
+        spec = parse_ladder(tiny_ladder(tiers="two"))
+        assert [(t.name, t.min_p25_output_speed) for t in spec.tiers] == [("fast", 90)]
+        with pytest.raises(LadderError, match="tiers: tier set 'agentperf-default-v1' is not"):
+            parse_ladder(tiny_ladder())
 
 
 def test_floor_below_the_frontier_and_none_above() -> None:

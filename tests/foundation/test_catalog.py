@@ -3,7 +3,9 @@ import yaml
 from django.core.management import call_command
 
 from catalog.models import AIModel, HardwareSystem, SloTier, SloTierSet
-from catalog.services import CATALOG_DIR, CatalogError, catalog_seed, default_tier_set_for
+from catalog.services import catalog_seed, default_tier_set_for
+from runner.catalog import DEFAULT_CATALOG_DIR as CATALOG_DIR
+from runner.catalog import CatalogError, load_catalog
 from tests.support.builders import make_model
 
 REQUIRED_SYSTEMS = [
@@ -101,13 +103,56 @@ def test_every_catalog_figure_with_a_value_names_its_source():
 
 @pytest.mark.django_db
 def test_a_figure_without_a_source_is_refused(tmp_path):
-    for name in ("hardware.yaml", "tiers.yaml"):
-        (tmp_path / name).write_text((CATALOG_DIR / name).read_text())
-    (tmp_path / "models.yaml").write_text(
-        "models:\n  - slug: x\n    name: X\n    total_params_b: {value: 7}\n"
+    directory = _catalog_copy(
+        tmp_path, models="models:\n  - slug: x\n    name: X\n    total_params_b: {value: 7}\n"
     )
     with pytest.raises(CatalogError, match="models.yaml:x.total_params_b: value 7 has no source"):
-        catalog_seed(directory=tmp_path)
+        catalog_seed(directory=directory)
+
+
+def _catalog_copy(tmp_path, **replace: str):
+    for name in ("models.yaml", "hardware.yaml", "tiers.yaml"):
+        (tmp_path / name).write_text(
+            replace.get(name.split(".")[0]) or (CATALOG_DIR / name).read_text()
+        )
+    return tmp_path
+
+
+def test_the_one_loader_reads_every_file_the_simulator_the_ladder_and_the_seed_use():
+    catalog = load_catalog()
+    assert catalog.model("deepseek-v4.1-flash-max")["name"] == "DeepSeek V4.1 Flash (max)"
+    assert catalog.system("gb300-nvl72")["accelerators_per_system"]["value"] == 72
+    default = catalog.tier_set("agentperf-default-v1")
+    assert default["model"] is None and [t["name"] for t in default["tiers"]][0] == "20 tok/s"
+    with pytest.raises(CatalogError, match="tier set 'nope' is not in the catalog"):
+        catalog.tier_set("nope")
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ("tier_sets:\n  - {slug: t, name: T}\n", "tiers.yaml:t: expected a non-empty list"),
+        (
+            "tier_sets:\n  - {slug: t, name: T, tiers: [{name: a, min_p25_output_speed: fast,"
+            " max_ttft_s: 1}]}\n",
+            "tiers.yaml:t.tiers\\[0\\].min_p25_output_speed: expected a number",
+        ),
+        (
+            "tier_sets:\n  - {slug: t, name: T, effective_date: soon, tiers: []}\n",
+            "tiers.yaml:t.effective_date: 'soon' is not an ISO date",
+        ),
+        ("models:\n  - {slug: m, name: M}\n  - {slug: m, name: N}\n", "slug 'm' appears twice"),
+    ],
+)
+@pytest.mark.django_db
+def test_a_malformed_file_is_refused_by_the_loader_before_the_seed_writes(tmp_path, doc, message):
+    name = doc.partition(":")[0].replace("tier_sets", "tiers")
+    directory = _catalog_copy(tmp_path, **{name: doc})
+    with pytest.raises(CatalogError, match=message):
+        load_catalog(directory)
+    with pytest.raises(CatalogError, match=message):
+        catalog_seed(directory=directory)
+    assert not AIModel.objects.exists()
 
 
 @pytest.mark.django_db

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runner.simulator.catalog import load_catalog
+from runner.catalog import load_catalog
 from runner.simulator.profile import ProfileError, available_profiles, load_profile
 
 CATALOG_SYSTEMS = {"gb300-nvl72", "gb200-nvl72", "b200-hgx8", "h200-hgx8", "h100-sxm-hgx8"}
@@ -30,6 +30,7 @@ def _fixture_catalog(tmp: Path, *, fp8: float | None) -> Path:
             }
         )
     )
+    (tmp / "tiers.yaml").write_text("tier_sets: []\n")
     (tmp / "models.yaml").write_text(
         yaml.safe_dump(
             {

@@ -1,6 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from catalog.services import CatalogError, catalog_seed
+from catalog.services import catalog_seed
+from runner.catalog import CatalogError
 
 
 class Command(BaseCommand):
