@@ -28,6 +28,7 @@ from leaderboard.models import Result
 from leaderboard.rebuild import result_pages_changed
 from runner.engine import frontier
 from runner.engine.search import SearchTrial, tier_results
+from runner.verification.status import WARN
 from runs.models import BenchmarkRun, Trial, VerificationReport
 from submissions import constants as c
 from submissions.models import Submission
@@ -263,7 +264,7 @@ def quality_of(report: VerificationReport | None, *, simulated: bool) -> dict[st
     if check is None:
         return {"status": "not_measured", "summary": "quality: not measured"}
     evidence = check.get("evidence") or {}
-    if check.get("status") == "warn" and "no reference" in str(check.get("summary")):
+    if check.get("status") == WARN and "no reference" in str(check.get("summary")):
         return {"status": "no_reference", "summary": check.get("summary")}
     return {
         "status": check.get("status"),

@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from runner.verification.status import STATUSES
+
 PHASE_STYLE = {
     # Okabe–Ito colours (colour-blind safe), and a distinct symbol per phase.
     "ramp": ("#0072b2", "circle"),
@@ -262,7 +264,7 @@ def _fmt(value: Any) -> str:
 
 
 def check_counts(checks: list[dict[str, Any]]) -> dict[str, int]:
-    counts = {"pass": 0, "warn": 0, "fail": 0}
+    counts = dict.fromkeys(STATUSES, 0)
     for check in checks:
         status = check.get("status")
         if status in counts:

@@ -34,6 +34,7 @@ from runner.engine.metrics import TrialSummary
 from runner.engine.search import SearchResult
 from runner.engine.trial import Tier as EngineTier
 from runner.engine.trial import TierVerdict as EngineTierVerdict
+from runner.verification.status import Status
 
 SPEC_VERSION = 1
 
@@ -316,7 +317,7 @@ class Check(Contract):
     """A qualification probe (runner/verification/probes.py): its evidence as measured."""
 
     name: str
-    status: Literal["pass", "warn", "fail"]
+    status: Status
     summary: str
     fatal: bool
     evidence: dict[str, Any]

@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from runner.verification.status import FAIL, PASS, STATUSES, WARN
+
 
 class BenchmarkRunQuerySet(models.QuerySet["BenchmarkRun"]):
     """The one rule for "a submission's latest run": newest first by creation, the higher id
@@ -113,10 +115,8 @@ class Trial(models.Model):
 
 
 class VerificationReport(models.Model):
-    STATUS_PASS = "pass"
-    STATUS_WARN = "warn"
-    STATUS_FAIL = "fail"
-    STATUS_CHOICES = [(STATUS_PASS, "pass"), (STATUS_WARN, "warn"), (STATUS_FAIL, "fail")]
+    STATUS_PASS, STATUS_WARN, STATUS_FAIL = PASS, WARN, FAIL
+    STATUS_CHOICES = [(s, s) for s in STATUSES]
 
     run = models.OneToOneField(BenchmarkRun, on_delete=models.CASCADE, related_name="verification")
     status = models.CharField(max_length=10, choices=STATUS_CHOICES)
@@ -127,7 +127,7 @@ class VerificationReport(models.Model):
     class Meta:
         constraints = [
             models.CheckConstraint(
-                condition=Q(status__in=["pass", "warn", "fail"]), name="verification_status"
+                condition=Q(status__in=list(STATUSES)), name="verification_status"
             ),
         ]
 

@@ -22,12 +22,10 @@ from runner.engine.metrics import RequestRecord
 from runner.engine.trajectory import Trajectory, dataset_from_bytes
 from runner.verification import checks as ext
 from runner.verification.fingerprint import load_reference
+from runner.verification.status import FAIL, PASS, WARN, worst_status
 from runs.models import BenchmarkRun, VerificationReport
 
 log = logging.getLogger(__name__)
-
-PASS, WARN, FAIL = "pass", "warn", "fail"
-_RANK = {PASS: 0, WARN: 1, FAIL: 2}
 
 
 def _check(name: str, status: str, summary: str, rule: str, evidence: dict) -> dict[str, Any]:
@@ -40,7 +38,7 @@ def check_qualification(run: Any) -> dict[str, Any]:
     if not probes:
         return _check("qualification", FAIL, "no qualification probes were reported",
                       "the runner probes the endpoint before load", {})  # fmt: skip
-    worst = max((p.get("status", FAIL) for p in probes), key=lambda s: _RANK.get(s, 2))
+    worst = worst_status(p.get("status", FAIL) for p in probes)
     failed = [p["name"] for p in probes if p.get("status") != PASS]
     summary = (
         f"all {len(probes)} probes passed"
@@ -250,7 +248,7 @@ def report_checks(
 def verification_build(*, run: BenchmarkRun) -> VerificationReport:
     """Compute and store (or replace) the run's report."""
     checks = verification_checks(run)
-    status = max((c["status"] for c in checks), key=lambda s: _RANK[s])
+    status = worst_status(c["status"] for c in checks)
     report, _ = VerificationReport.objects.update_or_create(
         run=run, defaults={"status": status, "checks": checks}
     )

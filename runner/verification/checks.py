@@ -20,8 +20,7 @@ from runner.engine.replay import NAMESPACE_TOKENS, PRIMED_TURN
 from runner.engine.trajectory import Trajectory, common_prefix_length
 from runner.verification import quality, speculative, taskcheck
 from runner.verification.fingerprint import compare_canaries
-
-PASS, WARN, FAIL = "pass", "warn", "fail"
+from runner.verification.status import FAIL, PASS, WARN, worst_status
 
 # token_counts
 OUTPUT_RATIO_TOLERANCE = 0.15
@@ -685,7 +684,7 @@ def check_repeatability(
                 + (f", TTFT p75 spread {ttft_spread:.1%}" if ttft_spread else "")
                 + (f" ({'; '.join(why)})" if why else "")
             )
-        worst = FAIL if FAIL in (worst, status) else (WARN if WARN in (worst, status) else PASS)
+        worst = worst_status((worst, status))
         groups.append(
             {
                 "concurrency": n,

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from runner.engine.transport import Clock, Exchange, RequestSpec, Transport
+from runner.verification.status import FAIL, PASS, WARN
 
-PASS, WARN, FAIL = "pass", "warn", "fail"
 EXACT_LENGTHS = (1, 17, 64)
 # About 600 cl100k tokens of stable text: long enough to fill several KV blocks.
 CACHE_PROBE_TEXT = (

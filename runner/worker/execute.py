@@ -48,6 +48,7 @@ from runner.verification.probes import (
     run_probes,
 )
 from runner.verification.speculative import parse_metrics, scrape_metrics
+from runner.verification.status import WARN
 from runner.verification.taskcheck import collect_completions, load_problems, score
 from runner.worker.api_client import RunnerApi, RunnerApiError, RunSuperseded
 from runner.worker.shards import CeleryShards
@@ -272,7 +273,7 @@ def task_check(
         dataset, base, tiers, result = load
         passing = [t.concurrency for t in result.trials if any(t.verdicts.values())]
         if not passing:
-            return check(f"task_{phase}", "warn", "no concurrency passed a tier: nothing to load",
+            return check(f"task_{phase}", WARN, "no concurrency passed a tier: nothing to load",
                          fatal=False, evidence={})  # fmt: skip
         concurrency = max(passing)
         config = dataclasses.replace(base, concurrency=concurrency, duration_s=24 * 3600.0)
