@@ -27,6 +27,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from ladders.models import Ladder, LadderRung
+from runner import contract
 from runner.ladder.attribution import (
     ORDERS,
     Change,
@@ -294,11 +295,11 @@ def _trial_measure(trial: Any, accelerators: int, seed: int) -> TrialMeasure:
     from runner.engine.metrics import RequestRecord
     from runner.ladder.attribution import _bootstrap_trial, _server_figures_parsed
 
-    m = trial.metrics or {}
+    m = contract.trial_metrics(trial.metrics)  # docs/pipeline.md "The contract"
     speeds: list[float] = []
     thr: list[float] = []
     sessions = 0
-    if trial.raw_records_key and m.get("window_start_ns") is not None:
+    if trial.raw_records_key:
         from runs.timeline import record_lines
 
         try:
@@ -309,32 +310,29 @@ def _trial_measure(trial: Any, accelerators: int, seed: int) -> TrialMeasure:
         if records:
             speeds, thr, sessions = _bootstrap_trial(
                 records,
-                int(m["window_start_ns"]),
-                int(m["window_end_ns"]),
+                m.window_start_ns,
+                m.window_end_ns,
                 accelerators,
                 RESAMPLES,
                 seed=seed,
                 concurrency=trial.concurrency,
             )
-    scraped = (trial.telemetry or {}).get("server_metrics") or {}
-    verdicts = {}
-    for name, v in (trial.verdicts or {}).items():
-        verdicts[name] = bool(v.get("passed", v.get("pass"))) if isinstance(v, dict) else bool(v)
-    ttft = {k: (None if v is None or not math.isfinite(v) else v)
-            for k, v in (m.get("ttft_s") or {}).items()}  # fmt: skip
-    if not ttft and m.get("ttft_p75_s") is not None:
-        ttft = {"p75": m["ttft_p75_s"]}
+    scraped = contract.TrialTelemetry.model_validate(trial.telemetry).server_metrics
+    verdicts = {name: v.passed for name, v in contract.trial_verdicts(trial.verdicts).items()}
+    ttft = {k: (None if v is None or not math.isfinite(v) else v) for k, v in m.ttft_s.items()}
     return TrialMeasure(
         index=trial.index,
         concurrency=trial.concurrency,
-        p25_speed=float(m.get("p25_output_speed") or 0.0),
-        throughput=float(m.get("throughput_per_accelerator") or 0.0),
-        error_rate=float(m.get("error_rate") or 0.0),
+        p25_speed=m.p25_output_speed,
+        throughput=m.throughput_per_accelerator,
+        error_rate=m.error_rate,
         ttft_s=ttft,
-        requests=int(m.get("requests") or 0),
+        requests=m.requests,
         sessions=sessions,
         verdicts=verdicts,
-        server=_server_figures_parsed(scraped.get("start"), scraped.get("end")),
+        server=_server_figures_parsed(
+            scraped.start if scraped else None, scraped.end if scraped else None
+        ),
         speed_reps=speeds,
         throughput_reps=thr,
     )

@@ -19,6 +19,7 @@ from leaderboard import configview, pages
 from leaderboard.cache import cached
 from leaderboard.energy import power_source, result_energy
 from leaderboard.models import Result
+from runner import contract
 from runner.engine import frontier
 
 # --- output serializers --------------------------------------------------------------
@@ -151,7 +152,7 @@ class ResultDetailOut(ResultSummaryOut):
             "run_finished_at": run.finished_at,
             "dataset_sha256": obj.dataset_sha256 or None,
             "dataset": str(run.dataset) if run.dataset_id else None,
-            "search_flags": (run.search_summary or {}).get("flags") or [],
+            "search_flags": s.flags if (s := contract.search_summary(run.search_summary)) else [],
         }
 
     def get_config(self, obj: Result) -> dict:

@@ -154,70 +154,17 @@ class Role:
     details: list[tuple[str, str]]
 
 
-_PARALLEL_KEYS = ("tp", "pp", "dp", "ep", "tensor_parallel", "pipeline_parallel")
-_COUNT_KEYS = ("accelerators", "num_accelerators", "gpus", "num_gpus", "accelerator_count")
-_PER_INSTANCE_KEYS = (
-    "accelerators_per_worker",
-    "accelerators_per_instance",
-    "accelerators_per_replica",
-    "gpus_per_instance",
-    "gpus_per_worker",
-)
-_INSTANCE_KEYS = ("workers", "instances", "replicas", "count", "num_instances")
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-
-def _first(entry: dict, keys: tuple[str, ...]) -> int | None:
-    for key in keys:
-        if (value := _int(entry.get(key))) is not None:
-            return value
-    return None
-
-
 def roles(config: dict | None) -> list[Role]:
-    """Prefill/decode (or aggregated) roles from `config["topology"]["roles"]`.
-
-    Accepts a list of role objects (with "role" or "name") or a mapping name → object;
-    accelerator counts come from an explicit total, else instances × per-instance, else
-    instances × the product of parallelism degrees. Unknown counts stay None.
-    """
-    topology = (config or {}).get("topology")
-    raw = topology.get("roles") if isinstance(topology, dict) else None
-    if isinstance(raw, dict):
-        entries = [dict(v, name=k) if isinstance(v, dict) else {"name": k} for k, v in raw.items()]
-    elif isinstance(raw, list):
-        entries = [e for e in raw if isinstance(e, dict)]
-    else:
-        return []
+    """Prefill/decode (or aggregated) roles from ``config["topology"]["roles"]``: the
+    schema's list of Role objects (submissions/schema/deployment.py: ``name``, ``workers``,
+    ``accelerators_per_worker``, parallelism degrees, ``hardware``; docs/catalog.md). A
+    role's accelerators are workers × accelerators per worker; the other fields are its
+    details. [] for a config without a topology."""
+    topology = (config or {}).get("topology") or {}
     out = []
-    for entry in redact(entries):
-        name = str(entry.get("role") or entry.get("name") or entry.get("kind") or "role")
-        instances = _first(entry, _INSTANCE_KEYS)
-        per_instance = _first(entry, _PER_INSTANCE_KEYS)
-        parallel = entry.get("parallelism") if isinstance(entry.get("parallelism"), dict) else {}
-        if per_instance is None:
-            degrees = [_int(parallel.get(k)) or _int(entry.get(k)) for k in ("tp", "pp", "dp")]
-            degrees = [d for d in degrees if d]
-            if degrees:
-                per_instance = 1
-                for d in degrees:
-                    per_instance *= d
-        total = _first(entry, _COUNT_KEYS)
-        if total is None and per_instance is not None:
-            total = per_instance * (instances or 1)
-        skip = {"role", "name", "kind", *_COUNT_KEYS, *_PER_INSTANCE_KEYS, *_INSTANCE_KEYS}
-        details = [
-            (
-                humanize(k),
-                _scalar(v)
-                if not isinstance(v, dict)
-                else ", ".join(f"{humanize(a)} {_scalar(b)}" for a, b in v.items()),
-            )
-            for k, v in entry.items()
-            if k not in skip
-        ]
-        out.append(Role(name, instances, total, per_instance, details))
+    for entry in redact(topology.get("roles") or []):
+        workers, per_worker = int(entry["workers"]), int(entry["accelerators_per_worker"])
+        skip = {"name", "workers", "accelerators_per_worker"}
+        details = [(humanize(k), _scalar(v)) for k, v in entry.items() if k not in skip]
+        out.append(Role(str(entry["name"]), workers, workers * per_worker, per_worker, details))
     return out

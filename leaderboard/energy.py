@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from runner.contract import TrialMetrics, TrialTelemetry
+
 MEASURED_TOOLS = ("nvml", "nvidia-smi", "amd-smi")
 
 
@@ -24,23 +26,23 @@ def _num(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def trial_energy(telemetry: Any, *, accelerators: int, throughput_tok_s: float | None) -> dict:
+def trial_energy(tel: TrialTelemetry, *, accelerators: int, throughput_tok_s: float | None) -> dict:
     """The energy block of one frontier point: {"measured": False, "reason"} or the
-    measured power with its provenance and, when complete, tokens per joule."""
-    tel = telemetry if isinstance(telemetry, dict) else {}
-    power = _num(tel.get("power_w"))
-    if not tel.get("measured") or tel.get("tool") not in MEASURED_TOOLS or not power:
-        return {"measured": False, "reason": str(tel.get("reason") or "not measured")}
-    measured = int(tel.get("accelerators") or 0)
+    measured power with its provenance and, when complete, tokens per joule. ``tel`` is
+    the trial's telemetry read through the contract (docs/pipeline.md "The contract")."""
+    power = _num(tel.power_w)
+    if not tel.measured or tel.tool not in MEASURED_TOOLS or not power:
+        return {"measured": False, "reason": tel.reason or "not measured"}
+    measured = tel.accelerators or 0
     block = {
         "measured": True,
-        "tool": tel["tool"],
-        "method": str(tel.get("method") or ""),
-        "denominator": str(tel.get("denominator") or ""),
-        "coverage": _num(tel.get("coverage")),
-        "max_gap_s": _num(tel.get("max_gap_s")),
+        "tool": tel.tool,
+        "method": tel.method or "",
+        "denominator": tel.denominator or "",
+        "coverage": _num(tel.coverage),
+        "max_gap_s": _num(tel.max_gap_s),
         "power_w": power,
-        "energy_j": _num(tel.get("energy_j")),
+        "energy_j": _num(tel.energy_j),
         "accelerators_measured": measured,
         "accelerators_used": accelerators,
         "complete": measured >= accelerators,
@@ -106,27 +108,25 @@ MEASURED = "measured"
 
 
 def trial_modelled_energy(
-    metrics: Any, *, simulated: bool, throughput_tok_s: float | None
+    metrics: TrialMetrics, *, simulated: bool, throughput_tok_s: float | None
 ) -> dict | None:
     """The modelled-power block of a simulated trial's point: the simulator's own power model
-    over the window (runner/telemetry/modelled.py, `metrics["modelled_energy"]`) and tokens
+    over the window (runner/telemetry/modelled.py, `metrics.modelled_energy`) and tokens
     per joule from it, labelled "modelled". None for a measured result, whatever its
     metrics say: a modelled figure is never read for one."""
-    if not simulated or not isinstance(metrics, dict):
+    block = metrics.modelled_energy
+    if not simulated or block is None:
         return None
-    block = metrics.get("modelled_energy")
-    if not isinstance(block, dict) or block.get("modelled") is not True:
-        return None
-    power = _num(block.get("power_w"))
+    power = _num(block.power_w)
     if not power or power <= 0:
         return None
     return {
         "modelled": True,
         "label": MODELLED,
         "power_w": power,
-        "power_w_per_accelerator": _num(block.get("power_w_per_accelerator")),
-        "accelerators": int(block.get("accelerators") or 0),
-        "method": str(block.get("method") or ""),
+        "power_w_per_accelerator": _num(block.power_w_per_accelerator),
+        "accelerators": block.accelerators,
+        "method": block.method,
         "tokens_per_joule": throughput_tok_s / power if throughput_tok_s else None,
     }
 

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from leaderboard.tables import Column, Table
+from runner import contract
 
 COLUMNS = [
     Column("trial", "Trial", "int"),
@@ -34,7 +35,7 @@ def load_generator_rows(trials: Iterable[Any]) -> list[dict[str, Any]]:
     for t in trials:
         row = t if isinstance(t, dict) else {k: getattr(t, k) for k in ("index", "concurrency",
                                                                           "metrics")}  # fmt: skip
-        lg = (row["metrics"] or {}).get("load_generator") or {}
+        lg = contract.trial_metrics(row["metrics"]).load_generator or {}
         retried = len(lg.get("failed_attempts") or [])
         for p in lg.get("per_shard") or []:
             health = p.get("health") or {}

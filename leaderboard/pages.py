@@ -24,8 +24,8 @@ from leaderboard.loadgen import load_generator_table
 from leaderboard.methodology import engine_constants
 from leaderboard.models import Result
 from leaderboard.reproduce import reproduce_command
-from leaderboard.publishing import verdict_passed
 from leaderboard.tables import Column, LazyRows, Table
+from runner import contract
 from runner.engine import frontier
 from submissions.models import Artifact
 
@@ -472,33 +472,36 @@ def trials_table(result: Result, trials, tier_names: Sequence[str]) -> Table:
     columns.append(Column("simulated", "Simulated", "bool"))
     rows = []
     for t in trials:
-        m = t.metrics or {}
-        ttft = m.get("ttft_s") or {}
+        m = contract.trial_metrics(t.metrics)
+        ttft = m.ttft_s
         row = {
             "index": t.index,
             "phase": t.phase,
             "concurrency": t.concurrency,
-            "p25_speed": m.get("p25_output_speed"),
-            "median_speed": m.get("median_output_speed"),
+            "p25_speed": m.p25_output_speed,
+            "median_speed": m.median_output_speed,
             "ttft_p50_s": ttft.get("p50"),
             "ttft_p75_s": ttft.get("p75"),
             "ttft_p95_s": ttft.get("p95"),
             "ttft_p99_s": ttft.get("p99"),
-            "throughput_per_accelerator": m.get("throughput_per_accelerator"),
+            "throughput_per_accelerator": m.throughput_per_accelerator,
             "agents_per_accelerator": t.concurrency / result.accelerators_used,
-            "error_rate": m.get("error_rate"),
-            "cache_hit_ratio": m.get("cache_hit_ratio"),
-            "mean_in_flight": m.get("mean_in_flight"),
-            "requests": m.get("requests"),
+            "error_rate": m.error_rate,
+            "cache_hit_ratio": m.cache_hit_ratio,
+            "mean_in_flight": m.mean_in_flight,
+            "requests": m.requests,
             "power_w": next(
                 (p.get("power_w") for p in result.points if p.get("index") == t.index), None
             ),
             "modelled_power_w": modelled_w.get(t.index),
             "simulated": result.is_simulated,
         }
+        verdicts = contract.trial_verdicts(t.verdicts)
         for name in tier_names:
-            passed = verdict_passed((t.verdicts or {}).get(name))
-            row[f"tier:{name}"] = None if passed is None else ("pass" if passed else "fail")
+            verdict = verdicts.get(name)
+            row[f"tier:{name}"] = (
+                None if verdict is None else ("pass" if verdict.passed else "fail")
+            )
         rows.append(row)
     return Table("trials", "Trials", columns, rows)
 
@@ -702,7 +705,7 @@ def result_page(*, pk: int) -> dict | None:
         "roles": roles,
         "roles_total": total_role_acc,
         "raw_data": _raw_data_links(result, run.raw_artifacts),
-        "search_flags": (run.search_summary or {}).get("flags") or [],
+        "search_flags": s.flags if (s := contract.search_summary(run.search_summary)) else [],
         "timeline_trials": timeline_trials(run.trials.all()),
         "timeline_base": f"/api/v1/public/results/{result.pk}/trials/",
         "timeline_suffix": "/timeline/",

@@ -26,6 +26,7 @@ from leaderboard.energy import (
 )
 from leaderboard.models import Result
 from leaderboard.rebuild import result_pages_changed
+from runner import contract
 from runner.engine import frontier
 from runner.engine.search import SearchTrial, tier_results
 from runner.verification.status import WARN
@@ -39,17 +40,6 @@ class PublishError(Exception):
     """The run cannot be published (wrong state, no usable trial, mismatched rows)."""
 
 
-def verdict_passed(value: Any) -> bool | None:
-    """A tier verdict in any stored shape: bool, {"pass": bool} or {"passed": bool}."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, dict):
-        for key in ("pass", "passed"):
-            if isinstance(value.get(key), bool):
-                return value[key]
-    return None
-
-
 def _num(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
@@ -59,32 +49,29 @@ def _num(value: Any) -> float | None:
 def _trial_power_w(run: BenchmarkRun, trial: Trial) -> float | None:
     """Power measured over this trial's window on the runner host, over every accelerator
     the deployment used (leaderboard.energy); None otherwise. Never a modelled figure."""
-    accelerators = int((trial.metrics or {}).get("accelerators") or 0)
+    accelerators = contract.trial_metrics(trial.metrics).accelerators
     return point_power_w({"energy": _trial_energy(trial, accelerators)})
 
 
 def _trial_energy(trial: Trial, accelerators: int) -> dict:
-    m = trial.metrics or {}
-    throughput = _num(m.get("throughput_per_accelerator"))
+    throughput = _num(contract.trial_metrics(trial.metrics).throughput_per_accelerator)
     return trial_energy(
-        trial.telemetry,
+        contract.TrialTelemetry.model_validate(trial.telemetry),
         accelerators=accelerators,
         throughput_tok_s=throughput * accelerators if throughput is not None else None,
     )
 
 
-def point_intervals(metrics: dict) -> dict[str, dict]:
+def point_intervals(metrics: contract.TrialMetrics) -> dict[str, dict]:
     """A trial's session-bootstrap intervals of its frontier point's x and y (engine.stats):
     {"p25_speed": {"low", "high", "confidence"}, "throughput_per_accelerator": {...}}; a
-    statistic without a finite interval is left out (trials run with resamples = 0, or
-    stored before the engine measured throughput's)."""
-    stored = ((metrics or {}).get("statistics") or {}).get("intervals") or {}
+    statistic without a finite interval is left out (trials run with resamples = 0)."""
     out: dict[str, dict] = {}
     pairs = (("p25_speed", "p25_output_speed"),
              ("throughput_per_accelerator", "throughput_per_accelerator"))  # fmt: skip
     for key, name in pairs:
-        interval = stored.get(name)
-        if not isinstance(interval, dict):
+        interval = metrics.interval(name)
+        if interval is None:
             continue
         low, high = _num(interval.get("low")), _num(interval.get("high"))
         if low is None or high is None or low > high:
@@ -93,12 +80,13 @@ def point_intervals(metrics: dict) -> dict[str, dict]:
     return out
 
 
-def _marginal_tiers(verdicts: Any) -> set[str]:
-    return {
-        name
-        for name, v in (verdicts or {}).items()
-        if isinstance(v, dict) and v.get("marginal") is True
-    }
+def _passed(trial: Any) -> dict[str, bool]:
+    """A stored trial's verdict per tier, read through the contract (TierVerdict)."""
+    return {name: v.passed for name, v in contract.trial_verdicts(trial.verdicts).items()}
+
+
+def _marginal_tiers(trial: Any) -> set[str]:
+    return {name for name, v in contract.trial_verdicts(trial.verdicts).items() if v.marginal}
 
 
 def tier_brackets(summary: dict, trials: Iterable[Any], tier_names: list[str]) -> dict[str, dict]:
@@ -112,51 +100,42 @@ def tier_brackets(summary: dict, trials: Iterable[Any], tier_names: list[str]) -
     ``index``, ``phase`` and ``verdicts`` (a Trial row or the migration's historical one).
     """
     trials = list(trials)
-    stored = (summary or {}).get("tiers")
-    found: dict[str, dict] = {}
-    if isinstance(stored, dict) and stored:
-        found = {k: v for k, v in stored.items() if isinstance(v, dict)}
+    found: dict[str, contract.TierResult]
+    if summary:
+        found = contract.SearchSummary.model_validate(summary).tiers
     else:
         search_trials = [
             SearchTrial(
                 index=t.index,
                 concurrency=t.concurrency,
                 phase=t.phase,
-                verdicts={
-                    k: p
-                    for k, v in (t.verdicts or {}).items()
-                    if (p := verdict_passed(v)) is not None
-                },
-                marginal=sorted(_marginal_tiers(t.verdicts)),
+                verdicts=_passed(t),
+                marginal=sorted(_marginal_tiers(t)),
             )
             for t in trials
         ]
-        cap = int((summary or {}).get("cap") or max((t.concurrency for t in trials), default=1))
+        cap = max((t.concurrency for t in trials), default=1)
         found = {
-            name: r.to_dict()
+            name: contract.TierResult.model_validate(r.to_dict())
             for name, r in tier_results(search_trials, tier_names, cap=cap).items()
         }
     marginal_at: dict[str, set[int]] = {}
     for t in trials:
-        for name in _marginal_tiers(t.verdicts):
+        for name in _marginal_tiers(t):
             marginal_at.setdefault(name, set()).add(t.concurrency)
     out: dict[str, dict] = {}
     for name in tier_names:
         entry = found.get(name)
         if entry is None:
             continue
-        high = entry.get("max_agents")
-        high = int(high) if isinstance(high, int) and not isinstance(high, bool) else 0
-        low = entry.get("lowest_fail")
-        low = int(low) if isinstance(low, int) and not isinstance(low, bool) else None
-        flags = [str(f) for f in entry.get("flags") or []]
-        marginal = bool(marginal_at.get(name, set()) & {high, low})
+        flags = list(entry.flags)
+        marginal = bool(marginal_at.get(name, set()) & {entry.max_agents, entry.lowest_fail})
         if marginal and "marginal" not in flags:
             flags.append("marginal")
         out[name] = {
-            "highest_pass": high,
-            "lowest_fail": low,
-            "confirmed": bool(entry.get("confirmed")),
+            "highest_pass": entry.max_agents,
+            "lowest_fail": entry.lowest_fail,
+            "confirmed": entry.confirmed,
             "marginal": marginal,
             "flags": flags,
         }
@@ -172,59 +151,50 @@ def trial_point(
     labelled "modelled") and never a measured figure: the host running a twin measures
     nothing of the system it stands for. A measured result's point never carries a
     modelled one."""
-    m = trial.metrics or {}
-    speed = _num(m.get("p25_output_speed"))
-    throughput = _num(m.get("throughput_per_accelerator"))
+    m = contract.trial_metrics(trial.metrics)
+    speed = _num(m.p25_output_speed)
+    throughput = _num(m.throughput_per_accelerator)
     if speed is None or throughput is None:
         return None
     energy = _trial_energy(trial, accelerators)
     if simulated:
         power_w = None
         energy = {"measured": False, "reason": "simulated: power is modelled, not measured"}
-    ttft = {k: _num(v) for k, v in (m.get("ttft_s") or {}).items()}
-    verdicts = {name: verdict_passed(v) for name, v in (trial.verdicts or {}).items()}
+    ttft = {k: _num(v) for k, v in m.ttft_s.items()}
     return {
         "index": trial.index,
         "concurrency": trial.concurrency,
         "phase": trial.phase,
         "p25_speed": speed,
-        "median_speed": _num(m.get("median_output_speed")),
+        "median_speed": _num(m.median_output_speed),
         "ttft_s": ttft,
         "ttft_p75_s": ttft.get("p75"),
         "throughput_per_accelerator": throughput,
         "agents_per_accelerator": trial.concurrency / accelerators,
-        "error_rate": _num(m.get("error_rate")),
-        "cache_hit_ratio": _num(m.get("cache_hit_ratio")),
-        "mean_in_flight": _num(m.get("mean_in_flight")),
-        "requests": m.get("requests"),
+        "error_rate": _num(m.error_rate),
+        "cache_hit_ratio": _num(m.cache_hit_ratio),
+        "mean_in_flight": _num(m.mean_in_flight),
+        "requests": m.requests,
         "power_w": power_w,
         "energy": energy,
         "modelled_energy": trial_modelled_energy(
             m, simulated=simulated, throughput_tok_s=throughput * accelerators
         ),
-        "verdicts": {k: v for k, v in verdicts.items() if v is not None},
+        "verdicts": _passed(trial),
         "intervals": point_intervals(m),
     }
 
 
 def max_agents_of(run: BenchmarkRun, trials: Iterable[Trial], tier_names: list[str]) -> dict:
     """Max agents per tier: the search summary's, else recomputed from the trials."""
-    summary = run.search_summary or {}
-    stored = summary.get("max_agents")
-    if isinstance(stored, dict) and stored:
-        return {k: int(v) for k, v in stored.items() if isinstance(v, int) and v > 0}
+    if run.search_summary:
+        stored = contract.SearchSummary.model_validate(run.search_summary).max_agents
+        return {k: n for k, n in stored.items() if n > 0}
     search_trials = [
-        SearchTrial(
-            index=t.index,
-            concurrency=t.concurrency,
-            phase=t.phase,
-            verdicts={
-                k: p for k, v in (t.verdicts or {}).items() if (p := verdict_passed(v)) is not None
-            },
-        )
+        SearchTrial(index=t.index, concurrency=t.concurrency, phase=t.phase, verdicts=_passed(t))
         for t in trials
     ]
-    cap = int(summary.get("cap") or max((t.concurrency for t in search_trials), default=1))
+    cap = max((t.concurrency for t in search_trials), default=1)
     results = tier_results(search_trials, tier_names, cap=cap)
     return {name: r.max_agents for name, r in results.items() if r.max_agents > 0}
 
@@ -233,16 +203,12 @@ def default_label(*, hardware_name: str, when: dt.datetime) -> str:
     return f"{hardware_name} now ({when.day} {when:%b})"
 
 
-def engine_of(config: dict, run_spec: dict) -> tuple[str, str]:
-    """(engine name, version) from the deployment config, else the run spec."""
-    for source in (config or {}, run_spec or {}):
-        engine = source.get("engine")
-        if isinstance(engine, dict):
-            name = engine.get("name") or engine.get("kind") or ""
-            return str(name), str(engine.get("version") or "")
-        if isinstance(engine, str) and engine:
-            return engine, str(source.get("engine_version") or "")
-    return "", ""
+def engine_of(config: dict) -> tuple[str, str]:
+    """(engine name, version) from the deployment config's ``engine`` section (the schema's
+    Engine: ``name`` and ``version``, submissions/schema/deployment.py); ("", "") for a
+    submission without a config."""
+    engine = (config or {}).get("engine") or {}
+    return str(engine.get("name", "")), str(engine.get("version", ""))
 
 
 def _tier_set_of(run: BenchmarkRun, submission: Submission) -> SloTierSet:
@@ -304,15 +270,11 @@ def result_publish(
     tier_set = _tier_set_of(run, submission)
     tier_names = [t.name for t in tier_set.tiers.all()]
     trials = list(run.trials.order_by("index"))
-    accelerators = max(
-        (int(a) for t in trials if isinstance(a := (t.metrics or {}).get("accelerators"), int)),
-        default=0,
-    )
+    metrics = [contract.trial_metrics(t.metrics) for t in trials]
+    accelerators = max((m.accelerators for m in metrics), default=0)
     if accelerators < 1:
         raise PublishError(f"run #{run.pk}: no trial says how many accelerators it used")
-    totals = [
-        int(a) for t in trials if isinstance(a := (t.metrics or {}).get("accelerators_total"), int)
-    ]
+    totals = [m.accelerators_total for m in metrics if m.accelerators_total is not None]
     topology = (submission.config or {}).get("topology") or {}
     in_system = (
         max(totals)
@@ -351,7 +313,7 @@ def result_publish(
     modelled_power = result_modelled_power(
         simulated=submission.is_simulated, max_agents=max_agents, points=points
     )
-    engine_name, engine_version = engine_of(submission.config, run.run_spec)
+    engine_name, engine_version = engine_of(submission.config)
     now = timezone.now()
     with transaction.atomic():
         locked = Submission.objects.select_for_update().get(pk=submission.pk)

@@ -1,8 +1,9 @@
 """Pure shaping of stored run data for the review pages (trial chart, search path, evidence).
 
-Inputs are the JSON the runner stores (`Trial.metrics` = engine TrialSummary.to_dict(),
-`Trial.verdicts`, `BenchmarkRun.search_summary` = engine SearchResult.to_dict(),
-`VerificationReport.checks`), so these functions take plain dicts and are unit-tested alone.
+Inputs are the JSON the runner stores (`Trial.metrics`, `Trial.verdicts`,
+`BenchmarkRun.search_summary`, `VerificationReport.checks`), read through the contract
+(runner/contract.py, docs/pipeline.md "The contract"), so these functions take the stored
+dicts and are unit-tested alone.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from runner import contract
 from runner.verification.status import STATUSES
 
 PHASE_STYLE = {
@@ -55,17 +57,6 @@ def _num(value: Any) -> float | None:
     return None if math.isnan(out) else out
 
 
-def _verdict(value: Any) -> tuple[bool | None, list[str]]:
-    """Trial.verdicts holds {"pass": bool, "reasons": [...]}; the search summary holds a bool."""
-    if isinstance(value, bool):
-        return value, []
-    if isinstance(value, dict):
-        passed = value.get("pass", value.get("passed"))
-        reasons = value.get("reasons") or []
-        return (bool(passed) if passed is not None else None), [str(r) for r in reasons]
-    return None, []
-
-
 def trial_rows(trials: list[dict[str, Any]], tier_names: list[str]) -> list[TrialRow]:
     """One row per trial, in run order, with a verdict per tier (None when not judged).
 
@@ -73,23 +64,26 @@ def trial_rows(trials: list[dict[str, Any]], tier_names: list[str]) -> list[Tria
     """
     rows = []
     for t in sorted(trials, key=lambda t: t["index"]):
-        metrics = t.get("metrics") or {}
-        client = metrics.get("client") or {}
-        verdicts = t.get("verdicts") or {}
+        metrics = contract.trial_metrics(t["metrics"])
+        verdicts = contract.trial_verdicts(t["verdicts"])
         names = list(tier_names) + [n for n in verdicts if n not in tier_names]
+        judged = [
+            (name, v.passed, list(v.reasons)) if (v := verdicts.get(name)) else (name, None, [])
+            for name in names
+        ]
         rows.append(
             TrialRow(
                 index=int(t["index"]),
                 concurrency=int(t["concurrency"]),
                 phase=str(t.get("phase") or ""),
-                p25_speed=_num(metrics.get("p25_output_speed")),
-                ttft={k: _num(v) for k, v in (metrics.get("ttft_s") or {}).items()},
-                error_rate=_num(metrics.get("error_rate")),
-                requests=metrics.get("requests"),
-                throughput_per_accelerator=_num(metrics.get("throughput_per_accelerator")),
-                client_healthy=client.get("healthy"),
-                client_reason=str(client.get("reason") or ""),
-                verdicts=[(name, *_verdict(verdicts.get(name))) for name in names],
+                p25_speed=_num(metrics.p25_output_speed),
+                ttft={k: _num(v) for k, v in metrics.ttft_s.items()},
+                error_rate=_num(metrics.error_rate),
+                requests=metrics.requests,
+                throughput_per_accelerator=_num(metrics.throughput_per_accelerator),
+                client_healthy=metrics.client.healthy,
+                client_reason=metrics.client.reason,
+                verdicts=judged,
                 raw_url=str(t.get("raw_url") or ""),
             )
         )
@@ -98,19 +92,19 @@ def trial_rows(trials: list[dict[str, Any]], tier_names: list[str]) -> list[Tria
 
 def tier_outcomes(search_summary: dict[str, Any], tiers: list[dict[str, Any]]) -> list[dict]:
     """Per tier: its thresholds and the search's result (max agents, confirmed, flags)."""
-    found = (search_summary or {}).get("tiers") or {}
+    found = contract.SearchSummary.model_validate(search_summary).tiers if search_summary else {}
     out = []
     for tier in tiers:
-        res = found.get(tier["name"]) or {}
+        res = found.get(tier["name"])
         out.append(
             {
                 **tier,
                 "max_error_percent": (tier.get("max_error_rate") or 0) * 100,
-                "max_agents": res.get("max_agents"),
-                "lowest_fail": res.get("lowest_fail"),
-                "confirmed": res.get("confirmed"),
-                "converged": res.get("converged"),
-                "flags": list(res.get("flags") or []),
+                "max_agents": res.max_agents if res else None,
+                "lowest_fail": res.lowest_fail if res else None,
+                "confirmed": res.confirmed if res else None,
+                "converged": res.converged if res else None,
+                "flags": list(res.flags) if res else [],
             }
         )
     return out

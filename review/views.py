@@ -32,6 +32,7 @@ from review.services import (
     review_available_actions,
     review_conflict,
 )
+from runner import contract
 from runs.models import BenchmarkRun, VerificationReport
 from submissions.models import Artifact, Submission
 from submissions.services.artifacts import artifact_url
@@ -240,7 +241,7 @@ def _detail_context(
         "run": run,
         "runs": list(submission.runs.latest_first()),
         "tiers": presenters.tier_outcomes(summary, tiers),
-        "search_flags": summary.get("flags") or [],
+        "search_flags": s.flags if (s := contract.search_summary(summary)) else [],
         "trial_rows": rows,
         "chart": presenters.trial_chart(rows, tiers) if rows else None,
         "report": report,

@@ -34,7 +34,6 @@ from runner.engine.metrics import TrialSummary
 from runner.engine.search import SearchResult
 from runner.engine.trial import Tier as EngineTier
 from runner.engine.trial import TierVerdict as EngineTierVerdict
-from runner.verification.status import Status
 
 SPEC_VERSION = 1
 
@@ -317,7 +316,7 @@ class Check(Contract):
     """A qualification probe (runner/verification/probes.py): its evidence as measured."""
 
     name: str
-    status: Status
+    status: Literal["pass", "warn", "fail"]
     summary: str
     fatal: bool
     evidence: dict[str, Any]
@@ -555,6 +554,12 @@ def trial_verdicts(stored: Any) -> dict[str, TierVerdict]:
 def trial_metrics(stored: Any) -> TrialMetrics:
     """``Trial.metrics`` read back through the contract (raises on any other shape)."""
     return TrialMetrics.model_validate(stored)
+
+
+def search_summary(stored: Any) -> SearchSummary | None:
+    """``BenchmarkRun.search_summary`` read back through the contract; None for a run that
+    has not completed (``{}``)."""
+    return SearchSummary.model_validate(stored) if stored else None
 
 
 def error_fields(exc: ValidationError) -> dict[str, list[str]]:

@@ -11,12 +11,14 @@ from __future__ import annotations
 import hmac
 import shutil
 import tempfile
+from typing import TypeVar
 
 from django.conf import settings
 from django.core import signing
 from django.core.files import File
 from django.core.files.storage import storages
 from drf_spectacular.utils import extend_schema, inline_serializer
+from pydantic import ValidationError
 from rest_framework import authentication, exceptions, permissions, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -24,6 +26,7 @@ from rest_framework.views import APIView
 
 from core.api_errors import ApiError
 from core.parsers import RunnerJSONParser
+from runner import contract
 from runs import services
 from runs.dispatch import RUN_TOKEN_PREFIX, dataset_section, run_token_hash, storage_get_url
 from runs.models import BenchmarkRun
@@ -118,17 +121,21 @@ def _payload(request: Request, serializer_class) -> dict:
     return dict(serializer.validated_data)
 
 
-class StartIn(serializers.Serializer):
-    runner_info = serializers.JSONField(required=False, default=dict)
+Document = TypeVar("Document", bound=contract.Contract)
 
 
-class HeartbeatIn(serializers.Serializer):
-    progress = serializers.JSONField(required=False, default=dict)
-
-
-class QualificationIn(serializers.Serializer):
-    checks = serializers.ListField(child=serializers.JSONField())
-    runner_info = serializers.JSONField(required=False, default=dict)
+def _document(request: Request, model: type[Document], what: str) -> Document:
+    """The body as a contract document (runner/contract.py); anything that does not fit —
+    an unknown or misspelled field, a missing one, a wrong type — is a 400 naming each
+    field by its path (docs/pipeline.md "The contract")."""
+    try:
+        return model.model_validate(request.data)
+    except ValidationError as exc:
+        raise ApiError(
+            "invalid",
+            f'the {what} does not fit the contract (docs/pipeline.md "The contract")',
+            fields=contract.error_fields(exc),
+        ) from None
 
 
 class UploadIn(serializers.Serializer):
@@ -141,31 +148,6 @@ class UploadIn(serializers.Serializer):
     count = serializers.IntegerField(min_value=0, required=False)
     trial_id = serializers.RegexField(services.SHARD_TRIAL_ID.pattern, required=False)
     shard = serializers.IntegerField(min_value=0, max_value=4095, required=False)
-
-
-class TrialIn(serializers.Serializer):
-    index = serializers.IntegerField(min_value=0)
-    concurrency = serializers.IntegerField(min_value=1)
-    phase = serializers.CharField(max_length=20, allow_blank=True)
-    metrics = serializers.JSONField()
-    verdicts = serializers.JSONField()
-    config = serializers.JSONField(required=False, default=dict)
-    simulated = serializers.BooleanField(required=False, default=False)
-    telemetry = serializers.JSONField(required=False, default=dict)
-    raw_records = serializers.JSONField()
-
-
-class CompleteIn(serializers.Serializer):
-    search_summary = serializers.JSONField()
-    telemetry = serializers.JSONField(required=False, default=dict)
-    logs = serializers.ListField(child=serializers.JSONField(), required=False, default=list)
-    runner_info = serializers.JSONField(required=False, default=dict)
-    tiers = serializers.JSONField(required=False, default=list)
-
-
-class FailIn(serializers.Serializer):
-    reason = serializers.CharField(max_length=5000)
-    logs = serializers.ListField(child=serializers.JSONField(), required=False, default=list)
 
 
 _OK = inline_serializer("RunnerOk", {"ok": serializers.BooleanField()})
@@ -181,36 +163,33 @@ class RunRootView(RunView):
 
 
 class StartView(RunView):
-    @extend_schema(request=StartIn, responses=inline_serializer("RunnerStart", {
+    @extend_schema(request=contract.StartReport, responses=inline_serializer("RunnerStart", {
         "attempt": serializers.IntegerField(), "trials": serializers.JSONField(),
         "dataset": serializers.JSONField()}))  # fmt: skip
     def post(self, request: Request, run_id: int) -> Response:
-        data = _payload(request, StartIn)
-        run = services.run_start(run=self.run(request), runner_info=data["runner_info"])
+        report = _document(request, contract.StartReport, "start report")
+        run = services.run_start(run=self.run(request), runner_info=report.runner_info)
         trials = [services.search_trial_dict(t) for t in run.trials.order_by("index")]
         return Response({"attempt": run.attempt, "trials": trials, "dataset": dataset_section(run)})
 
 
 class HeartbeatView(RunView):
-    @extend_schema(request=HeartbeatIn, responses=inline_serializer(
+    @extend_schema(request=contract.Heartbeat, responses=inline_serializer(
         "RunnerHeartbeat", {"cancel": serializers.BooleanField()}))  # fmt: skip
     def post(self, request: Request, run_id: int) -> Response:
-        data = _payload(request, HeartbeatIn)
+        beat = _document(request, contract.Heartbeat, "heartbeat")
         cancel = services.run_heartbeat(
-            run=self.run(request), attempt=self.attempt(request), progress=data["progress"]
+            run=self.run(request), attempt=self.attempt(request), progress=beat.progress
         )
         return Response({"cancel": cancel})
 
 
 class QualificationView(RunView):
-    @extend_schema(request=QualificationIn, responses=_OK)
+    @extend_schema(request=contract.QualificationReport, responses=_OK)
     def post(self, request: Request, run_id: int) -> Response:
-        data = _payload(request, QualificationIn)
+        report = _document(request, contract.QualificationReport, "qualification report")
         services.run_record_qualification(
-            run=self.run(request),
-            attempt=self.attempt(request),
-            checks=data["checks"],
-            runner_info=data["runner_info"],
+            run=self.run(request), attempt=self.attempt(request), report=report
         )
         return Response({"ok": True})
 
@@ -293,13 +272,13 @@ class TrialsView(RunView):
         trials = [services.search_trial_dict(t) for t in run.trials.order_by("index")]
         return Response({"trials": trials})
 
-    @extend_schema(request=TrialIn, responses=inline_serializer(
+    @extend_schema(request=contract.TrialReport, responses=inline_serializer(
         "RunnerTrialStored", {"index": serializers.IntegerField(),
                               "created": serializers.BooleanField()}))  # fmt: skip
     def post(self, request: Request, run_id: int) -> Response:
-        data = _payload(request, TrialIn)
+        report = _document(request, contract.TrialReport, "trial report")
         trial, created = services.run_record_trial(
-            run=self.run(request), attempt=self.attempt(request), payload=data
+            run=self.run(request), attempt=self.attempt(request), report=report
         )
         return Response(
             {"index": trial.index, "created": created},
@@ -345,26 +324,26 @@ class ShardsView(RunView):
 
 
 class CompleteView(RunView):
-    @extend_schema(request=CompleteIn, responses=inline_serializer(
+    @extend_schema(request=contract.CompletionReport, responses=inline_serializer(
         "RunnerComplete", {"status": serializers.CharField()}))  # fmt: skip
     def post(self, request: Request, run_id: int) -> Response:
-        data = _payload(request, CompleteIn)
+        report = _document(request, contract.CompletionReport, "completion report")
         run = services.run_complete(
-            run=self.run(request), attempt=self.attempt(request), payload=data
+            run=self.run(request), attempt=self.attempt(request), report=report
         )
         return Response({"status": run.submission.status})
 
 
 class FailView(RunView):
-    @extend_schema(request=FailIn, responses=inline_serializer(
+    @extend_schema(request=contract.FailureReport, responses=inline_serializer(
         "RunnerFail", {"status": serializers.CharField()}))  # fmt: skip
     def post(self, request: Request, run_id: int) -> Response:
-        data = _payload(request, FailIn)
+        report = _document(request, contract.FailureReport, "failure report")
         run = self.run(request)
-        for meta in data["logs"]:
+        for log in report.logs:
             try:
-                services._artifact_for(run, kind=Artifact.KIND_LOG, meta=meta)
+                services._artifact_for(run, kind=Artifact.KIND_LOG, ref=log)
             except services.RunInvalid:
                 pass  # a log that did not arrive must not hide the failure itself
-        run = services.run_fail(run=run, attempt=self.attempt(request), reason=data["reason"])
+        run = services.run_fail(run=run, attempt=self.attempt(request), reason=report.reason)
         return Response({"status": run.status})

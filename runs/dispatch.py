@@ -23,10 +23,12 @@ from django.core.files.storage import storages
 from django.db import transaction
 from django.db.models import Q
 from django.urls import reverse
+from pydantic import ValidationError
 
 from catalog.datasets import SIZE_SMALL, SIZE_STANDARD, file_sha256, private_test_set
 from catalog.services import default_tier_set_for
 from core.queues import loadgen_queue, pool_queue
+from runner import contract
 from runs.models import BenchmarkRun
 from submissions import constants as c
 from submissions.models import LaunchApproval, PoolEndpoint, RunnerPool, Submission
@@ -35,7 +37,7 @@ from submissions.services.lifecycle import TransitionError, submission_transitio
 log = logging.getLogger(__name__)
 
 RUN_TOKEN_PREFIX = "aprun_"
-SPEC_VERSION = 1
+SPEC_VERSION = contract.SPEC_VERSION
 SIMULATED_POOL = "simulated"
 ACTOR = "dispatch"
 
@@ -272,11 +274,23 @@ def dataset_section(run: BenchmarkRun) -> dict[str, Any]:
 
 
 def run_spec_message(run: BenchmarkRun, token: str) -> dict[str, Any]:
-    """The stored spec plus what must not be stored: the token and fresh presigned URLs."""
+    """The stored spec plus what must not be stored: the token and fresh presigned URLs,
+    as one contract document (docs/pipeline.md "The contract")."""
     spec = copy.deepcopy(run.run_spec)
     spec["api"] = {"base_url": runner_api_url(run), "token": token}
     spec["dataset"] = dataset_section(run)
-    return spec
+    return contract.RunSpec.model_validate(spec).dump()
+
+
+def run_spec_build(fields: dict[str, Any], run_id: int) -> contract.RunSpec:
+    """The run spec of `fields` (everything but the run id) as a contract document; a
+    DispatchError naming each field that does not fit (a settings or catalog mistake)."""
+    try:
+        return contract.RunSpec.model_validate({"run_id": run_id, **fields})
+    except ValidationError as exc:
+        raise DispatchError(
+            f"the run spec does not fit the contract: {contract.error_fields(exc)}"
+        ) from None
 
 
 def run_signature(run: BenchmarkRun, token: str) -> Signature:
@@ -299,21 +313,9 @@ def run_prepare(*, submission: Submission) -> tuple[BenchmarkRun, Signature]:
     search = search_options(submission, pool, launcher)
     dataset = private_test_set(size=dataset_size(submission, pool, launcher))
     soft, hard = time_limits(search, launcher)
-    token, token_hash = run_token_mint()
-    run = BenchmarkRun.objects.create(
-        submission=submission,
-        dataset=dataset,
-        tier_set=tier_set,
-        status=BenchmarkRun.STATUS_PENDING,
-        queue=pool_queue(pool),
-        token_hash=token_hash,
-        soft_time_limit_s=soft,
-        time_limit_s=hard,
-    )
     # Secret-free: the token and presigned URLs are added per message (run_spec_message).
-    run.run_spec = {
+    fields = {
         "version": SPEC_VERSION,
-        "run_id": run.pk,
         "submission_id": submission.pk,
         "pool": pool,
         "launcher": launcher,
@@ -331,6 +333,19 @@ def run_prepare(*, submission: Submission) -> tuple[BenchmarkRun, Signature]:
         "limits": {"soft_s": soft, "hard_s": hard},
         "simulated": launcher["kind"] == "simulated",
     }
+    run_spec_build(fields, 0)  # refused before a run exists
+    token, token_hash = run_token_mint()
+    run = BenchmarkRun.objects.create(
+        submission=submission,
+        dataset=dataset,
+        tier_set=tier_set,
+        status=BenchmarkRun.STATUS_PENDING,
+        queue=pool_queue(pool),
+        token_hash=token_hash,
+        soft_time_limit_s=soft,
+        time_limit_s=hard,
+    )
+    run.run_spec = run_spec_build(fields, run.pk).stored()
     run.save(update_fields=["run_spec"])
     return run, run_signature(run, token)
 

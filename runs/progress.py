@@ -18,6 +18,7 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
+from runner import contract
 from runs.models import BenchmarkRun
 
 LIVE_SEARCH_KEYS = ("search_phase", "trial", "max_trials", "concurrency")
@@ -32,7 +33,7 @@ def progress_settled(progress: dict[str, Any] | None, phase: str) -> dict[str, A
     out = {k: v for k, v in (progress or {}).items() if k not in LIVE_SEARCH_KEYS}
     out["phase"] = phase
     out["search_phase"] = phase if phase in BenchmarkRun.FINAL_STATES else "finished"
-    return out
+    return contract.Progress.model_validate(out).dump()
 
 
 def queue_estimate(run: BenchmarkRun) -> dict[str, Any]:
@@ -70,7 +71,7 @@ def queue_estimate(run: BenchmarkRun) -> dict[str, Any]:
             f"mean wall time {mean:.0f} s of the last {len(durations)} finished runs on this "
             "queue, one run at a time per worker"
         )
-    return out
+    return contract.QueueEstimate.model_validate(out).dump()
 
 
 def run_progress(run: BenchmarkRun) -> dict[str, Any]:
@@ -79,10 +80,12 @@ def run_progress(run: BenchmarkRun) -> dict[str, Any]:
         return queue_estimate(run)
     if run.status in BenchmarkRun.FINAL_STATES:
         return progress_settled(run.progress, run.status)
-    progress = dict(run.progress or {})
-    if progress.get("phase") in POST_SEARCH:
-        return progress_settled(progress, str(progress["phase"]))
-    return progress
+    if not run.progress:  # running, nothing beaten yet
+        return {}
+    progress = contract.Progress.model_validate(run.progress)
+    if progress.phase in POST_SEARCH:
+        return progress_settled(run.progress, progress.phase)
+    return progress.dump()
 
 
 __all__ = ["progress_settled", "queue_estimate", "run_progress"]

@@ -21,6 +21,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from runner import contract
 from runs.models import BenchmarkRun, Trial
 from runs.progress import progress_settled
 from submissions import constants as c
@@ -55,21 +56,20 @@ def _check_attempt(run: BenchmarkRun, attempt: int | None) -> None:
 
 
 def search_trial_dict(trial: Trial) -> dict[str, Any]:
-    """A stored trial in the engine's SearchTrial shape (what `prior_trials` takes)."""
-    verdicts = {}
-    for name, value in (trial.verdicts or {}).items():
-        passed = value.get("passed", value.get("pass")) if isinstance(value, dict) else value
-        verdicts[name] = bool(passed)
+    """A stored trial in the engine's SearchTrial shape (what `prior_trials` takes), its
+    verdicts read through the contract (docs/pipeline.md "The contract")."""
+    verdicts = contract.trial_verdicts(trial.verdicts)
     return {
         "index": trial.index,
         "concurrency": trial.concurrency,
         "phase": trial.phase,
-        "verdicts": verdicts,
+        "verdicts": {name: v.passed for name, v in verdicts.items()},
+        "marginal": sorted(name for name, v in verdicts.items() if v.marginal),
         "data": {"summary": trial.metrics, "verdicts": trial.verdicts},
     }
 
 
-def run_start(*, run: BenchmarkRun, runner_info: dict[str, Any]) -> BenchmarkRun:
+def run_start(*, run: BenchmarkRun, runner_info: contract.RunnerInfo) -> BenchmarkRun:
     """A worker took the run: pending → running (queued → running), or a redelivered task
     resumes a running run under a new attempt number (the old attempt is fenced off)."""
     now = timezone.now()
@@ -97,8 +97,8 @@ def run_start(*, run: BenchmarkRun, runner_info: dict[str, Any]) -> BenchmarkRun
         locked.attempt += 1
         locked.started_at = locked.started_at or now
         locked.heartbeat_at = now
-        locked.runner_host = str(runner_info.get("hostname", ""))[:200]
-        locked.runner_info = runner_info
+        locked.runner_host = runner_info.hostname[:200]
+        locked.runner_info = runner_info.dump()
         locked.progress = {"phase": "starting", "attempt": locked.attempt}
         locked.save(
             update_fields=[
@@ -117,26 +117,26 @@ def run_start(*, run: BenchmarkRun, runner_info: dict[str, Any]) -> BenchmarkRun
     return locked
 
 
-def run_heartbeat(*, run: BenchmarkRun, attempt: int | None, progress: dict[str, Any]) -> bool:
+def run_heartbeat(*, run: BenchmarkRun, attempt: int | None, progress: contract.Progress) -> bool:
     """Record a beat; True when the worker should stop (the submission was withdrawn)."""
     fresh = BenchmarkRun.objects.select_related("submission").get(pk=run.pk)
     _check_attempt(fresh, attempt)
     updated = BenchmarkRun.objects.filter(
         pk=run.pk, status=BenchmarkRun.STATUS_RUNNING, attempt=attempt
-    ).update(heartbeat_at=timezone.now(), progress=progress)
+    ).update(heartbeat_at=timezone.now(), progress=progress.dump())
     if updated != 1:
         raise RunConflict(f"run #{run.pk} changed while beating")
     return fresh.submission.status == c.WITHDRAWN
 
 
 def run_record_qualification(
-    *, run: BenchmarkRun, attempt: int | None, checks: list[dict[str, Any]], runner_info: dict
+    *, run: BenchmarkRun, attempt: int | None, report: contract.QualificationReport
 ) -> None:
     with transaction.atomic():
         locked = _locked(run)
         _check_attempt(locked, attempt)
-        locked.qualification = checks
-        locked.runner_info = {**(locked.runner_info or {}), **runner_info}
+        locked.qualification = [check.dump() for check in report.checks]
+        locked.runner_info = {**(locked.runner_info or {}), **report.runner_info.dump()}
         locked.save(update_fields=["qualification", "runner_info"])
 
 
@@ -190,11 +190,11 @@ def _stored_matches(key: str, *, sha256: str, size: int) -> None:
             raise RunInvalid(f"{key}: stored sha256 {digest} differs from the declared one")
 
 
-def _artifact_for(run: BenchmarkRun, *, kind: str, meta: dict[str, Any]) -> Artifact:
-    key = str(meta.get("key") or "")
+def _artifact_for(run: BenchmarkRun, *, kind: str, ref: contract.ArtifactRef) -> Artifact:
+    key = ref.key
     if not key.startswith(f"runs/{run.pk}/"):
         raise RunInvalid(f"{key!r} is not a key of run #{run.pk}")
-    sha256, size = str(meta.get("sha256") or ""), int(meta.get("size") or 0)
+    sha256, size = ref.sha256, ref.size
     existing = Artifact.objects.filter(storage_key=key).first()
     if existing is not None:
         if existing.sha256 != sha256:
@@ -213,17 +213,18 @@ def _artifact_for(run: BenchmarkRun, *, kind: str, meta: dict[str, Any]) -> Arti
 
 
 def run_record_trial(
-    *, run: BenchmarkRun, attempt: int | None, payload: dict[str, Any]
+    *, run: BenchmarkRun, attempt: int | None, report: contract.TrialReport
 ) -> tuple[Trial, bool]:
-    """Store one finished trial; (trial, created). The same index twice stores it once."""
-    index = int(payload["index"])
+    """Store one finished trial; (trial, created). The same index twice stores it once.
+
+    What is stored is the report's own documents (docs/pipeline.md "The contract"): the
+    metrics, the verdicts (one per tier of the run spec) and the window's telemetry."""
+    index = report.index
     with transaction.atomic():
         locked = _locked(run)
         existing = Trial.objects.filter(run=locked, index=index).first()
         if existing is not None:
-            same = existing.concurrency == int(payload["concurrency"]) and (
-                existing.phase == payload.get("phase", "")
-            )
+            same = existing.concurrency == report.concurrency and existing.phase == report.phase
             if not same:
                 raise RunConflict(f"trial {index} of run #{run.pk} is stored with other data")
             return existing, False
@@ -231,23 +232,28 @@ def run_record_trial(
         count = Trial.objects.filter(run=locked).count()
         if index != count:
             raise RunConflict(f"run #{run.pk} has {count} trials; the next index is {count}")
-        raw = payload.get("raw_records") or {}
-        artifact = _artifact_for(locked, kind=Artifact.KIND_RAW_RECORDS, meta=raw)
-        metrics = dict(payload.get("metrics") or {})
+        tiers = [t["name"] for t in (locked.run_spec or {}).get("tiers") or []]
+        if sorted(report.verdicts) != sorted(tiers):
+            raise RunInvalid(
+                f"the verdicts name tiers {sorted(report.verdicts)}; the run's tiers are "
+                f"{sorted(tiers)}"
+            )
+        artifact = _artifact_for(locked, kind=Artifact.KIND_RAW_RECORDS, ref=report.raw_records)
+        metrics = report.metrics
         try:
             trial = Trial.objects.create(
                 run=locked,
                 index=index,
-                concurrency=int(payload["concurrency"]),
-                phase=str(payload.get("phase", ""))[:20],
-                window_start_s=metrics.get("window_start_ns", 0) / 1e9 if metrics else None,
-                window_end_s=metrics.get("window_end_ns", 0) / 1e9 if metrics else None,
-                metrics=metrics,
-                verdicts=payload.get("verdicts") or {},
+                concurrency=report.concurrency,
+                phase=report.phase,
+                window_start_s=metrics.window_start_ns / 1e9,
+                window_end_s=metrics.window_end_ns / 1e9,
+                metrics=metrics.dump(),
+                verdicts={name: v.dump() for name, v in report.verdicts.items()},
                 raw_records_key=artifact.storage_key,
                 raw_records_sha256=artifact.sha256,
-                raw_records_count=int(raw.get("count") or 0),
-                telemetry=payload.get("telemetry") or {},
+                raw_records_count=report.raw_records.count,
+                telemetry=report.telemetry.dump(),
                 attempt=locked.attempt,
             )
         except IntegrityError as exc:  # a concurrent identical post won the insert
@@ -284,7 +290,7 @@ def run_fail(
 
 
 def run_complete(
-    *, run: BenchmarkRun, attempt: int | None, payload: dict[str, Any]
+    *, run: BenchmarkRun, attempt: int | None, report: contract.CompletionReport
 ) -> BenchmarkRun:
     """The search finished: running → verifying → (verification report) → in_review.
 
@@ -306,11 +312,11 @@ def run_complete(
         ]
         if missing:
             raise RunInvalid(f"raw records of trials {sorted(set(missing))} are not in storage")
-        for meta in payload.get("logs") or []:
-            _artifact_for(locked, kind=Artifact.KIND_LOG, meta=meta)
-        locked.search_summary = payload.get("search_summary") or {}
-        locked.telemetry = payload.get("telemetry") or {}
-        locked.runner_info = {**(locked.runner_info or {}), **(payload.get("runner_info") or {})}
+        for log_ref in report.logs:
+            _artifact_for(locked, kind=Artifact.KIND_LOG, ref=log_ref)
+        locked.search_summary = report.search_summary.dump()
+        locked.telemetry = report.telemetry.dump()
+        locked.runner_info = {**(locked.runner_info or {}), **report.runner_info.dump()}
         locked.progress = progress_settled(locked.progress, "verifying")
         locked.heartbeat_at = timezone.now()
         locked.save(

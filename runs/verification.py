@@ -18,14 +18,17 @@ from typing import Any
 import orjson
 from django.core.files.storage import storages
 
+from runner import contract
 from runner.engine.metrics import RequestRecord
 from runner.engine.trajectory import Trajectory, dataset_from_bytes
 from runner.verification import checks as ext
 from runner.verification.fingerprint import load_reference
-from runner.verification.status import FAIL, PASS, WARN, worst_status
 from runs.models import BenchmarkRun, VerificationReport
 
 log = logging.getLogger(__name__)
+
+PASS, WARN, FAIL = "pass", "warn", "fail"
+_RANK = {PASS: 0, WARN: 1, FAIL: 2}
 
 
 def _check(name: str, status: str, summary: str, rule: str, evidence: dict) -> dict[str, Any]:
@@ -38,7 +41,7 @@ def check_qualification(run: Any) -> dict[str, Any]:
     if not probes:
         return _check("qualification", FAIL, "no qualification probes were reported",
                       "the runner probes the endpoint before load", {})  # fmt: skip
-    worst = worst_status(p.get("status", FAIL) for p in probes)
+    worst = max((p.get("status", FAIL) for p in probes), key=lambda s: _RANK.get(s, 2))
     failed = [p["name"] for p in probes if p.get("status") != PASS]
     summary = (
         f"all {len(probes)} probes passed"
@@ -57,15 +60,14 @@ def check_request_accounting(run: Any, trials) -> dict[str, Any]:
     bad = []
     rows = []
     for t in trials:
-        m = t.metrics or {}
-        sent, ok, failed = m.get("requests"), m.get("ok"), m.get("failed")
-        total = m.get("requests_total")
+        m = contract.trial_metrics(t.metrics)
+        sent, ok, failed, total = m.requests, m.ok, m.failed, m.requests_total
         row = {"trial": t.index, "sent": sent, "ok": ok, "failed": failed,
                "records_total": total, "raw_records": t.raw_records_count}  # fmt: skip
         rows.append(row)
-        if None in (sent, ok, failed) or sent != ok + failed:
+        if sent != ok + failed:
             bad.append(f"trial {t.index}: sent {sent} != ok {ok} + failed {failed}")
-        elif total is not None and t.raw_records_count != total:
+        elif t.raw_records_count != total:
             bad.append(f"trial {t.index}: {t.raw_records_count} raw records, {total} requests")
     return _check(
         "request_accounting", FAIL if bad else PASS,
@@ -77,10 +79,10 @@ def check_request_accounting(run: Any, trials) -> dict[str, Any]:
 
 
 def check_output_lengths(trials) -> dict[str, Any]:
-    wrong = {t.index: (t.metrics or {}).get("errors_by_class", {}).get("wrong_length", 0)
-             for t in trials}  # fmt: skip
+    metrics = {t.index: contract.trial_metrics(t.metrics) for t in trials}
+    wrong = {i: m.errors_by_class.get("wrong_length", 0) for i, m in metrics.items()}
     total = sum(wrong.values())
-    sent = sum((t.metrics or {}).get("requests", 0) or 0 for t in trials)
+    sent = sum(m.requests for m in metrics.values())
     status = PASS if total == 0 else (WARN if sent and total / sent <= 0.001 else FAIL)
     return _check(
         "output_lengths", status,
@@ -94,15 +96,16 @@ def check_output_lengths(trials) -> dict[str, Any]:
 def check_error_rate(run: Any, trials) -> dict[str, Any]:
     limit = min((t.get("max_error_rate", 0.01) for t in run.run_spec.get("tiers") or []),
                 default=0.01)  # fmt: skip
-    max_agents = (run.search_summary or {}).get("max_agents") or {}
-    passing_ns = {n for n in max_agents.values() if n}
-    rates = {t.index: (t.metrics or {}).get("error_rate", 0.0) or 0.0 for t in trials}
+    summary = contract.search_summary(run.search_summary)
+    passing_ns = {n for n in (summary.max_agents if summary else {}).values() if n}
+    metrics = {t.index: contract.trial_metrics(t.metrics) for t in trials}
+    rates = {i: m.error_rate for i, m in metrics.items()}
     at_results = {t.index: rates[t.index] for t in trials if t.concurrency in passing_ns}
     worst = max(at_results.values(), default=0.0)
     errors: dict[str, int] = {}
-    for t in trials:
-        for k, v in ((t.metrics or {}).get("errors_by_class") or {}).items():
-            errors[k] = errors.get(k, 0) + int(v)
+    for m in metrics.values():
+        for k, v in m.errors_by_class.items():
+            errors[k] = errors.get(k, 0) + v
     return _check(
         "error_rate", PASS if worst <= limit else FAIL,
         f"worst error rate at a reported result: {worst:.2%} (limit {limit:.2%})",
@@ -205,8 +208,8 @@ def report_checks(
     spec = run.run_spec or {}
     slug = str((spec.get("model") or {}).get("slug") or "")
     reference = load_reference(slug, simulated=bool(spec.get("simulated")))
-    max_agents = (run.search_summary or {}).get("max_agents") or {}
-    result_ns = {int(n) for n in max_agents.values() if n}
+    summary = contract.search_summary(run.search_summary)
+    result_ns = {n for n in (summary.max_agents if summary else {}).values() if n}
     claimed = (spec.get("accelerators") or {}).get("used")
     precision = ((run.submission.config or {}).get("model") or {}).get("weight_precision")
     return [
@@ -248,7 +251,7 @@ def report_checks(
 def verification_build(*, run: BenchmarkRun) -> VerificationReport:
     """Compute and store (or replace) the run's report."""
     checks = verification_checks(run)
-    status = worst_status(c["status"] for c in checks)
+    status = max((c["status"] for c in checks), key=lambda s: _RANK[s])
     report, _ = VerificationReport.objects.update_or_create(
         run=run, defaults={"status": status, "checks": checks}
     )

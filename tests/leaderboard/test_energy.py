@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import pytest
 from django.urls import reverse
+from pydantic import ValidationError
 
 from leaderboard.energy import result_energy
 from leaderboard.publishing import result_publish
+from runner.contract import TrialTelemetry
 from runs.models import Trial
 from submissions import constants as c
 from tests.support.builders import (
@@ -77,9 +79,11 @@ def test_power_of_fewer_accelerators_than_used_is_partial_and_computes_nothing()
 
 @pytest.mark.django_db
 def test_a_modelled_power_figure_is_never_read_as_measured():
-    """A twin's modelled power (in the metrics, or telemetry not measured) stays out."""
-    modelled = {"measured": False, "reason": "not measured: simulated on virtual time",
-                "modelled_power_w": 9000.0}  # fmt: skip
+    """A twin's power (in the metrics, with its telemetry not measured) stays out; a stray
+    power field in the telemetry is not even part of the contract (runner/contract.py)."""
+    modelled = {"measured": False, "reason": "not measured: simulated on virtual time"}
+    with pytest.raises(ValidationError):
+        TrialTelemetry.model_validate({**modelled, "modelled_power_w": 9000.0})
     result = _publish_with(lambda t: modelled, metrics_extra={"power_w": 9000.0})
     assert result.agents_per_mw is None
     assert all(p["power_w"] is None and not p["energy"]["measured"] for p in result.points)

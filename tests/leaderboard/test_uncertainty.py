@@ -13,8 +13,10 @@ from django.urls import reverse
 from leaderboard import charts
 from leaderboard.pages import bracket_text
 from leaderboard.publishing import tier_brackets
+from runner import contract
 from runner.engine.metrics import NS, summarize
 from runner.engine.stats import throughput_interval
+from runner.engine.trial import TierVerdict
 from runs import timeline
 from tests.support.records import (
     WARMUP_S,
@@ -76,6 +78,11 @@ def test_tier_brackets_hold_highest_pass_lowest_fail_and_confirmation(result):
     assert bracket_text(b["60 tok/s"]) == "16 … 32 · confirmed"
 
 
+def _v(passed: bool, *, marginal: bool) -> dict:
+    """The engine's verdict as the worker stores it (runner/contract.py TierVerdict)."""
+    return contract.TierVerdict.of(TierVerdict(passed=passed, marginal=marginal)).dump()
+
+
 class _Trial:
     def __init__(self, index, n, phase, verdicts):
         self.index, self.concurrency, self.phase, self.verdicts = index, n, phase, verdicts
@@ -83,17 +90,17 @@ class _Trial:
 
 def test_a_marginal_verdict_at_a_bound_flags_the_bracket():
     trials = [
-        _Trial(0, 1, "ramp", {"t": {"passed": True, "marginal": False}}),
-        _Trial(1, 2, "ramp", {"t": {"passed": True, "marginal": False}}),
-        _Trial(2, 4, "ramp", {"t": {"passed": False, "marginal": True}}),
-        _Trial(3, 8, "ramp", {"t": {"passed": False, "marginal": False}}),
+        _Trial(0, 1, "ramp", {"t": _v(True, marginal=False)}),
+        _Trial(1, 2, "ramp", {"t": _v(True, marginal=False)}),
+        _Trial(2, 4, "ramp", {"t": _v(False, marginal=True)}),
+        _Trial(3, 8, "ramp", {"t": _v(False, marginal=False)}),
     ]
     b = tier_brackets({}, trials, ["t"])["t"]
     assert (b["highest_pass"], b["lowest_fail"], b["marginal"]) == (2, 4, True)
     assert "marginal" in b["flags"] and bracket_text(b).endswith("marginal")
     # the same marginal verdict away from the bracket flags nothing
-    trials[2].verdicts = {"t": {"passed": False, "marginal": False}}
-    trials[3].verdicts = {"t": {"passed": False, "marginal": True}}
+    trials[2].verdicts = {"t": _v(False, marginal=False)}
+    trials[3].verdicts = {"t": _v(False, marginal=True)}
     assert tier_brackets({}, trials, ["t"])["t"]["marginal"] is False
 
 

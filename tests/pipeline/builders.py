@@ -10,10 +10,13 @@ import re
 from django.core.files.base import ContentFile
 from django.core.files.storage import storages
 
+from runner import contract
+from runner.engine.search import SearchTrial
+from runner.engine.trial import TierVerdict
 from runs.dispatch import run_prepare
 from submissions import constants as c
 from tests.pipeline.conftest import EXAMPLES
-from tests.support.builders import make_org
+from tests.support.builders import make_org, trial_metrics
 
 
 def prepared_run(org=None, *, status: str = c.VALIDATED):
@@ -41,33 +44,73 @@ def prepared_run(org=None, *, status: str = c.VALIDATED):
 
 
 def stored_records(run, index: int, *, attempt: int = 1, lines: int = 3) -> dict:
-    """Put a raw-records object where the API's upload grant would, and describe it."""
+    """Put a raw-records object where the API's upload grant would, and describe it (the
+    contract's RawRecordsRef, docs/pipeline.md "The contract")."""
     body = gzip.compress(b"".join(b'{"request_id": "r%d"}\n' % i for i in range(lines)), mtime=0)
     key = f"runs/{run.pk}/a{attempt}/raw/trial-{index:03d}.jsonl.gz"
     storage = storages["artifacts"]
     if storage.exists(key):
         storage.delete(key)
     storage.save(key, ContentFile(body))
-    return {"key": key, "sha256": hashlib.sha256(body).hexdigest(), "size": len(body),
-            "count": lines}  # fmt: skip
+    return contract.RawRecordsRef(
+        key=key, sha256=hashlib.sha256(body).hexdigest(), size=len(body), count=lines
+    ).dump()
 
 
 def trial_payload(run, index: int, concurrency: int, *, attempt: int = 1) -> dict:
+    """A trial report as the worker builds it: the engine's own summary and verdicts
+    (the first tier passes, the others fail) through the contract's TrialReport."""
     names = [t["name"] for t in run.run_spec["tiers"]]
-    return {
-        "index": index,
-        "concurrency": concurrency,
-        "phase": "ramp",
-        "metrics": {
-            "requests": 3,
-            "ok": 3,
-            "failed": 0,
-            "requests_total": 3,
-            "p25_output_speed": 50.0,
-            "throughput_per_accelerator": 100.0,
-            "accelerators": 1,
-            "error_rate": 0.0,
-        },  # fmt: skip
-        "verdicts": {n: {"passed": i == 0, "reasons": []} for i, n in enumerate(names)},
-        "raw_records": stored_records(run, index, attempt=attempt),
-    }
+    return contract.TrialReport(
+        index=index,
+        concurrency=concurrency,
+        phase="ramp",
+        metrics=contract.TrialMetrics.model_validate(
+            trial_metrics(speed=50.0, throughput=100.0, ttft_p75=1.0, accelerators=1, requests=3)
+        ),
+        verdicts={
+            n: contract.TierVerdict.of(TierVerdict(passed=i == 0)) for i, n in enumerate(names)
+        },
+        telemetry=contract.TrialTelemetry(measured=False, reason="not measured: test"),
+        raw_records=contract.RawRecordsRef.model_validate(
+            stored_records(run, index, attempt=attempt)
+        ),
+    ).dump()
+
+
+def runner_info(**extra) -> dict:
+    """The worker's RunnerInfo (runner/worker/execute.py runner_info)."""
+    from runner.worker.execute import runner_info as worker_info
+
+    return worker_info().model_copy(update=extra).dump()
+
+
+def progress(**fields) -> dict:
+    """A heartbeat as the worker beats it."""
+    return contract.Heartbeat(progress=contract.Progress(phase="search", **fields)).dump()
+
+
+def completion(run, *, flags: tuple[str, ...] = ()) -> dict:
+    """``POST complete`` for the trials stored so far: the engine's own search result."""
+    from runner.engine.search import SearchResult, tier_results
+
+    trials = [
+        SearchTrial.from_dict(
+            {
+                "index": t.index,
+                "concurrency": t.concurrency,
+                "phase": t.phase,
+                "verdicts": {k: v.passed for k, v in contract.trial_verdicts(t.verdicts).items()},
+            }
+        )  # fmt: skip
+        for t in run.trials.order_by("index")
+    ]
+    names = [t["name"] for t in run.run_spec["tiers"]]
+    cap = max((t.concurrency for t in trials), default=1)
+    result = SearchResult(trials, tier_results(trials, names, cap=cap), cap=cap, flags=list(flags))
+    return contract.CompletionReport(
+        search_summary=contract.SearchSummary.of(result),
+        telemetry=contract.HostInventory(measured=False, reason="none", accelerators=[]),
+        logs=[],
+        runner_info=contract.RunnerInfo.model_validate(runner_info()),
+    ).dump()

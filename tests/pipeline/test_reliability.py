@@ -15,7 +15,7 @@ from runs.models import BenchmarkRun, Trial
 from runs.services import reap_stale_runs
 from submissions import constants as c
 from submissions.models import AuditEvent, Submission
-from tests.pipeline.builders import prepared_run
+from tests.pipeline.builders import prepared_run, runner_info
 from tests.pipeline.conftest import submit, wait_for_status
 from tests.pipeline.test_e2e_simulated import small_profile_config
 
@@ -72,7 +72,12 @@ def test_a_run_with_a_stale_heartbeat_is_requeued_with_a_new_token(
     run, old_token = prepared_run(cast.org_a)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {old_token}")
-    assert client.post(f"/api/v1/runner/runs/{run.pk}/start", {}, format="json").status_code == 200
+    assert (
+        client.post(
+            f"/api/v1/runner/runs/{run.pk}/start", {"runner_info": runner_info()}, format="json"
+        ).status_code
+        == 200
+    )
     BenchmarkRun.objects.filter(pk=run.pk).update(
         heartbeat_at=timezone.now() - dt.timedelta(seconds=3600)
     )
@@ -94,7 +99,9 @@ def test_a_run_out_of_attempts_is_failed_by_the_reaper_with_the_reason(catalog, 
     run, token = prepared_run(cast.org_a)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    client.post(f"/api/v1/runner/runs/{run.pk}/start", {}, format="json")
+    client.post(
+        f"/api/v1/runner/runs/{run.pk}/start", {"runner_info": runner_info()}, format="json"
+    )
     BenchmarkRun.objects.filter(pk=run.pk).update(
         heartbeat_at=timezone.now() - dt.timedelta(seconds=3600)
     )
@@ -110,7 +117,9 @@ def test_a_fresh_heartbeat_is_left_alone_by_the_reaper(catalog, cast):
     run, token = prepared_run(cast.org_a)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    client.post(f"/api/v1/runner/runs/{run.pk}/start", {}, format="json")
+    client.post(
+        f"/api/v1/runner/runs/{run.pk}/start", {"runner_info": runner_info()}, format="json"
+    )
     assert reap_stale_runs() == []
     run.refresh_from_db()
     assert run.status == "running"
@@ -196,7 +205,12 @@ def test_the_reaper_cancels_a_withdrawn_run_whose_worker_went_silent(catalog, ca
     run, token = prepared_run(cast.org_a)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    assert client.post(f"/api/v1/runner/runs/{run.pk}/start", {}, format="json").status_code == 200
+    assert (
+        client.post(
+            f"/api/v1/runner/runs/{run.pk}/start", {"runner_info": runner_info()}, format="json"
+        ).status_code
+        == 200
+    )
     Submission.objects.filter(pk=run.submission_id).update(status=c.WITHDRAWN)
     BenchmarkRun.objects.filter(pk=run.pk).update(
         heartbeat_at=timezone.now() - dt.timedelta(seconds=3600)

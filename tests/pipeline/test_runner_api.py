@@ -10,7 +10,14 @@ from rest_framework.test import APIClient
 from runs.models import BenchmarkRun, Trial
 from submissions import constants as c
 from submissions.services.tokens import api_token_create
-from tests.pipeline.builders import prepared_run, stored_records, trial_payload
+from tests.pipeline.builders import (
+    completion,
+    prepared_run,
+    progress,
+    runner_info,
+    stored_records,
+    trial_payload,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -83,7 +90,9 @@ def test_a_runs_own_token_reads_its_run_and_only_the_hash_is_stored(two_runs):
 def _started(run, token) -> APIClient:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    answer = client.post(f"/api/v1/runner/runs/{run.pk}/start", {}, format="json")
+    answer = client.post(
+        f"/api/v1/runner/runs/{run.pk}/start", {"runner_info": runner_info()}, format="json"
+    )
     assert answer.status_code == 200, answer.json()
     client.credentials(
         HTTP_AUTHORIZATION=f"Bearer {token}", HTTP_X_RUN_ATTEMPT=str(answer.json()["attempt"])
@@ -143,7 +152,7 @@ def test_a_superseded_attempt_can_no_longer_write(two_runs):
     run_a, token_a, _, _ = two_runs
     old = _started(run_a, token_a)
     _started(run_a, token_a)  # a redelivered task took over: attempt 2
-    beat = old.post(f"/api/v1/runner/runs/{run_a.pk}/heartbeat", {"progress": {}}, format="json")
+    beat = old.post(f"/api/v1/runner/runs/{run_a.pk}/heartbeat", progress(), format="json")
     trial = old.post(
         f"/api/v1/runner/runs/{run_a.pk}/trials", trial_payload(run_a, 0, 1), format="json"
     )
@@ -158,7 +167,9 @@ def test_resuming_returns_the_stored_trials_in_the_engines_shape(two_runs):
                 format="json")  # fmt: skip
     again = APIClient()
     again.credentials(HTTP_AUTHORIZATION=f"Bearer {token_a}")
-    answer = again.post(f"/api/v1/runner/runs/{run_a.pk}/start", {}, format="json").json()
+    answer = again.post(
+        f"/api/v1/runner/runs/{run_a.pk}/start", {"runner_info": runner_info()}, format="json"
+    ).json()
     assert answer["attempt"] == 2
     [trial] = answer["trials"]
     assert (trial["index"], trial["concurrency"], trial["phase"]) == (0, 1, "ramp")
@@ -172,9 +183,9 @@ def test_completion_is_refused_while_a_trials_raw_records_are_missing(two_runs):
                 format="json")  # fmt: skip
     from django.core.files.storage import storages
 
+    done = completion(run_a)
     storages["artifacts"].delete(Trial.objects.get(run=run_a).raw_records_key)
-    response = client.post(f"/api/v1/runner/runs/{run_a.pk}/complete",
-                           {"search_summary": {}}, format="json")  # fmt: skip
+    response = client.post(f"/api/v1/runner/runs/{run_a.pk}/complete", done, format="json")
     assert response.status_code == 400 and "not in storage" in response.json()["error"]["message"]
     run_a.refresh_from_db()
     assert (run_a.status, run_a.submission.status) == ("running", c.RUNNING)
@@ -183,17 +194,16 @@ def test_completion_is_refused_while_a_trials_raw_records_are_missing(two_runs):
 def test_completion_verifies_and_puts_the_submission_in_review(two_runs):
     run_a, token_a, _, _ = two_runs
     client = _started(run_a, token_a)
-    client.post(f"/api/v1/runner/runs/{run_a.pk}/qualification",
-                {"checks": [{"name": "streaming", "status": "pass", "summary": "ok",
-                             "fatal": True}]}, format="json")  # fmt: skip
+    qualified = client.post(f"/api/v1/runner/runs/{run_a.pk}/qualification",
+                            {"checks": [{"name": "streaming", "status": "pass", "summary": "ok",
+                                         "fatal": True, "evidence": {}}],
+                             "runner_info": runner_info()}, format="json")  # fmt: skip
+    assert qualified.status_code == 200, qualified.json()
     client.post(f"/api/v1/runner/runs/{run_a.pk}/trials", trial_payload(run_a, 0, 1),
                 format="json")  # fmt: skip
     response = client.post(
-        f"/api/v1/runner/runs/{run_a.pk}/complete",
-        {"search_summary": {"max_agents": {}, "cap": 1}, "telemetry": {"measured": False,
-                                                                      "reason": "none"}},
-        format="json",
-    )  # fmt: skip
+        f"/api/v1/runner/runs/{run_a.pk}/complete", completion(run_a), format="json"
+    )
     assert response.status_code == 200 and response.json() == {"status": c.IN_REVIEW}
     run_a.refresh_from_db()
     checks = {ch["name"]: ch["status"] for ch in run_a.verification.checks}
@@ -224,3 +234,101 @@ def test_the_upload_grant_names_a_key_of_this_run_and_attempt(two_runs):
     assert grant["key"] == f"runs/{run_a.pk}/a1/raw/trial-003.jsonl.gz"
     assert grant["upload"]["method"] == "PUT"
     assert stored_records  # the helper stores objects the same way the grant names them
+
+
+# --- the contract at the boundary (runner/contract.py, docs/pipeline.md "The contract") ----
+
+
+def _refused(response) -> dict[str, list[str]]:
+    assert response.status_code == 400, response.content[:500]
+    error = response.json()["error"]
+    assert error["code"] == "invalid" and "does not fit the contract" in error["message"]
+    return error["fields"]
+
+
+def test_a_trial_report_with_a_misspelled_field_is_refused_naming_it(two_runs):
+    run_a, token_a, _, _ = two_runs
+    client = _started(run_a, token_a)
+    payload = trial_payload(run_a, 0, 1)
+    tier = next(iter(payload["verdicts"]))
+    payload["verdicts"][tier]["pass"] = payload["verdicts"][tier].pop("passed")
+    payload["metrics"]["p25_speed"] = payload["metrics"].pop("p25_output_speed")
+    fields = _refused(client.post(f"/api/v1/runner/runs/{run_a.pk}/trials", payload,
+                                  format="json"))  # fmt: skip
+    assert fields == {
+        f"verdicts.{tier}.passed": ["required field missing"],
+        f"verdicts.{tier}.pass": ["unknown field"],
+        "metrics.p25_output_speed": ["required field missing"],
+        "metrics.p25_speed": ["unknown field"],
+    }
+    assert not Trial.objects.filter(run=run_a).exists()
+
+
+def test_a_trial_report_with_a_missing_field_is_refused_naming_it(two_runs):
+    run_a, token_a, _, _ = two_runs
+    client = _started(run_a, token_a)
+    payload = trial_payload(run_a, 0, 1)
+    del payload["raw_records"]["count"]
+    del payload["telemetry"]
+    fields = _refused(client.post(f"/api/v1/runner/runs/{run_a.pk}/trials", payload,
+                                  format="json"))  # fmt: skip
+    assert fields == {
+        "raw_records.count": ["required field missing"],
+        "telemetry": ["required field missing"],
+    }
+    assert not Trial.objects.filter(run=run_a).exists()
+
+
+def test_a_trial_report_is_not_coerced(two_runs):
+    run_a, token_a, _, _ = two_runs
+    client = _started(run_a, token_a)
+    payload = trial_payload(run_a, 0, 1)
+    payload["concurrency"] = "1"
+    tier = next(iter(payload["verdicts"]))
+    payload["verdicts"][tier]["passed"] = 1
+    fields = _refused(client.post(f"/api/v1/runner/runs/{run_a.pk}/trials", payload,
+                                  format="json"))  # fmt: skip
+    assert set(fields) == {"concurrency", f"verdicts.{tier}.passed"}
+
+
+def test_a_trial_report_naming_another_tier_set_is_refused(two_runs):
+    run_a, token_a, _, _ = two_runs
+    client = _started(run_a, token_a)
+    payload = trial_payload(run_a, 0, 1)
+    payload["verdicts"]["9000 tok/s"] = payload["verdicts"].pop(next(iter(payload["verdicts"])))
+    response = client.post(f"/api/v1/runner/runs/{run_a.pk}/trials", payload, format="json")
+    assert response.status_code == 400 and "the run's tiers" in response.json()["error"]["message"]
+
+
+def test_what_is_stored_is_the_trial_reports_own_documents(two_runs):
+    run_a, token_a, _, _ = two_runs
+    client = _started(run_a, token_a)
+    payload = trial_payload(run_a, 0, 1)
+    assert client.post(f"/api/v1/runner/runs/{run_a.pk}/trials", payload,
+                       format="json").status_code == 201  # fmt: skip
+    trial = Trial.objects.get(run=run_a)
+    assert (trial.metrics, trial.verdicts, trial.telemetry) == (
+        payload["metrics"], payload["verdicts"], payload["telemetry"])  # fmt: skip
+    assert trial.raw_records_count == payload["raw_records"]["count"]
+
+
+def test_every_report_of_the_worker_is_checked_against_the_contract(two_runs):
+    run_a, token_a, _, _ = two_runs
+    client = _started(run_a, token_a)
+    base = f"/api/v1/runner/runs/{run_a.pk}"
+    beat = progress(trial=1)
+    beat["progress"]["trial_k"] = beat["progress"].pop("trial")
+    assert _refused(client.post(f"{base}/heartbeat", beat, format="json")) == {
+        "progress.trial_k": ["unknown field"]}  # fmt: skip
+    done = completion(run_a)
+    done["tiers"] = []  # sent once, never stored: not part of the contract any more
+    assert _refused(client.post(f"{base}/complete", done, format="json")) == {
+        "tiers": ["unknown field"]}  # fmt: skip
+    assert "reason" in _refused(client.post(f"{base}/fail", {"why": "x"}, format="json"))
+    info = runner_info()
+    del info["hostname"]
+    assert _refused(client.post(f"{base}/qualification", {"checks": [], "runner_info": info},
+                                format="json")) == {  # fmt: skip
+        "runner_info.hostname": ["required field missing"]}  # fmt: skip
+    run_a.refresh_from_db()
+    assert (run_a.status, run_a.qualification) == ("running", [])

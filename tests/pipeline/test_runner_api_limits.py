@@ -4,11 +4,13 @@ field, and nothing is recorded."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from rest_framework.test import APIClient
 
 from runs.models import Trial
-from tests.pipeline.builders import prepared_run
+from tests.pipeline.builders import prepared_run, runner_info
 
 pytestmark = pytest.mark.django_db
 
@@ -20,7 +22,9 @@ def started(catalog, cast):
     run, token = prepared_run(cast.org_a)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    answer = client.post(f"/api/v1/runner/runs/{run.pk}/start", {}, format="json")
+    answer = client.post(
+        f"/api/v1/runner/runs/{run.pk}/start", {"runner_info": runner_info()}, format="json"
+    )
     assert answer.status_code == 200, answer.json()
     client.credentials(
         HTTP_AUTHORIZATION=f"Bearer {token}", HTTP_X_RUN_ATTEMPT=str(answer.json()["attempt"])
@@ -60,13 +64,13 @@ def test_model_output_with_control_characters_is_accepted_as_evidence_but_nul_is
     checks = [{"name": "canary_outputs", "status": "pass", "summary": "s", "fatal": False,
                "evidence": {"canaries": [{"id": "x", "output": odd, "ok": True}]}}]  # fmt: skip
     url = f"/api/v1/runner/runs/{run.pk}/qualification"
-    ok = client.post(url, json.dumps({"checks": checks, "runner_info": {}}),
+    ok = client.post(url, json.dumps({"checks": checks, "runner_info": runner_info()}),
                      content_type="application/json")  # fmt: skip
     assert ok.status_code == 200, ok.content[:300]
     run.refresh_from_db()
     assert run.qualification[0]["evidence"]["canaries"][0]["output"] == odd
     checks[0]["evidence"]["canaries"][0]["output"] = "a\x00b"
-    refused = client.post(url, json.dumps({"checks": checks, "runner_info": {}}),
+    refused = client.post(url, json.dumps({"checks": checks, "runner_info": runner_info()}),
                           content_type="application/json")  # fmt: skip
     assert refused.status_code == 400
     assert "checks.0.evidence.canaries.0.output" in refused.json()["error"]["fields"]
@@ -77,7 +81,9 @@ def test_a_lone_surrogate_in_model_output_is_a_400_not_a_server_error(started):
     run, client = started
     body = (
         '{"checks": [{"name": "canary_outputs", "status": "pass", "summary": "s", '
-        '"fatal": false, "evidence": {"output": "a\\ud800b"}}], "runner_info": {}}'
+        '"fatal": false, "evidence": {"output": "a\\ud800b"}}], "runner_info": '
+        + json.dumps(runner_info())
+        + "}"
     )
     response = client.post(
         f"/api/v1/runner/runs/{run.pk}/qualification", body, content_type="application/json"

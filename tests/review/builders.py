@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from runner import contract
 from runner.engine.metrics import ClientHealth, TrialSummary
 from runner.engine.trial import TierVerdict
 from runs.models import BenchmarkRun, Trial, VerificationReport
@@ -53,7 +54,8 @@ CHECKS = [
 
 
 def summary_dict(*, concurrency: int, p25: float, ttft_p75: float | None, accelerators=8) -> dict:
-    """A TrialSummary.to_dict() as the runner stores it in Trial.metrics."""
+    """Trial.metrics as the runner stores it: the engine's TrialSummary through the
+    contract (runner/contract.py TrialMetrics)."""
     ttft = {"p50": (ttft_p75 or 0) * 0.7, "p75": ttft_p75, "p90": None, "p95": None, "p99": None}
     summary = TrialSummary(
         window_start_ns=0,
@@ -80,7 +82,7 @@ def summary_dict(*, concurrency: int, p25: float, ttft_p75: float | None, accele
         requests_total=50 * concurrency,
         speed_undefined=0,
     )
-    return summary.to_dict()
+    return contract.TrialMetrics.of(summary).dump()
 
 
 def make_reviewable(
@@ -140,7 +142,9 @@ def finish_run(
             if ttft > max_ttft:
                 reasons.append(f"TTFT p75 {ttft:g} s > {max_ttft:g} s")
             # the engine's own verdict shape, as the worker stores it
-            verdicts[name] = TierVerdict(passed=not reasons, reasons=reasons).to_dict()
+            verdicts[name] = contract.TierVerdict.of(
+                TierVerdict(passed=not reasons, reasons=reasons)
+            ).dump()
         trial = Trial.objects.create(
             run=run,
             index=index,
@@ -148,13 +152,14 @@ def finish_run(
             phase=phase,
             metrics=summary_dict(concurrency=n, p25=p25, ttft_p75=ttft),
             verdicts=verdicts,
+            telemetry=contract.TrialTelemetry(measured=False, reason="not measured").dump(),
         )
         trials.append(trial)
     max_agents = {}
     for name in tiers:
         passing = [t.concurrency for t in trials if t.verdicts[name]["passed"]]
         max_agents[name] = max(passing, default=0)
-    run.search_summary = {
+    run.search_summary = contract.SearchSummary.model_validate({
         "cap": 64,
         "flags": [],
         "max_agents": max_agents,
@@ -170,7 +175,7 @@ def finish_run(
             for name in tiers
         },
         "trials": [],
-    }
+    }).dump()  # fmt: skip
     run.save(update_fields=["search_summary"])
     VerificationReport.objects.create(
         run=run, status=verification, checks=checks if checks is not None else CHECKS

@@ -7,6 +7,9 @@ from review.presenters import (
     trial_chart,
     trial_rows,
 )
+from runner import contract
+from runner.engine.search import SearchResult, SearchTrial, TierResult
+from runner.engine.trial import TierVerdict
 from tests.review.builders import summary_dict
 
 TIERS = [
@@ -27,6 +30,11 @@ TIERS = [
 ]
 
 
+def _verdict(passed: bool, *reasons: str) -> dict:
+    """The engine's verdict as the worker stores it (runner/contract.py TierVerdict)."""
+    return contract.TierVerdict.of(TierVerdict(passed=passed, reasons=list(reasons))).dump()
+
+
 def _trial(index, n, phase, p25, ttft, verdicts):
     return {
         "index": index,
@@ -45,12 +53,9 @@ def test_trial_rows_follow_run_order_with_a_verdict_per_tier_and_reasons():
             "ramp",
             80.0,
             2.0,
-            {
-                "20 tok/s": {"pass": True, "reasons": []},
-                "100 tok/s": {"pass": False, "reasons": ["p25 80 < 100"]},
-            },
+            {"20 tok/s": _verdict(True), "100 tok/s": _verdict(False, "p25 80 < 100")},
         ),
-        _trial(0, 1, "ramp", 150.0, 0.5, {"20 tok/s": True, "100 tok/s": True}),
+        _trial(0, 1, "ramp", 150.0, 0.5, {"20 tok/s": _verdict(True), "100 tok/s": _verdict(True)}),
     ]
     rows = trial_rows(trials, ["20 tok/s", "100 tok/s"])
     assert [(r.index, r.concurrency) for r in rows] == [(0, 1), (1, 4)]
@@ -67,8 +72,10 @@ def test_an_infinite_ttft_stored_as_null_stays_none_and_a_missing_verdict_is_unk
 
 
 def test_tier_outcomes_join_thresholds_with_the_search_result():
-    summary = {"tiers": {"20 tok/s": {"max_agents": 24, "confirmed": True, "flags": []}}}
-    out = tier_outcomes(summary, TIERS)
+    trial = SearchTrial(0, 24, "ramp", {"20 tok/s": True})
+    tier = TierResult("20 tok/s", 24, None, confirmed=True, converged=True, flags=[])
+    result = SearchResult([trial], {"20 tok/s": tier}, cap=64, flags=[])
+    out = tier_outcomes(contract.SearchSummary.of(result).dump(), TIERS)
     assert out[0]["max_agents"] == 24 and out[0]["confirmed"] is True
     assert out[0]["max_error_percent"] == 1.0
     assert out[1]["max_agents"] is None and out[1]["flags"] == []

@@ -14,7 +14,7 @@ from submissions import constants as c
 from submissions.models import Artifact, Submission
 from tests.submissions.configs import as_json
 from tests.submissions.support import make_catalog, session_client, token_client
-from tests.support.builders import make_org
+from tests.support.builders import make_org, trial_metrics
 from vendor.api.access import VendorSubmitThrottle
 
 pytestmark = pytest.mark.django_db
@@ -143,11 +143,13 @@ def test_resubmit_creates_a_linked_submission(alice, catalog):
 
 def test_run_status_shows_live_progress_and_trials(alice, catalog):
     sub = Submission.objects.get(pk=submit(alice, catalog.yaml()).json()["id"])
-    progress = {"phase": "bisect", "trial": 5, "of": 9, "concurrency": 24, "last_verdicts": {}}
+    progress = {"phase": "search", "search_phase": "bisect", "trial": 5, "max_trials": 9,
+                "concurrency": 24, "last_verdicts": {}}  # fmt: skip
     run = BenchmarkRun.objects.create(
         submission=sub, status="running", progress=progress, run_spec={"secret": "x"}
     )
-    run.trials.create(index=0, concurrency=1, metrics={"p25_speed": 99.0}, verdicts={})
+    metrics = trial_metrics(speed=99.0, throughput=100.0, ttft_p75=1.0, accelerators=1)
+    run.trials.create(index=0, concurrency=1, metrics=metrics, verdicts={})
     body = alice.get(f"/api/v1/runs/{run.pk}/").json()
     assert body["progress"] == progress
     assert [t["concurrency"] for t in body["trials"]] == [1]

@@ -11,6 +11,7 @@ from submissions import constants as c
 from submissions.models import Artifact, Submission
 from submissions.services.submissions import submission_create
 from tests.submissions.support import make_catalog, session_client, token_client
+from tests.support.builders import trial_metrics
 
 pytestmark = pytest.mark.django_db
 
@@ -21,10 +22,16 @@ def world(cast):
     catalog = make_catalog()
     sub = submission_create(org=cast.org_a, config_text=catalog.yaml(), created_by=cast.alice)
     run = BenchmarkRun.objects.create(
-        submission=sub, status="running", progress={"phase": "ramp", "trial": 2, "of": 7}
+        submission=sub,
+        status="running",
+        progress={"phase": "search", "search_phase": "ramp", "trial": 2, "max_trials": 7},
     )
     Trial.objects.create(
-        run=run, index=0, concurrency=1, metrics={"p25_speed": 150.0}, raw_records_key="raw/a/0"
+        run=run,
+        index=0,
+        concurrency=1,
+        metrics=trial_metrics(speed=150.0, throughput=100.0, ttft_p75=1.0, accelerators=1),
+        raw_records_key="raw/a/0",
     )
     Artifact.objects.create(
         kind=Artifact.KIND_RAW_RECORDS,

@@ -156,34 +156,55 @@ def synthetic_points(
 
 
 def trial_metrics(
-    *, speed: float, throughput: float, ttft_p75: float, accelerators: int, **extra: Any
+    *,
+    speed: float,
+    throughput: float,
+    ttft_p75: float,
+    accelerators: int,
+    requests: int = 400,
+    **extra: Any,
 ) -> dict:
-    """A TrialSummary.to_dict()-shaped metrics document."""
-    return {
-        "window_s": 120.0,
-        "requests": 400,
-        "ok": 400,
-        "failed": 0,
-        "errors_by_class": {},
-        "error_rate": 0.0,
-        "p25_output_speed": speed,
-        "median_output_speed": speed * 1.2,
-        "ttft_s": {
+    """``Trial.metrics`` as the worker stores it: the engine's own TrialSummary
+    (runner.engine.metrics) with the contract's named extras, through
+    ``contract.TrialMetrics`` (docs/pipeline.md "The contract"), so a change of either shape
+    breaks the tests that use it."""
+    from runner import contract
+    from runner.engine.metrics import NS, ClientHealth, TrialSummary
+
+    window_s = 120.0
+    output_tokens = speed * 0.5 * window_s  # what a half-busy agent generates
+    summary = TrialSummary(
+        window_start_ns=int(30 * NS),
+        window_end_ns=int((30 + window_s) * NS),
+        window_s=window_s,
+        requests=requests,
+        ok=requests,
+        failed=0,
+        errors_by_class={},
+        error_rate=0.0,
+        p25_output_speed=speed,
+        median_output_speed=speed * 1.2,
+        ttft_s={
             "p50": ttft_p75 * 0.7,
             "p75": ttft_p75,
             "p90": ttft_p75 * 1.3,
             "p95": ttft_p75 * 1.5,
             "p99": ttft_p75 * 2.0,
         },
-        "cache_hit_ratio": 0.8,
-        "throughput_per_accelerator": throughput,
-        "throughput_tok_s": throughput * accelerators,
-        "accelerators": accelerators,
-        "accelerators_total": None,
-        "mean_in_flight": 1.0,
-        "client": {"loop_lag_p99_ms": 1.0, "cpu_percent": 20.0, "healthy": True, "reason": ""},
-        **extra,
-    }
+        cache_hit_ratio=0.8,
+        input_tokens=throughput * accelerators * window_s - output_tokens,
+        output_tokens=output_tokens,
+        throughput_tok_s=throughput * accelerators,
+        output_throughput_tok_s=output_tokens / window_s,
+        throughput_per_accelerator=throughput,
+        accelerators=accelerators,
+        accelerators_total=None,
+        mean_in_flight=1.0,
+        client=ClientHealth(loop_lag_p99_ms=1.0, cpu_percent=20.0, healthy=True, reason=""),
+        requests_total=requests,
+        speed_undefined=0,
+    )
+    return contract.TrialMetrics.of(summary, **extra).dump()
 
 
 def measured_telemetry(
@@ -240,6 +261,42 @@ def modelled_energy(
     return block
 
 
+def run_spec(*, run, accelerators: int, cap: int, **search: Any) -> dict:
+    """``BenchmarkRun.run_spec`` as dispatch stores it (runs/dispatch.py run_prepare): a
+    contract RunSpec (docs/pipeline.md "The contract") with the settings' search options, a
+    simulated launcher for a simulated submission and an attached endpoint otherwise."""
+    from django.conf import settings
+
+    from runner import contract
+    from runs.dispatch import loadgen_section
+
+    submission = run.submission
+    served = f"{submission.model.slug}-served"
+    if submission.is_simulated:
+        launcher: dict[str, Any] = {
+            "kind": "simulated", "profile": "tiny", "seed": 0, "clock": "virtual",
+            "served_model_name": served, "profile_label": "Tiny (test)",
+            "accelerators_used": accelerators, "accelerators_total": accelerators,
+        }  # fmt: skip
+    else:
+        launcher = {"kind": "attached", "endpoint_id": "lab-1", "url": "http://endpoint.test/v1",
+                    "api_key_env": "", "served_model_name": served}  # fmt: skip
+    options = {**settings.RUN_SEARCH_OPTIONS, "warmup_s": 30.0, "duration_s": 120.0, "cap": cap,
+               **search}  # fmt: skip
+    pool = "simulated" if submission.is_simulated else submission.hardware.runner_pool
+    return contract.RunSpec.model_validate({
+        "version": contract.SPEC_VERSION, "run_id": run.pk, "submission_id": submission.pk,
+        "pool": pool, "launcher": launcher,
+        "model": {"slug": submission.model.slug, "served_model_name": served},
+        "tier_set": {"slug": run.tier_set.slug, "version": run.tier_set.version},
+        "tiers": run.tier_set.as_engine_tiers(),
+        "accelerators": {"used": accelerators, "total": None}, "search": options,
+        "loadgen": loadgen_section(pool, options), "heartbeat_interval_s": 15,
+        "telemetry_interval_s": 1.0, "limits": {"soft_s": 3000, "hard_s": 3600},
+        "simulated": submission.is_simulated,
+    }).stored()  # fmt: skip
+
+
 def make_run(
     *,
     submission: Submission,
@@ -255,27 +312,25 @@ def make_run(
 ):
     """A finished run whose trials are `points` [(N, speed, throughput, ttft_p75)], with
     verdicts against `tier_set` and the engine's own search summary."""
-    from runner.engine.search import SearchTrial, tier_results
+    from runner import contract
+    from runner.engine.search import SearchResult, SearchTrial, tier_results
     from runner.engine.trial import TierVerdict
     from runs.models import BenchmarkRun, Trial, VerificationReport
 
     tiers = list(tier_set.tiers.all())
     run = BenchmarkRun.objects.create(
-        submission=submission,
-        tier_set=tier_set,
-        dataset=dataset,
-        status=status,
-        # dispatch's shape: the search options under "search" (runs/dispatch.py run_prepare)
-        run_spec={
-            "search": {"warmup_s": 30.0, "duration_s": 120.0, "cap": max(p[0] for p in points)}
-        },  # fmt: skip
+        submission=submission, tier_set=tier_set, dataset=dataset, status=status
     )
+    run.run_spec = run_spec(run=run, accelerators=accelerators, cap=max(p[0] for p in points))
+    run.save(update_fields=["run_spec"])
     trials, search_trials = [], []
     for index, (n, speed, throughput, ttft) in enumerate(points):
-        verdicts = {  # the engine's own verdict shape, as the worker stores it
-            t.name: TierVerdict(
-                passed=speed >= t.min_p25_output_speed and ttft <= t.max_ttft_s
-            ).to_dict()
+        verdicts = {  # the engine's own verdicts, as the worker reports them (the contract)
+            t.name: contract.TierVerdict.of(
+                TierVerdict(
+                    passed=speed >= t.min_p25_output_speed and ttft <= t.max_ttft_s, ttft_s=ttft
+                )
+            )
             for t in tiers
         }
         watts = power_w * (0.5 + 0.5 * n / points[-1][0]) if power_w else None
@@ -285,6 +340,11 @@ def make_run(
                 power_w=modelled_power_w * (0.5 + 0.5 * n / points[-1][0]),
                 accelerators=accelerators,
             )
+        telemetry = (
+            measured_telemetry(power_w=watts, accelerators=accelerators)
+            if watts
+            else {"measured": False, "reason": "not measured: no accelerator telemetry"}
+        )
         trials.append(
             Trial(
                 run=run,
@@ -298,26 +358,20 @@ def make_run(
                     accelerators=accelerators,
                     **extra,
                 ),
-                verdicts=verdicts,
-                telemetry=measured_telemetry(power_w=watts, accelerators=accelerators)
-                if watts
-                else {"measured": False, "reason": "not measured: no accelerator telemetry"},
+                verdicts={name: v.dump() for name, v in verdicts.items()},
+                telemetry=contract.TrialTelemetry.model_validate(telemetry).dump(),
             )
         )
         search_trials.append(
-            SearchTrial(index, n, "ramp", {k: v["passed"] for k, v in verdicts.items()})
+            SearchTrial(index, n, "ramp", {k: v.passed for k, v in verdicts.items()})
         )
     Trial.objects.bulk_create(trials)
     if summary:
         cap = max(p[0] for p in points)
         results = tier_results(search_trials, [t.name for t in tiers], cap=cap, confirm=False)
-        run.search_summary = {
-            "cap": cap,
-            "flags": [],
-            "max_agents": {k: r.max_agents for k, r in results.items()},
-            "tiers": {k: r.to_dict() for k, r in results.items()},
-            "trials": [t.to_dict() for t in search_trials],
-        }
+        run.search_summary = contract.SearchSummary.of(
+            SearchResult(search_trials, results, cap=cap, flags=[])
+        ).dump()
         run.save(update_fields=["search_summary"])
     if verification is not None:
         VerificationReport.objects.create(

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 import orjson
 
+from runner import contract
 from runner.engine.metrics import NS, RequestRecord, summarize
-from runner.engine.search import SearchTrial, tier_results
+from runner.engine.search import SearchResult, SearchTrial, tier_results
 from runner.engine.stats import min_requests_table, trial_intervals
 from runner.engine.trial import Tier, evaluate_tiers, mark_marginal
 from tests.support.builders import (
@@ -22,6 +23,7 @@ from tests.support.builders import (
     make_org,
     make_submission,
     make_tier_set,
+    run_spec,
 )
 
 WARMUP_S = 10.0
@@ -111,8 +113,11 @@ def make_result_with_records(
         submission=submission,
         tier_set=tier_set,
         status="done",
-        run_spec={"search": {"warmup_s": WARMUP_S, "duration_s": WINDOW_S, "cap": 64}},
     )
+    run.run_spec = run_spec(
+        run=run, accelerators=accelerators, cap=64, warmup_s=WARMUP_S, duration_s=WINDOW_S
+    )
+    run.save(update_fields=["run_spec"])
     tiers = [
         Tier(t.name, t.min_p25_output_speed, t.max_ttft_s, t.ttft_percentile, t.max_error_rate)
         for t in tier_set.tiers.all()
@@ -129,12 +134,13 @@ def make_result_with_records(
                                     ttft_percentiles=ps, resamples=resamples, seed=index,
                                     accelerators=accelerators)  # fmt: skip
         mark_marginal(verdicts, tiers, intervals, summary, min_requests=20)
-        metrics = summary.to_dict()
-        metrics["statistics"] = {
+        statistics = {
             "intervals": {k: v.to_dict() for k, v in intervals.items()},
             "min_requests": min_requests_table({25.0, *ps}),
             "marginal": sorted(n for n, v in verdicts.items() if v.marginal),
         }
+        # what the worker reports (runner/contract.py): the engine's summary and verdicts
+        metrics = contract.TrialMetrics.of(summary, statistics=statistics).dump()
         blob = records_blob(records)
         artifact = artifact_store(
             kind=Artifact.KIND_RAW_RECORDS,
@@ -149,7 +155,8 @@ def make_result_with_records(
         Trial.objects.create(
             run=run, index=index, concurrency=shape.concurrency, phase=phase,
             window_start_s=WARMUP_S, window_end_s=WARMUP_S + WINDOW_S, metrics=metrics,
-            verdicts={k: v.to_dict() for k, v in verdicts.items()},
+            verdicts={k: contract.TierVerdict.of(v).dump() for k, v in verdicts.items()},
+            telemetry=contract.TrialTelemetry(measured=False, reason="not measured").dump(),
             raw_records_key=artifact.storage_key, raw_records_sha256=artifact.sha256,
             raw_records_count=len(records),
         )  # fmt: skip
@@ -164,12 +171,8 @@ def make_result_with_records(
         )
     cap = max(s.concurrency for s in shapes)
     results = tier_results(search_trials, [t.name for t in tiers], cap=cap)
-    run.search_summary = {
-        "cap": cap,
-        "flags": [],
-        "max_agents": {k: r.max_agents for k, r in results.items()},
-        "tiers": {k: r.to_dict() for k, r in results.items()},
-        "trials": [t.to_dict() for t in search_trials],
-    }
+    run.search_summary = contract.SearchSummary.of(
+        SearchResult(search_trials, results, cap=cap, flags=[])
+    ).dump()
     run.save(update_fields=["search_summary"])
     return result_publish(submission=submission, run=run, label=label)

@@ -13,6 +13,7 @@ import functools
 from types import SimpleNamespace
 from typing import Any
 
+from runner import contract
 from runner.engine.datasets.synthetic import ShapeParams, generate_dataset
 from runner.engine.replay import ReplayConfig
 from runner.engine.runs import config_for_trial
@@ -119,7 +120,7 @@ def simulated_run(
             "tiers": [t.to_dict() for t in TIERS],
             "accelerators": {"used": 1, "total": 1},
         },
-        search_summary=search.to_dict(),
+        search_summary=contract.SearchSummary.of(search).dump(),  # what the worker sends
         qualification=qualification,
         telemetry={"measured": False, "reason": "not measured: simulated on virtual time"},
         runner_info={"dataset": {"sha256": digest}},

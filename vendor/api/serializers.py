@@ -5,6 +5,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from runner import contract
 from runs.progress import run_progress
 from submissions.models import Artifact, Submission
 
@@ -113,12 +114,23 @@ class WithdrawInputSerializer(serializers.Serializer):
 
 
 class TrialSerializer(serializers.Serializer):
+    """A stored trial, its documents read through the contract (docs/pipeline.md "The
+    contract"): metrics = the engine's trial summary and extras, one verdict per tier."""
+
     index = serializers.IntegerField()
     concurrency = serializers.IntegerField()
     phase = serializers.CharField()
-    metrics = serializers.JSONField()
-    verdicts = serializers.JSONField()
+    metrics = serializers.SerializerMethodField()
+    verdicts = serializers.SerializerMethodField()
     created_at = serializers.DateTimeField()
+
+    @extend_schema_field(serializers.JSONField())
+    def get_metrics(self, obj) -> dict:
+        return contract.trial_metrics(obj.metrics).dump()
+
+    @extend_schema_field(serializers.JSONField())
+    def get_verdicts(self, obj) -> dict:
+        return {name: v.dump() for name, v in contract.trial_verdicts(obj.verdicts).items()}
 
 
 class RunSerializer(ProgressMixin):
@@ -126,13 +138,19 @@ class RunSerializer(ProgressMixin):
     submission = serializers.IntegerField(source="submission_id")
     status = serializers.CharField()
     attempt = serializers.IntegerField()
-    search_summary = serializers.JSONField()
+    search_summary = serializers.SerializerMethodField()
     heartbeat_at = serializers.DateTimeField(allow_null=True)
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
     error = serializers.CharField()
     trials = TrialSerializer(many=True)
+
+    @extend_schema_field(serializers.JSONField())
+    def get_search_summary(self, obj) -> dict:
+        """{} until the run completed; else the engine's search result (contract)."""
+        summary = contract.search_summary(obj.search_summary)
+        return summary.dump() if summary else {}
 
 
 class VerificationSerializer(serializers.Serializer):

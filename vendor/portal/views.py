@@ -10,6 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from runner import contract
 from runs.models import BenchmarkRun, Trial
 from runs.progress import run_progress
 from submissions.models import Organization, Submission
@@ -78,20 +79,18 @@ def trial_rows(run: BenchmarkRun | None) -> list[dict]:
         return []
     rows = []
     for trial in run.trials.all():
-        m = trial.metrics or {}
-        ttft = m.get("ttft_s") if isinstance(m.get("ttft_s"), dict) else {}
+        m = contract.trial_metrics(trial.metrics)  # docs/pipeline.md "The contract"
         rows.append(
             {
                 "index": trial.index,
                 "phase": trial.phase,
                 "concurrency": trial.concurrency,
-                "p25_speed": m.get("p25_output_speed", m.get("p25_speed")),
-                "ttft_p75": ttft.get("p75", m.get("ttft_p75_s")),
-                "throughput": m.get("throughput_per_accelerator"),
-                "error_rate": m.get("error_rate"),
+                "p25_speed": m.p25_output_speed,
+                "ttft_p75": m.ttft_s.get("p75"),
+                "throughput": m.throughput_per_accelerator,
+                "error_rate": m.error_rate,
                 "verdicts": [
-                    (name, bool((v or {}).get("passed")))  # TierVerdict.to_dict()
-                    for name, v in (trial.verdicts or {}).items()
+                    (name, v.passed) for name, v in contract.trial_verdicts(trial.verdicts).items()
                 ],
             }
         )
