@@ -395,6 +395,12 @@ def _metric(value: Any, fmt: str) -> str:
     return format(value, fmt) if isinstance(value, (int, float)) else "-"
 
 
+def verdict_text(verdicts: dict[str, Any]) -> str:
+    """A trial's verdicts as the vendor API gives them (one TierVerdict document per tier:
+    docs/pipeline.md "The contract"): "tier:pass tier:fail"."""
+    return " ".join(f"{k}:{'pass' if v['passed'] else 'fail'}" for k, v in verdicts.items())
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     api = Api(resolve(args.url))
     submission = api.get(f"submissions/{args.id}/")
@@ -439,7 +445,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                 Text(str(trial.get("phase"))),
                 Text(_metric(metrics.get("p25_output_speed"), ".1f")),
                 Text(_metric(_ttft(trial), ".3f")),
-                Text(" ".join(f"{k}:{'pass' if v else 'fail'}" for k, v in verdicts.items())),
+                Text(verdict_text(verdicts)),
             )
         out.print(table)
     if verification is None:

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 from django.core.cache import cache
 
+from runner import contract
 from runs.models import Trial
 from submissions.services.artifacts import artifact_storage
 
@@ -124,8 +125,9 @@ def _key_of(trial: Trial) -> str:
 
 
 def _window_start_ns(trial: Trial) -> int | None:
-    value = (trial.metrics or {}).get("window_start_ns")
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    """The trial's window start (its metrics, read through the contract); None for a trial
+    not stored yet."""
+    return contract.trial_metrics(trial.metrics).window_start_ns if trial.metrics else None
 
 
 def _all_sessions(trial: Trial) -> list[dict[str, Any]]:
@@ -262,5 +264,6 @@ def session_timeline(trial: Trial, *, agent: Any, session: Any, page: Page) -> d
 
 
 def _window_end_s(trial: Trial, base: int) -> float | None:
-    w1 = (trial.metrics or {}).get("window_end_ns")
-    return None if not isinstance(w1, int | float) else (int(w1) - base) / NS
+    if not trial.metrics:
+        return None
+    return (contract.trial_metrics(trial.metrics).window_end_ns - base) / NS

@@ -335,3 +335,20 @@ def test_following_waits_out_the_throttle_and_goes_on(
     submission_withdraw(submission=Submission.objects.get(pk=sid), reason="done testing")
     assert follower.wait() == 1, follower.output  # it went on following, and saw the withdrawal
     assert f"#{sid} withdrawn" in follower.output and "Traceback" not in follower.output
+
+
+# --- reading the vendor API's documents ----------------------------------------------------
+
+
+def test_the_report_reads_each_tiers_verdict_not_the_verdicts_presence():
+    """The vendor API gives one TierVerdict document per tier (runner/contract.py); a failed
+    tier is a truthy dict too, and must read as fail."""
+    from agentperf_cli.main import verdict_text
+    from runner import contract
+    from runner.engine.trial import TierVerdict
+
+    verdicts = {
+        "20 tok/s": contract.TierVerdict.of(TierVerdict(passed=True)).dump(),
+        "300 tok/s": contract.TierVerdict.of(TierVerdict(passed=False, reasons=["slow"])).dump(),
+    }
+    assert verdict_text(json.loads(json.dumps(verdicts))) == "20 tok/s:pass 300 tok/s:fail"
