@@ -1,28 +1,18 @@
 """The simulated serving system as a launcher.
 
 Small profiles run as the real-time HTTP server (`python -m runner.simulator serve`) in a
-subprocess, measured over loopback exactly like a real endpoint; rack-scale profiles run in
+subprocess started by `runner.simulator.server.start_server`, measured over loopback exactly like a real endpoint; rack-scale profiles run in
 process on virtual time (`runner.simulator.virtual`), which the engine reaches through
 `Target(sim_profile=...)`. Dispatch decides which (`launcher.clock`).
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from runner.launchers.base import (
-    Endpoint,
-    LauncherError,
-    die_with_parent,
-    free_port,
-    stop_process_group,
-    wait_for_models,
-)
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from runner.launchers.base import Endpoint, LauncherError, die_with_parent, list_models
+from runner.simulator.server import ServerProcess, start_server
 
 
 class SimulatedLauncher:
@@ -31,7 +21,7 @@ class SimulatedLauncher:
     def __init__(self, config: dict[str, Any], *, log_dir: str) -> None:
         self.config = config
         self.log_path = Path(log_dir) / "simulator.log"
-        self.process: subprocess.Popen[bytes] | None = None
+        self.server: ServerProcess | None = None
 
     def start(self) -> Endpoint:
         profile = str(self.config["profile"])
@@ -44,56 +34,28 @@ class SimulatedLauncher:
                 seed=seed,
                 info={"launcher": "simulated", "profile": profile, "clock": "virtual"},
             )
-        port = free_port()
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "ab")
-        command = [
-            sys.executable,
-            "-m",
-            "runner.simulator",
-            "serve",
-            "--profile",
-            profile,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--seed",
-            str(seed),
-        ]
         try:
-            self.process = subprocess.Popen(
-                command,
-                cwd=REPO_ROOT,
-                stdout=self._log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
+            self.server = start_server(
+                profile,
+                seed=seed,
+                log_path=self.log_path,
+                startup_timeout_s=60,
+                new_session=True,
                 preexec_fn=die_with_parent,
             )
-        except OSError as exc:
+        except (OSError, RuntimeError) as exc:
             raise LauncherError(f"could not start the simulator: {exc}") from exc
-        base_url = f"http://127.0.0.1:{port}/v1"
-        models = wait_for_models(base_url, timeout_s=60, process=self.process, log_tail=self._tail)
+        models = list_models(self.server.base_url, timeout_s=30)
         return Endpoint(
             served_model_name=served,
-            base_url=base_url,
+            base_url=self.server.base_url,
             seed=seed,
             info={"launcher": "simulated", "profile": profile, "clock": "real", "models": models},
         )
 
-    def _tail(self) -> str:
-        try:
-            return self.log_path.read_bytes()[-4000:].decode(errors="replace")
-        except OSError:
-            return ""
-
     def stop(self) -> None:
-        if self.process is not None:
-            stop_process_group(self.process, grace_s=10)
-        log = getattr(self, "_log", None)
-        if log is not None and not log.closed:
-            log.close()
+        if self.server is not None:
+            self.server.stop(timeout_s=10)
 
     def log_bytes(self) -> bytes:
         try:

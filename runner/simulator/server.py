@@ -23,7 +23,7 @@ import os
 import signal
 import subprocess
 import sys
-import threading
+import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -32,7 +32,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import IO, Any, cast
 from urllib.parse import parse_qs
 
 import orjson
@@ -705,12 +705,17 @@ async def serve(
 
 
 class ServerProcess:
-    """A simulator server in its own process (``python -m runner.simulator serve``)."""
+    """A simulator server in its own process (``python -m runner.simulator serve``), its
+    output going to a log file (or a temporary file)."""
 
-    def __init__(self, proc: subprocess.Popen[str], url: str) -> None:
+    def __init__(
+        self, proc: subprocess.Popen[bytes], url: str, *, log: IO[bytes], group: bool
+    ) -> None:
         self.proc = proc
         self.url = url
         self.base_url = url + "/v1"
+        self._log = log
+        self._group = group
 
     @property
     def pid(self) -> int:
@@ -745,22 +750,35 @@ class ServerProcess:
         with urllib.request.urlopen(self.url + "/metrics", timeout=30) as resp:
             return str(resp.read().decode())
 
+    def _signal(self, sig: int) -> None:
+        try:
+            if self._group:
+                os.killpg(self.proc.pid, sig)
+            else:
+                self.proc.send_signal(sig)
+        except ProcessLookupError:
+            pass
+
     def stop(self, timeout_s: float = 10.0) -> None:
+        """SIGINT (its whole process group when it has one), SIGKILL after ``timeout_s``."""
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
+            self._signal(signal.SIGINT)
             try:
                 self.proc.wait(timeout_s)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                self._signal(signal.SIGKILL)
                 self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+        if not self._log.closed:
+            self._log.close()
 
     def __enter__(self) -> ServerProcess:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+READY_PREFIX = b"listening on "
 
 
 def start_server(
@@ -773,8 +791,16 @@ def start_server(
     catalog_dir: str | Path | None = None,
     startup_timeout_s: float = 60.0,
     cheat: str | None = None,
+    log_path: str | Path | None = None,
+    new_session: bool = False,
+    preexec_fn: Callable[[], None] | None = None,
 ) -> ServerProcess:
-    """Start ``python -m runner.simulator serve`` and wait until it listens (port 0 = any)."""
+    """Start ``python -m runner.simulator serve`` and wait until it listens (port 0 = any).
+
+    The one way to run the simulator in its own process (tests, benchmarks, the simulated
+    launcher): its output is appended to ``log_path`` (a temporary file when None), its
+    ``listening on URL`` line read back from there. ``new_session`` puts it in a process
+    group of its own (``stop`` then signals the group); ``preexec_fn`` runs in the child."""
     root = Path(__file__).resolve().parents[2]
     cmd = [sys.executable, "-m", "runner.simulator", "serve", "--profile", str(profile)]
     cmd += ["--host", host, "--port", str(port), "--seed", str(seed)]
@@ -788,20 +814,38 @@ def start_server(
     env["PYTHONPATH"] = str(root) + (
         os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
     )
-    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    ready: list[str] = []
-
-    def read_line() -> None:
-        assert proc.stdout is not None
-        ready.append(proc.stdout.readline())
-
-    reader = threading.Thread(target=read_line, daemon=True)
-    reader.start()
-    reader.join(startup_timeout_s)
-    line = ready[0].strip() if ready else ""
-    if not line.startswith("listening on "):
-        proc.kill()
-        proc.wait()
-        raise RuntimeError(f"simulator did not start (exit {proc.returncode}): {line!r}")
-    return ServerProcess(proc, line.removeprefix("listening on "))
+    if log_path is not None:
+        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+    log: IO[bytes] = open(log_path, "a+b") if log_path is not None else tempfile.TemporaryFile()
+    offset = log.tell()
+    try:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=root,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=new_session,
+            preexec_fn=preexec_fn,
+        )
+    except OSError:
+        log.close()
+        raise
+    server = ServerProcess(proc, "", log=log, group=new_session)
+    deadline = time.monotonic() + startup_timeout_s
+    output = b""
+    while time.monotonic() < deadline:
+        output = os.pread(log.fileno(), 1 << 16, offset)
+        for line in output.splitlines():
+            if line.startswith(READY_PREFIX):
+                server.url = line.removeprefix(READY_PREFIX).decode().strip()
+                server.base_url = server.url + "/v1"
+                return server
+        if proc.poll() is not None:
+            break
+        time.sleep(0.02)
+    code = proc.poll()
+    server.stop(timeout_s=0)
+    tail = output.decode(errors="replace")[-4000:]
+    raise RuntimeError(f"simulator did not start (exit {code}); its output:\n{tail}")

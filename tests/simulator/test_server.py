@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import urllib.request
@@ -183,3 +184,28 @@ def test_an_unknown_model_and_an_overlong_prompt_get_openai_errors(server: Serve
     too_long = _chat("long", "hi", 200_000)
     a, b = _send_all(server.url, [bad_model, too_long])
     assert a.http_status == 404 and b.http_status == 400
+
+
+def test_the_simulated_launcher_runs_the_server_through_start_server(tmp_path: Path) -> None:
+    from runner.launchers.simulated import SimulatedLauncher
+
+    launcher = SimulatedLauncher({"profile": "tiny", "seed": 3}, log_dir=str(tmp_path))
+    endpoint = launcher.start()
+    try:
+        server = launcher.server
+        assert server is not None and endpoint.base_url == server.base_url
+        assert endpoint.info["models"] == ["tiny-1b"]
+        assert f"listening on {server.url}" in launcher.log_bytes().decode()
+        assert os.getpgid(server.pid) == server.pid  # a process group of its own
+    finally:
+        launcher.stop()
+    assert server.proc.poll() is not None
+
+
+def test_a_server_that_cannot_start_says_why(tmp_path: Path) -> None:
+    log = tmp_path / "sim.log"
+    with pytest.raises(
+        RuntimeError, match=r"(?s)simulator did not start \(exit 2\).*no-such-profile. not found"
+    ):
+        start_server("no-such-profile", log_path=log, startup_timeout_s=30)
+    assert "no-such-profile" in log.read_text()
