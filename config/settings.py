@@ -393,10 +393,18 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
-    # The deployment-config schema as a component the submission bodies reference.
+    # the ladder answers' enums (ladders/openapi.py) by name; the submission's source keeps
+    # the name it had before the ladder's `source` came
+    "ENUM_NAME_OVERRIDES": {
+        "LadderStatusEnum": "ladders.models.Ladder.STATUS_CHOICES",
+        "LadderSourceEnum": "ladders.models.Ladder.SOURCE_CHOICES",
+        "SourceEnum": "submissions.constants.SOURCE_CHOICES",
+    },
+    # The deployment-config and ladder schemas as components the request bodies reference.
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "vendor.api.openapi.deployment_config_components",
+        "ladders.openapi.ladder_components",  # the ladder body (docs/api.md "Ladders")
     ],
 }
 

@@ -6,15 +6,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from catalog.models import WORKLOADS
 from ladders.services import MAX_RUNGS
 from runner.ladder.attribution import ORDERS
 
+CONFIG_OBJECT = {
+    "type": "object",
+    "description": "a deployment config: /api/v1/schema/deployment-config.json",
+}
 
-def ladder_json_schema() -> dict[str, Any]:
-    config_ref = {
-        "type": "object",
-        "description": "a deployment config: /api/v1/schema/deployment-config.json",
-    }
+
+def ladder_json_schema(config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The body's schema; ``config`` is what ``baseline.config`` (as a mapping) refers to:
+    a plain object here, the ``DeploymentConfig`` component in the OpenAPI document
+    (ladders/openapi.py)."""
+    config_ref = config or CONFIG_OBJECT
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "Ladder",
@@ -50,7 +56,8 @@ def ladder_json_schema() -> dict[str, Any]:
                 "items": {
                     "type": "object",
                     "additionalProperties": False,
-                    "required": ["name", "description", "patch"],
+                    "required": ["name", "description"],
+                    "anyOf": [{"required": ["patch"]}, {"required": ["workload"]}],
                     "properties": {
                         "name": {"type": "string", "minLength": 1, "maxLength": 200},
                         "description": {"type": "string", "minLength": 1, "maxLength": 500},
@@ -60,12 +67,18 @@ def ladder_json_schema() -> dict[str, Any]:
                             "description": "JSON Merge Patch (RFC 7396) of the deployment "
                             "config; may not touch benchmark, topology.roles or model.id",
                         },
+                        "workload": {
+                            "type": "string",
+                            "enum": list(WORKLOADS),
+                            "description": "the workload replayed from this rung on "
+                            '(docs/ladders.md "Workloads"); only agentic coding is ranked',
+                        },
                     },
                 },
             },
             "orders": {
                 "type": "array",
-                "items": {"enum": list(ORDERS)},
+                "items": {"type": "string", "enum": list(ORDERS)},
                 "description": "starts with forward",
             },
             "speeds": {

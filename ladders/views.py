@@ -13,12 +13,17 @@ from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from core.api_errors import ApiError
+from core.openapi import ErrorSerializer
+from core.parsers import JSONParser
 from ladders.models import Ladder, LadderRung
+from ladders.openapi import BODY_REF, LadderDetailOut, LadderListOut, LadderOut
 from ladders.services import (
     LadderReviewError,
     ladder_at_speeds,
@@ -33,6 +38,20 @@ from vendor.api.access import VendorSubmitThrottle
 from vendor.api.views import VendorView, config_api_error
 
 MAX_PICKED_SPEEDS = 4
+# The OpenAPI description of these endpoints: ladders/openapi.py (docs/api.md "Ladders").
+SPEED_PARAMETER = OpenApiParameter(
+    "speed",
+    OpenApiTypes.STR,
+    OpenApiParameter.QUERY,
+    many=True,
+    description="reader's speeds in tok/s per agent (0 < speed < 100000), repeated or "
+    f"comma-separated, at most {MAX_PICKED_SPEEDS}; interpolated on each rung's frontier",
+)
+BODY_ERROR = OpenApiResponse(
+    ErrorSerializer,
+    description="invalid ladder: `error.fields` names the rung and field path, e.g. "
+    "`rungs[1].patch.speculative.draft_tokens` or `baseline.config.<path>`",
+)
 
 
 def _speeds_param(raw: list[str]) -> list[float]:
@@ -93,17 +112,27 @@ class LadderListCreateView(VendorView):
     """POST a ladder {name, baseline: {config | result}, rungs: [{name, description,
     patch}], orders?, speeds?}; GET your ladders."""
 
+    parser_classes = [JSONParser]  # the body is JSON (docs/ladders.md)
+
     def get_throttles(self):  # type: ignore[no-untyped-def]
         if self.request.method == "POST":
             return [VendorSubmitThrottle()]
         return super().get_throttles()
 
+    @extend_schema(operation_id="ladders_list", responses={200: LadderListOut})
     def get(self, request: Request) -> Response:
         ladders = Ladder.objects.filter(org=self.org).select_related("model", "hardware")[:100]
         return Response({"results": [
             {**ladder_json(lad, doc={}), "attribution": None} for lad in ladders
         ]})  # fmt: skip
 
+    @extend_schema(
+        operation_id="ladders_create",
+        request={"application/json": BODY_REF},
+        responses={201: LadderDetailOut, 400: BODY_ERROR},
+        description="Submit a ladder: a baseline and ordered changes, each rung a "
+        "submission (docs/ladders.md; the body's JSON Schema: /api/v1/schema/ladder.json).",
+    )
     def post(self, request: Request) -> Response:
         try:
             body = request.data
@@ -120,6 +149,7 @@ class LadderListCreateView(VendorView):
 
 
 class LadderSchemaView(PublicApi):
+    @extend_schema(operation_id="ladder_schema", responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request) -> Response:
         from ladders.schema import ladder_json_schema
 
@@ -127,6 +157,7 @@ class LadderSchemaView(PublicApi):
 
 
 class LadderDetailView(VendorView):
+    @extend_schema(operation_id="ladders_retrieve", responses={200: LadderDetailOut})
     def get(self, request: Request, pk: int) -> Response:
         ladder = Ladder.objects.filter(org=self.org, pk=pk).first()
         if ladder is None:
@@ -152,6 +183,7 @@ def _published(pk: int) -> Ladder:
 
 
 class PublicLadderListApi(PublicApi):
+    @extend_schema(operation_id="public_ladders_list", responses={200: LadderListOut})
     def get(self, request: Request) -> Response:
         qs = Ladder.objects.filter(status=Ladder.STATUS_PUBLISHED).select_related(
             "model", "hardware"
@@ -161,6 +193,11 @@ class PublicLadderListApi(PublicApi):
 
 
 class PublicLadderApi(PublicApi):
+    @extend_schema(
+        operation_id="public_ladders_retrieve",
+        parameters=[SPEED_PARAMETER],
+        responses={200: LadderOut},
+    )
     def get(self, request: Request, pk: int) -> Response:
         try:
             speeds = _speeds_param(request.query_params.getlist("speed"))

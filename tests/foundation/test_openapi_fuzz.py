@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import requests
@@ -20,6 +21,7 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.core.failures import FailureGroup
 from schemathesis.specs.openapi.checks import content_type_conformance, status_code_conformance
 
+from ladders.services import ladder_import
 from submissions.services.tokens import api_token_create
 from tests.submissions.support import make_catalog, token_client
 from tests.support.builders import make_cast
@@ -27,6 +29,7 @@ from tests.support.webserver import start_gunicorn
 from tests.support.workers import worker_env
 
 EXAMPLES_PER_OPERATION = 6
+LADDER_EXAMPLE = Path(__file__).resolve().parents[2] / "docs/examples/ladder-gb300.json"
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance]
 
 
@@ -42,10 +45,29 @@ def fuzz_target(transactional_db, tmp_path):
         "/api/v1/submissions/", catalog.yaml(), content_type="application/yaml"
     )
     assert submission.status_code == 201, submission.content
+    # a ladder of the vendor's (docs/ladders.md) and a published one (an engine ladder)
+    ladder = token_client(cast.org_a).post(
+        "/api/v1/ladders/",
+        {
+            "name": "fuzz ladder",
+            "baseline": {"config": catalog.config()},
+            "rungs": [{"name": "new engine", "description": "d", "patch": {"notes": "n"}}],
+        },
+        format="json",
+    )
+    assert ladder.status_code == 201, ladder.content
+    published = ladder_import(
+        org=cast.org_a,
+        doc=json.loads(LADDER_EXAMPLE.read_text()),
+        model=catalog.model,
+        hardware=catalog.hardware,
+    )
     known = {
         "submission": submission.json()["id"],
         "model": catalog.model.slug,
         "hardware": catalog.hardware.slug,
+        "ladder": ladder.json()["id"],
+        "public_ladder": published.pk,
     }
     env = worker_env(
         THROTTLE_VENDOR="1000000/hour",
@@ -80,6 +102,10 @@ def _known_objects(path: str, known: dict[str, object]) -> dict[str, object] | N
         return {"slug": known["model"]}
     if path.startswith("/api/v1/public/hardware/{slug}"):
         return {"slug": known["hardware"]}
+    if path.startswith("/api/v1/ladders/{id}"):
+        return {"id": known["ladder"]}
+    if path.startswith("/api/v1/public/ladders/{id}"):
+        return {"id": known["public_ladder"]}
     return None
 
 

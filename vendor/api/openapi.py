@@ -26,14 +26,15 @@ def _component_name(def_name: str) -> str:
     return f"{CONFIG_COMPONENT}{def_name}"
 
 
-def _to_oas30(node):
-    """Pydantic's JSON Schema (2020-12) in OpenAPI 3.0's dialect: refs into components,
-    `{"type": "null"}` branches as `nullable`, `const` as a one-value `enum`, numeric
-    `exclusiveMinimum` as `minimum` + `exclusiveMinimum: true`, `patternProperties` as
+def to_oas30(node):
+    """A JSON Schema (2020-12: pydantic's, the ladder body's) in OpenAPI 3.0's dialect:
+    refs into components, `{"type": "null"}` branches as `nullable`, `const` as a one-value
+    `enum`, numeric `exclusiveMinimum` / `exclusiveMaximum` as `minimum` / `maximum` plus
+    `exclusiveMinimum: true` / `exclusiveMaximum: true`, `patternProperties` as
     `additionalProperties` (the pattern itself is kept in the description; the strict
-    schema at /api/v1/schema/deployment-config.json is authoritative)."""
+    schemas at /api/v1/schema/*.json are authoritative)."""
     if isinstance(node, list):
-        return [_to_oas30(x) for x in node]
+        return [to_oas30(x) for x in node]
     if not isinstance(node, dict):
         return node
     out = {}
@@ -43,17 +44,19 @@ def _to_oas30(node):
         if key == "$ref" and isinstance(value, str) and value.startswith("#/$defs/"):
             out[key] = "#/components/schemas/" + _component_name(value.removeprefix("#/$defs/"))
         elif key == "properties":
-            out[key] = {name: _to_oas30(v) for name, v in value.items()}
+            out[key] = {name: to_oas30(v) for name, v in value.items()}
         elif key == "const":
             out["enum"] = [value]
         elif key == "exclusiveMinimum" and not isinstance(value, bool):
             out["minimum"], out["exclusiveMinimum"] = value, True
+        elif key == "exclusiveMaximum" and not isinstance(value, bool):
+            out["maximum"], out["exclusiveMaximum"] = value, True
         elif key == "patternProperties":
             [(pattern, schema)] = list(value.items())[:1]
-            out["additionalProperties"] = _to_oas30(schema)
+            out["additionalProperties"] = to_oas30(schema)
             out["description"] = (node.get("description", "") + f" Keys match {pattern}.").strip()
         else:
-            out[key] = _to_oas30(value)
+            out[key] = to_oas30(value)
     branches = out.get("anyOf")
     if isinstance(branches, list) and {"type": "null"} in branches:
         rest = [b for b in branches if b != {"type": "null"}]
@@ -76,6 +79,6 @@ def deployment_config_components(result, generator, request, public):
     schema = config_json_schema()
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
     for name, definition in (schema.get("$defs") or {}).items():
-        schemas[_component_name(name)] = _to_oas30(definition)
-    schemas[CONFIG_COMPONENT] = _to_oas30(schema)
+        schemas[_component_name(name)] = to_oas30(definition)
+    schemas[CONFIG_COMPONENT] = to_oas30(schema)
     return result
