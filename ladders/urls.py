@@ -1,8 +1,9 @@
-"""Ladder routes (mounted at the site root by config.urls): docs/ladders.md."""
+"""Ladder routes (mounted at the site root by config.urls, before the vendor portal's
+/portal/): docs/ladders.md."""
 
 from django.urls import path
 
-from ladders import views
+from ladders import portal, views
 
 urlpatterns = [
     path("api/v1/schema/ladder.json", views.LadderSchemaView.as_view(), name="ladder-schema"),
@@ -18,4 +19,8 @@ urlpatterns = [
     path("ladders/<int:pk>/", views.ladder_detail, name="ladder-detail"),
     path("ladders/<int:pk>/ladder.csv", views.ladder_csv, name="ladder-csv"),
     path("review/ladders/<int:pk>/", views.ladder_review_page, name="ladder-review"),
+    # the vendor portal's ladder pages (ladders/portal.py)
+    path("portal/ladders/", portal.ladder_list, name="portal-ladders"),
+    path("portal/ladders/new/", portal.ladder_new, name="portal-ladder-new"),
+    path("portal/ladders/<int:pk>/", portal.ladder_detail, name="portal-ladder"),
 ]
