@@ -48,7 +48,7 @@ def _fill(results: int, points: int) -> str:
     from django.utils import timezone
 
     call_command("migrate", verbosity=0, interactive=False)
-    from tests.support.builders import (
+    from demo.synthetic import (
         make_hardware,
         make_model,
         make_org,

@@ -112,7 +112,7 @@ def ensure_tiny_model(path: Path) -> Path:
     """The tiny llama GGUF the `process` example serves (built once, seeded)."""
     if path.exists():
         return path
-    from tests.support.llamacpp import build_tiny_gguf
+    from runner.launchers.tiny_gguf import build_tiny_gguf
 
     _say(f"building the tiny llama.cpp model at {path}")
     return build_tiny_gguf(path, seed=0)

@@ -2,7 +2,8 @@
 
 The server fixtures are session-scoped (the model is cached on disk between runs; starting a
 server takes a few seconds). Tests that use them are marked ``llamacpp``. Reusable helpers
-live in tests/support/llamacpp.py so other test folders can import them.
+live in tests/support/llamacpp.py (the server) and runner/launchers/tiny_gguf.py (the model)
+so other test folders can import them.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.llamacpp import LlamaServer, start_llama_server, tiny_gguf
+from runner.launchers.tiny_gguf import tiny_gguf
+from tests.support.llamacpp import LlamaServer, start_llama_server
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ import urllib.request
 
 import pytest
 
-from tests.support.llamacpp import build_tiny_gguf, fetch_vocab_gguf
+from runner.launchers.tiny_gguf import build_tiny_gguf, fetch_vocab_gguf
 
 pytestmark = pytest.mark.llamacpp
 

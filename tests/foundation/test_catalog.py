@@ -4,9 +4,9 @@ from django.core.management import call_command
 
 from catalog.models import AIModel, HardwareSystem, SloTier, SloTierSet
 from catalog.services import catalog_seed, default_tier_set_for
+from demo.synthetic import make_model
 from runner.catalog import DEFAULT_CATALOG_DIR as CATALOG_DIR
 from runner.catalog import CatalogError, load_catalog
-from tests.support.builders import make_model
 
 REQUIRED_SYSTEMS = [
     "h100-sxm-hgx8",

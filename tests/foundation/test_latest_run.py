@@ -6,8 +6,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from demo.synthetic import make_org, make_submission
 from runs.models import BenchmarkRun
-from tests.support.builders import make_org, make_submission
 
 
 def _run(submission, status: str, created_at) -> BenchmarkRun:

@@ -3,10 +3,10 @@ import threading
 import pytest
 from django.db import connection
 
+from demo.synthetic import make_org, make_submission
 from submissions import constants as c
 from submissions.models import AuditEvent, Submission
 from submissions.services.lifecycle import TransitionError, submission_transition
-from tests.support.builders import make_org, make_submission
 
 ALL_EDGES = [(src, dst) for src, dsts in c.ALLOWED_TRANSITIONS.items() for dst in dsts]
 

@@ -5,6 +5,7 @@ from unittest import mock
 import pytest
 from django.utils import timezone
 
+from demo.synthetic import make_org
 from submissions.models import ApiToken
 from submissions.services import tokens
 from submissions.services.tokens import (
@@ -13,7 +14,6 @@ from submissions.services.tokens import (
     api_token_revoke,
     api_token_verify,
 )
-from tests.support.builders import make_org
 
 
 @pytest.mark.django_db

@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from demo.synthetic import make_org, make_run, make_tier_set
 from ladders.models import Ladder, LadderRung
 from ladders.services import ladder_refresh
 from submissions import constants as c
 from submissions.models import Submission
 from submissions.services.lifecycle import submission_transition
 from tests.submissions.support import make_catalog, token_client
-from tests.support.builders import make_org, make_run, make_tier_set, make_user
+from tests.support.builders import make_user
 
 pytestmark = pytest.mark.django_db
 

@@ -14,12 +14,12 @@ from django.urls import include, path
 from drf_spectacular.drainage import GENERATOR_STATS
 from drf_spectacular.generators import SchemaGenerator
 
+from demo.synthetic import make_org
 from ladders.openapi import LadderDetailOut, LadderOut, LadderRungOut
 from ladders.schema import ladder_json_schema
 from ladders.services import ladder_import
 from tests.ladders.test_ladders import body, post
 from tests.submissions.support import make_catalog, token_client
-from tests.support.builders import make_org
 
 ROOT = Path(__file__).resolve().parents[2]
 ERROR = {"$ref": "#/components/schemas/Error"}

@@ -1,14 +1,8 @@
 import pytest
 from drf_spectacular.generators import SchemaGenerator
 
+from demo.synthetic import make_hardware, make_model, make_org, make_published_result, make_tier_set
 from leaderboard.publishing import result_set_status
-from tests.support.builders import (
-    make_hardware,
-    make_model,
-    make_org,
-    make_published_result,
-    make_tier_set,
-)
 
 API = "/api/v1/public"
 

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 import pytest
 from django.urls import reverse
 
-from tests.support.builders import (
+from demo.synthetic import (
     make_hardware,
     make_model,
     make_published_result,

@@ -19,9 +19,9 @@ from django.conf import settings as django_settings
 from django.core.cache import cache
 from django.core.management import call_command
 
+from demo.synthetic import make_org, make_published_result
 from leaderboard.publishing import result_set_status
 from submissions.services.tokens import api_token_create
-from tests.support.builders import make_org, make_published_result
 from tests.support.webserver import start_gunicorn
 from tests.support.workers import worker_env
 

@@ -1,7 +1,7 @@
 """Measured energy on published results: agents per MW and tokens per joule, with the
 coverage and the denominator (accelerators measured / used) stated; never modelled.
 
-The trials' telemetry comes from `tests.support.builders.measured_telemetry`: NVML-shaped
+The trials' telemetry comes from `demo.synthetic.measured_telemetry`: NVML-shaped
 samples through the real window maths (no GPU here; runner/telemetry/ is tested against a
 fake NVML in tests/pipeline/test_telemetry.py)."""
 
@@ -11,12 +11,7 @@ import pytest
 from django.urls import reverse
 from pydantic import ValidationError
 
-from leaderboard.energy import result_energy
-from leaderboard.publishing import result_publish
-from runner.contract import TrialTelemetry
-from runs.models import Trial
-from submissions import constants as c
-from tests.support.builders import (
+from demo.synthetic import (
     make_org,
     make_published_result,
     make_run,
@@ -24,6 +19,11 @@ from tests.support.builders import (
     make_tier_set,
     measured_telemetry,
 )
+from leaderboard.energy import result_energy
+from leaderboard.publishing import result_publish
+from runner.contract import TrialTelemetry
+from runs.models import Trial
+from submissions import constants as c
 
 POINTS = [
     (1, 180.0, 50.0, 0.5),

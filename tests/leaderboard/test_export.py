@@ -14,9 +14,9 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
+from demo.synthetic import make_published_result
 from leaderboard.export import FORMAT_VERSION
 from leaderboard.publishing import result_set_status
-from tests.support.builders import make_published_result
 
 pytestmark = pytest.mark.django_db
 

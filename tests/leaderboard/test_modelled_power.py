@@ -2,7 +2,7 @@
 joule from the simulator's power model, labelled "modelled" on every page, table, CSV and
 API field that carries them; a measured result never shows a modelled figure.
 
-Trials get ``metrics["modelled_energy"]`` from `tests.support.builders.modelled_energy`: the
+Trials get ``metrics["modelled_energy"]`` from `demo.synthetic.modelled_energy`: the
 simulator's counter names as /metrics text through the worker's parser and
 runner.telemetry.modelled, as a simulated run's worker stores them. The pipeline test
 (tests/pipeline/test_e2e_simulated.py) runs the whole path with the real simulator."""
@@ -15,8 +15,8 @@ from csv import DictReader, reader
 import pytest
 from django.urls import reverse
 
+from demo.synthetic import make_model, make_published_result
 from leaderboard.energy import power_source
-from tests.support.builders import make_model, make_published_result
 
 POINTS = [
     (1, 180.0, 50.0, 0.5),

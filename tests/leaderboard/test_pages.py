@@ -8,10 +8,7 @@ import pytest
 import yaml
 from django.urls import reverse
 
-from leaderboard.publishing import result_set_status
-from runner.engine.metrics import TTFT_PERCENTILES
-from submissions.models import Artifact
-from tests.support.builders import (
+from demo.synthetic import (
     make_hardware,
     make_model,
     make_org,
@@ -19,6 +16,9 @@ from tests.support.builders import (
     make_tier_set,
     synthetic_points,
 )
+from leaderboard.publishing import result_set_status
+from runner.engine.metrics import TTFT_PERCENTILES
+from submissions.models import Artifact
 
 # As stored: the JSON document of the vendor's YAML (dates become strings)
 EXAMPLE_CONFIG = json.loads(
@@ -393,7 +393,7 @@ def test_raw_data_link_redirects_to_a_fresh_signed_url_of_the_stored_records(cli
 def test_the_reproduce_command_carries_the_runs_own_warmup_window_and_cap(client):
     """Dispatch stores the search options under run_spec["search"]; the page read another key
     and printed placeholders for every real result."""
-    from tests.support.builders import make_published_result
+    from demo.synthetic import make_published_result
 
     result = make_published_result()
     search = result.run.run_spec["search"]

@@ -1,20 +1,20 @@
 import pytest
 from django.core.cache import cache
 
-from leaderboard.cache import GENERATION_KEY, generation
-from leaderboard.models import Result
-from leaderboard.publishing import PublishError, result_publish, result_set_status
-from submissions import constants as c
-from submissions.models import AuditEvent, Submission
-from tests.support.builders import (
+from demo.synthetic import (
     make_hardware,
     make_org,
     make_published_result,
     make_run,
     make_submission,
     make_tier_set,
-    make_user,
 )
+from leaderboard.cache import GENERATION_KEY, generation
+from leaderboard.models import Result
+from leaderboard.publishing import PublishError, result_publish, result_set_status
+from submissions import constants as c
+from submissions.models import AuditEvent, Submission
+from tests.support.builders import make_user
 
 POINTS = [
     (1, 180.0, 50.0, 0.5),

@@ -4,7 +4,7 @@ cached page runs none."""
 import pytest
 from django.urls import reverse
 
-from tests.support.builders import (
+from demo.synthetic import (
     make_hardware,
     make_model,
     make_published_result,

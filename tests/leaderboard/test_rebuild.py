@@ -12,17 +12,17 @@ import pytest
 from django.urls import reverse
 
 from config.celery import app
-from leaderboard import cache as lb_cache
-from leaderboard.publishing import result_set_status
-from leaderboard.tasks import rebuild_pages
-from tests.leaderboard.test_queries import MODEL_PAGE_QUERIES
-from tests.support.builders import (
+from demo.synthetic import (
     make_hardware,
     make_model,
     make_published_result,
     make_tier_set,
     synthetic_points,
 )
+from leaderboard import cache as lb_cache
+from leaderboard.publishing import result_set_status
+from leaderboard.tasks import rebuild_pages
+from tests.leaderboard.test_queries import MODEL_PAGE_QUERIES
 
 
 @pytest.fixture

@@ -123,7 +123,7 @@ def test_the_frontier_trace_draws_asymmetric_error_bars_on_both_axes(result):
 
 
 def test_points_without_intervals_draw_no_error_bars(db):
-    from tests.support.builders import make_published_result
+    from demo.synthetic import make_published_result
 
     plain = make_published_result()
     trace = charts.frontier_figure([charts.result_series(plain)])["data"][0]

@@ -10,13 +10,13 @@ import re
 from django.core.files.base import ContentFile
 from django.core.files.storage import storages
 
+from demo.synthetic import make_org, trial_metrics
 from runner import contract
 from runner.engine.search import SearchTrial
 from runner.engine.trial import TierVerdict
 from runs.dispatch import run_prepare
 from submissions import constants as c
 from tests.pipeline.conftest import EXAMPLES
-from tests.support.builders import make_org, trial_metrics
 
 
 def prepared_run(org=None, *, status: str = c.VALIDATED):

@@ -103,8 +103,8 @@ def pool_worker_factory(tmp_path) -> Iterator:
 @pytest.fixture
 def vendor(catalog):
     """Org "Vendor A" with an API token (plaintext) for the vendor API."""
+    from demo.synthetic import make_org
     from submissions.services.tokens import api_token_create
-    from tests.support.builders import make_org
 
     org = make_org("Vendor A")
     _, token = api_token_create(org=org, name="ci")

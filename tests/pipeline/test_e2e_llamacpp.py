@@ -12,10 +12,11 @@ import urllib.request
 import pytest
 
 from leaderboard.energy import power_source
+from runner.launchers.tiny_gguf import tiny_gguf
 from runs.models import BenchmarkRun
 from submissions.models import Artifact, Submission
 from tests.pipeline.conftest import EXAMPLES, http, no_database_env, submit, wait_for_status
-from tests.support.llamacpp import free_port, tiny_gguf
+from tests.support.llamacpp import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.llamacpp, pytest.mark.django_db(transaction=True)]
 

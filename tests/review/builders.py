@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from demo.synthetic import make_hardware, make_model, make_submission, make_tier_set
 from runner import contract
 from runner.engine.metrics import ClientHealth, TrialSummary
 from runner.engine.trial import TierVerdict
@@ -14,7 +15,6 @@ from submissions import constants as c
 from submissions.models import Artifact, Submission
 from submissions.services.artifacts import artifact_store
 from submissions.services.lifecycle import submission_transition
-from tests.support.builders import make_hardware, make_model, make_submission, make_tier_set
 
 CONFIG = {
     "schema_version": 1,

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from django.core import mail
 
+from demo.synthetic import make_hardware, make_model, make_tier_set
 from leaderboard.models import Result
 from runs.models import BenchmarkRun
 from submissions import constants as c
@@ -20,7 +21,6 @@ from submissions.selectors import notification_list
 from submissions.services.lifecycle import submission_transition
 from submissions.services.submissions import submission_create, submission_resubmit
 from tests.review.builders import finish_run, make_reviewable
-from tests.support.builders import make_hardware, make_model, make_tier_set
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -9,6 +9,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 
+from demo.synthetic import make_hardware, make_model, make_submission
 from leaderboard.models import Result
 from review.selectors import review_queue, review_state_counts
 from review.services import review_publish, review_request_changes
@@ -16,7 +17,6 @@ from submissions import constants as c
 from submissions.models import AuditEvent, Notification, Submission
 from submissions.selectors import notification_list
 from tests.review.builders import CONFIG, make_reviewable
-from tests.support.builders import make_hardware, make_model, make_submission
 
 
 def _rows(response) -> list[int]:

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 from rest_framework.test import APIClient
 
+from demo.synthetic import make_hardware, make_model
 from submissions.models import ApiToken
 from submissions.services.tokens import api_token_create
 from tests.submissions.configs import as_yaml, simulated_config
-from tests.support.builders import make_hardware, make_model
 
 
 @dataclass

@@ -9,12 +9,12 @@ from django.urls import include, path
 from drf_spectacular.drainage import GENERATOR_STATS
 from drf_spectacular.generators import SchemaGenerator
 
+from demo.synthetic import make_org, trial_metrics
 from runs.models import BenchmarkRun
 from submissions import constants as c
 from submissions.models import Artifact, Submission
 from tests.submissions.configs import as_json
 from tests.submissions.support import make_catalog, session_client, token_client
-from tests.support.builders import make_org, trial_metrics
 from vendor.api.access import VendorSubmitThrottle
 
 pytestmark = pytest.mark.django_db

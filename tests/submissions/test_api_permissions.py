@@ -6,12 +6,12 @@ import pytest
 from rest_framework.test import APIClient
 
 from catalog.models import Dataset
+from demo.synthetic import trial_metrics
 from runs.models import BenchmarkRun, Trial, VerificationReport
 from submissions import constants as c
 from submissions.models import Artifact, Submission
 from submissions.services.submissions import submission_create
 from tests.submissions.support import make_catalog, session_client, token_client
-from tests.support.builders import trial_metrics
 
 pytestmark = pytest.mark.django_db
 

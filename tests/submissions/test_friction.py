@@ -16,6 +16,7 @@ from django.test import Client
 from django.utils import timezone
 
 from catalog.models import Dataset
+from demo.synthetic import make_org, make_published_result, make_tier_set
 from leaderboard.models import Result
 from runs.dispatch import submission_dispatch
 from runs.models import BenchmarkRun
@@ -24,7 +25,6 @@ from submissions.models import Submission
 from tests.review.builders import advance_to_in_review, finish_run
 from tests.submissions.configs import as_json
 from tests.submissions.support import make_catalog, token_client
-from tests.support.builders import make_org, make_published_result, make_tier_set
 
 pytestmark = pytest.mark.django_db
 YAML = "application/yaml"

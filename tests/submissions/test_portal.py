@@ -2,6 +2,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
+from demo.synthetic import trial_metrics
 from runner.engine.trial import TierVerdict
 from runs.models import BenchmarkRun
 from submissions import constants as c
@@ -9,7 +10,6 @@ from submissions.models import Submission
 from submissions.services.submissions import submission_create
 from tests.submissions.configs import as_json
 from tests.submissions.support import make_catalog
-from tests.support.builders import trial_metrics
 
 # the worker's heartbeat (runner/contract.py Progress)
 PROGRESS = {"phase": "search", "search_phase": "ramp", "trial": 3, "max_trials": 8}

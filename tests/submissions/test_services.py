@@ -1,6 +1,7 @@
 import pytest
 from django.db import transaction
 
+from demo.synthetic import make_hardware, make_model, make_org
 from submissions import constants as c
 from submissions.models import AuditEvent, PoolEndpoint, Submission
 from submissions.schema import ConfigError
@@ -13,7 +14,6 @@ from submissions.services.submissions import (
 )
 from tests.submissions.configs import as_json, as_yaml, example
 from tests.submissions.support import make_catalog
-from tests.support.builders import make_hardware, make_model, make_org
 
 pytestmark = pytest.mark.django_db
 

@@ -12,12 +12,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from runner import contract
-from runner.engine.metrics import NS, RequestRecord, summarize
-from runner.engine.search import SearchResult, SearchTrial, tier_results
-from runner.engine.stats import min_requests_table, trial_intervals
-from runner.engine.trial import Tier, evaluate_tiers, mark_marginal
-from tests.support.builders import (
+from demo.synthetic import (
     make_hardware,
     make_model,
     make_org,
@@ -25,6 +20,11 @@ from tests.support.builders import (
     make_tier_set,
     run_spec,
 )
+from runner import contract
+from runner.engine.metrics import NS, RequestRecord, summarize
+from runner.engine.search import SearchResult, SearchTrial, tier_results
+from runner.engine.stats import min_requests_table, trial_intervals
+from runner.engine.trial import Tier, evaluate_tiers, mark_marginal
 
 WARMUP_S = 10.0
 WINDOW_S = 60.0

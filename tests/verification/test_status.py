@@ -5,10 +5,10 @@ import pytest
 from django.db import IntegrityError, transaction
 from pydantic import ValidationError
 
+from demo.synthetic import make_org, make_submission
 from runner import contract
 from runner.verification.status import FAIL, PASS, STATUSES, WARN, worst_status
 from runs.models import BenchmarkRun, VerificationReport
-from tests.support.builders import make_org, make_submission
 
 
 @pytest.mark.parametrize(
