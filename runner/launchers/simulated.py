@@ -9,10 +9,12 @@ process on virtual time (`runner.simulator.virtual`), which the engine reaches t
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.launchers.base import Endpoint, LauncherError, die_with_parent, list_models
-from runner.simulator.server import ServerProcess, start_server
+
+if TYPE_CHECKING:  # the server module loads the cost model (numpy); import it to start one
+    from runner.simulator.server import ServerProcess
 
 
 class SimulatedLauncher:
@@ -34,6 +36,8 @@ class SimulatedLauncher:
                 seed=seed,
                 info={"launcher": "simulated", "profile": profile, "clock": "virtual"},
             )
+        from runner.simulator.server import start_server
+
         try:
             self.server = start_server(
                 profile,
