@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
 
 import yaml
@@ -30,6 +29,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from runner.simulator.profile import PROFILES_DIR, available_profiles
+from runner.verification.speculative import fake_acceptance_findings
 from submissions.schema.secrets import SECRET_NAME_SEGMENTS, clear_secrets
 
 SCHEMA_VERSION = 1
@@ -330,18 +331,10 @@ class ProcessLauncher(_Strict):
     served_model_name: ShortText
 
 
-def _profiles_dir() -> Path:
-    try:
-        from runner.simulator.profile import PROFILES_DIR
-    except ImportError:  # the simulator package is optional for the schema itself
-        return Path(__file__).resolve().parents[2] / "runner" / "simulator" / "profiles"
-    return Path(PROFILES_DIR)
-
-
 def simulator_profile_targets(profile: str) -> tuple[str | None, str | None]:
     """(system slug, model slug) a profile names from the catalog; None where it is inline."""
     for suffix in (".yaml", ".yml"):
-        path = _profiles_dir() / f"{profile}{suffix}"
+        path = PROFILES_DIR / f"{profile}{suffix}"
         if path.is_file():
             doc = yaml.safe_load(path.read_text()) or {}
             system, model = doc.get("system"), doc.get("model")
@@ -353,11 +346,6 @@ def simulator_profile_targets(profile: str) -> tuple[str | None, str | None]:
 
 
 def available_simulator_profiles() -> list[str]:
-    try:
-        from runner.simulator.profile import available_profiles
-    except ImportError:  # the simulator package is optional for the schema itself
-        root = Path(__file__).resolve().parents[2] / "runner" / "simulator" / "profiles"
-        return sorted(p.stem for p in root.glob("*.y*ml"))
     return list(available_profiles())
 
 
@@ -494,10 +482,6 @@ class DeploymentConfig(_Strict):
 
 def _no_fake_acceptance(config: DeploymentConfig) -> None:
     """Refuse settings that accept draft tokens unverified (docs/verification.md)."""
-    try:
-        from runner.verification.speculative import fake_acceptance_findings
-    except ImportError:  # the verification package is optional for the schema itself
-        return
     findings = fake_acceptance_findings(config.model_dump(mode="json", exclude={"notes"}))
     if findings:
         first = findings[0]

@@ -301,3 +301,11 @@ def test_a_simulator_profile_for_another_model_is_rejected():
     doc = example("simulated")
     doc["model"]["id"] = "deepseek-v3"
     assert list(errors_of(doc)) == ["launcher.simulated.profile"]
+
+
+def test_a_config_that_fakes_speculative_acceptance_is_refused_at_its_path():
+    doc = example("process")
+    doc["launcher"]["process"]["env"] = {"SGLANG_SIMULATE_ACC_LEN": "3"}
+    with pytest.raises(ConfigError) as info:
+        parse_config(as_json(doc), "application/json")
+    assert list(info.value.fields) == ["launcher.process.env.SGLANG_SIMULATE_ACC_LEN"]
