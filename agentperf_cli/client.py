@@ -57,10 +57,11 @@ def _error_from(status: int, raw: bytes, retry_after: float | None = None) -> Ap
             status,
             str(error.get("code") or "error"),
             str(error.get("message") or ""),
-            {str(k): [str(m) for m in v] for k, v in fields.items()} if isinstance(fields, dict)
+            {str(k): [str(m) for m in v] for k, v in fields.items()}
+            if isinstance(fields, dict)
             else {},
             retry_after,
-        )  # fmt: skip
+        )
     text = raw[:200].decode("utf-8", "replace").strip() or "no body"
     return ApiError(status, "server_error" if status >= 500 else "error", text, {}, retry_after)
 

@@ -229,8 +229,9 @@ def follow(api: Api, submission_id: int, interval: float) -> int:
                 ended = ((latest.get("progress") or {}).get("last_trial") or {}).get("index")
                 if latest.get("status") != "running":
                     run = None
-                elif ended is not None and (run is None or run.get("id") != latest["id"]
-                                            or _trials_seen(run) != ended):  # fmt: skip
+                elif ended is not None and (
+                    run is None or run.get("id") != latest["id"] or _trials_seen(run) != ended
+                ):
                     run = api.get(f"runs/{latest['id']}/")  # its trials, for the last TTFT
                 if run is not None:
                     run = {**run, "progress": latest.get("progress")}
@@ -246,8 +247,9 @@ def follow(api: Api, submission_id: int, interval: float) -> int:
                 if exc.status != 429:
                     raise
                 wait = max(interval, exc.retry_after or 60.0)
-                err.print(f"throttled by the API; following again in {_duration(wait)}",
-                          soft_wrap=True)  # fmt: skip
+                err.print(
+                    f"throttled by the API; following again in {_duration(wait)}", soft_wrap=True
+                )
                 time.sleep(wait)
                 continue
             line = status_line(submission, run)
@@ -263,8 +265,11 @@ def follow(api: Api, submission_id: int, interval: float) -> int:
                 return EXIT_OK
             if status in DONE_BAD:
                 reason = submission.get("status_reason") or ""
-                err.print(f"submission #{submission_id} is {status}" + (f": {reason}" if reason
-                          else ""), style="bold red", soft_wrap=True)  # fmt: skip
+                err.print(
+                    f"submission #{submission_id} is {status}" + (f": {reason}" if reason else ""),
+                    style="bold red",
+                    soft_wrap=True,
+                )
                 return EXIT_FAILED
             time.sleep(interval)
     except KeyboardInterrupt:
@@ -308,13 +313,18 @@ def cmd_submit(args: argparse.Namespace) -> int:
             headers={"Idempotency-Key": key},
         )
     except KeyboardInterrupt:
-        err.print("interrupted; running the same command again is a replay, never a second "
-                  "submission", soft_wrap=True)  # fmt: skip
+        err.print(
+            "interrupted; running the same command again is a replay, never a second submission",
+            soft_wrap=True,
+        )
         return EXIT_INTERRUPTED
     sid = int(body["id"])
     if headers.get("idempotent-replayed") == "true":
-        out.print(f"submission #{sid} {body['status']} (replayed: this file was already "
-                  "submitted; --idempotency-key KEY submits it again)", soft_wrap=True)  # fmt: skip
+        out.print(
+            f"submission #{sid} {body['status']} (replayed: this file was already "
+            "submitted; --idempotency-key KEY submits it again)",
+            soft_wrap=True,
+        )
     else:
         out.print(f"submission #{sid} {body['status']}", soft_wrap=True)
     if not args.follow:
@@ -417,14 +427,21 @@ def cmd_report(args: argparse.Namespace) -> int:
         doc = {"submission": submission, "run": run, "verification": verification}
         _print_json(doc)
         return EXIT_OK
-    out.print(f"submission #{submission['id']} {submission['status']} · {submission.get('model')}"
-              f" on {submission.get('hardware')}", style="bold", soft_wrap=True)  # fmt: skip
+    out.print(
+        f"submission #{submission['id']} {submission['status']} · {submission.get('model')}"
+        f" on {submission.get('hardware')}",
+        style="bold",
+        soft_wrap=True,
+    )
     if run is None:
         out.print("no run yet", soft_wrap=True)
         return EXIT_OK
     progress = run.get("progress") or {}
-    out.print(f"run #{run['id']} {run['status']} (attempt {run.get('attempt')}): "
-              f"{progress_text(progress, run.get('trials') or [])}", soft_wrap=True)  # fmt: skip
+    out.print(
+        f"run #{run['id']} {run['status']} (attempt {run.get('attempt')}): "
+        f"{progress_text(progress, run.get('trials') or [])}",
+        soft_wrap=True,
+    )
     if run.get("error"):
         out.print(f"error: {run['error']}", style="red", soft_wrap=True)
     max_agents = (run.get("search_summary") or {}).get("max_agents") or {}
@@ -520,8 +537,12 @@ def cmd_datasets_download(args: argparse.Namespace) -> int:
         )
     if actual != expected:
         partial.unlink(missing_ok=True)
-        err.print(f"sha256 mismatch for dataset {dataset_id}: got {actual}, the API says "
-                  f"{expected}; nothing kept", style="bold red", soft_wrap=True)  # fmt: skip
+        err.print(
+            f"sha256 mismatch for dataset {dataset_id}: got {actual}, the API says "
+            f"{expected}; nothing kept",
+            style="bold red",
+            soft_wrap=True,
+        )
         return EXIT_FAILED
     os.replace(partial, target)
     out.print(f"wrote {target} ({size} bytes, sha256 {actual} ok)", soft_wrap=True)

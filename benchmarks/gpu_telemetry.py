@@ -53,8 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     except SourceError as exc:
         return no_gpu(str(exc))
     counter = TelemetrySampler(interval_s=args.interval, source=nvml)
-    sampled = TelemetrySampler(interval_s=args.interval,
-                               source=SmiSource(name="nvidia-smi", tool=smi))  # fmt: skip
+    sampled = TelemetrySampler(
+        interval_s=args.interval, source=SmiSource(name="nvidia-smi", tool=smi)
+    )
     a = torch.randn(args.size, args.size, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(args.size, args.size, device="cuda", dtype=torch.bfloat16)
     # >= 1 GiB resident, so the accelerator counts as in use (runner/telemetry/power.py)

@@ -57,10 +57,23 @@ def _dataset(work: Path) -> Path:
     path = work / "syn.jsonl.gz"
     if not path.exists():
         subprocess.run(
-            [sys.executable, "-m", "runner.engine", "dataset", "generate", "--seed", "1",
-             "--trajectories", "200", "--stdlib-only", "--out", str(path)],
-            check=True, cwd=REPO,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "runner.engine",
+                "dataset",
+                "generate",
+                "--seed",
+                "1",
+                "--trajectories",
+                "200",
+                "--stdlib-only",
+                "--out",
+                str(path),
+            ],
+            check=True,
+            cwd=REPO,
+        )
     return path
 
 
@@ -74,11 +87,27 @@ class Run:
         a = self.args
         tiers = Path(a.work) / "tiers.json"
         cmd = [
-            sys.executable, "-m", "runner.engine", "search", "--target", f"sim:{a.profile}",
-            "--model", a.model, "--dataset", str(self.dataset), "--tiers", str(tiers),
-            "--accelerators", str(a.accelerators), "--cap", str(a.cap),
-            "--duration", str(a.duration), "--out", str(self.out),
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "runner.engine",
+            "search",
+            "--target",
+            f"sim:{a.profile}",
+            "--model",
+            a.model,
+            "--dataset",
+            str(self.dataset),
+            "--tiers",
+            str(tiers),
+            "--accelerators",
+            str(a.accelerators),
+            "--cap",
+            str(a.cap),
+            "--duration",
+            str(a.duration),
+            "--out",
+            str(self.out),
+        ]
         env = dict(os.environ, PYTHONPATH=str(self.tree))
         started = time.monotonic()
         proc = subprocess.Popen(
@@ -106,14 +135,18 @@ class Run:
             records = folder / "requests.jsonl"
             summary = t["data"].get("summary") or {}
             end = ends.get(t["index"], previous)
-            trials.append({
-                "index": t["index"], "phase": t["phase"], "concurrency": t["concurrency"],
-                "requests": summary.get("requests_total"),
-                "p25_output_speed": summary.get("p25_output_speed"),
-                "wall_s": round(end - previous, 2),
-                "trial_json_sha256": _sha256(folder / "trial.json"),
-                "requests_sha256": _sha256(records),
-            })  # fmt: skip
+            trials.append(
+                {
+                    "index": t["index"],
+                    "phase": t["phase"],
+                    "concurrency": t["concurrency"],
+                    "requests": summary.get("requests_total"),
+                    "p25_output_speed": summary.get("p25_output_speed"),
+                    "wall_s": round(end - previous, 2),
+                    "trial_json_sha256": _sha256(folder / "trial.json"),
+                    "requests_sha256": _sha256(records),
+                }
+            )
             previous = end
             if not self.args.keep_records:
                 records.unlink()

@@ -55,10 +55,24 @@ def _cores(text: str) -> list[int]:
 def _dataset(path: Path, trajectories: int) -> Path:
     if not path.exists():
         subprocess.run(
-            [sys.executable, "-m", "runner.engine", "dataset", "generate", "--seed", "1",
-             "--trajectories", str(trajectories), "--stdlib-only", "--out", str(path)],
-            cwd=ROOT, check=True, capture_output=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "runner.engine",
+                "dataset",
+                "generate",
+                "--seed",
+                "1",
+                "--trajectories",
+                str(trajectories),
+                "--stdlib-only",
+                "--out",
+                str(path),
+            ],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
     return path
 
 
@@ -99,8 +113,9 @@ def _row(k: int, result: TrialResult, first: dict[str, int]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shards", default=None, help="comma-separated K values (default 1,2; "
-                    "--memory: 1)")  # fmt: skip
+    ap.add_argument(
+        "--shards", default=None, help="comma-separated K values (default 1,2; --memory: 1)"
+    )
     ap.add_argument("--agents", type=int, default=256)
     ap.add_argument("--speed", type=float, default=100.0, help="stub tok/s per stream")
     ap.add_argument("--warmup", type=float, default=10.0)
@@ -109,16 +124,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trajectories", type=int, default=60)
     ap.add_argument("--memory", action="store_true", help="8,192 agents in one shard process")
     ap.add_argument(
-        "--saturate", action="store_true",
+        "--saturate",
+        action="store_true",
         help="streams as fast as the stub writes (capacity: events/s is what the shards take)",
-    )  # fmt: skip
+    )
     args = ap.parse_args(argv)
     cpus = sorted(os.sched_getaffinity(0))
     server_cores = _cores(args.server_cores) if args.server_cores else [cpus[-1]]
     client_cores = [c for c in cpus if c not in server_cores] or cpus
     work = Path(tempfile.mkdtemp(prefix="bench-shards-"))
-    dataset_path = _dataset(ROOT / "var" / f"bench-synthetic-{args.trajectories}.jsonl.gz",
-                            args.trajectories)  # fmt: skip
+    dataset_path = _dataset(
+        ROOT / "var" / f"bench-synthetic-{args.trajectories}.jsonl.gz", args.trajectories
+    )
     trajectories = load_dataset(dataset_path).trajectories
     if not args.memory:
         args.shards = args.shards or "1,2"
@@ -128,8 +145,9 @@ def main(argv: list[str] | None = None) -> int:
         args.shards = args.shards or "1"
         args.warmup, args.duration = max(args.warmup, 30.0), min(args.duration, 20.0)
     pack = 256 if args.memory else 1
-    pace = StubConfig(pack=pack, interval_s=0.0 if args.saturate else pack / args.speed,
-                      ttft_s=(0.02, 0.5))  # fmt: skip
+    pace = StubConfig(
+        pack=pack, interval_s=0.0 if args.saturate else pack / args.speed, ttft_s=(0.02, 0.5)
+    )
     ctx = mp.get_context("spawn")
     ports = ctx.Queue()
     server = ctx.Process(target=serve, args=(ports, None, pace), daemon=True)
@@ -138,18 +156,30 @@ def main(argv: list[str] | None = None) -> int:
     url = f"http://127.0.0.1:{ports.get(timeout=60)}/v1"
     os.sched_setaffinity(0, set(client_cores))
     speed = "as fast as it writes" if args.saturate else f"{args.speed:g} tok/s per stream"
-    print(f"stub on cores {server_cores} ({speed}, TTFT 20-500 ms); "
-          f"clients on {client_cores}; {args.agents} agents, warm-up {args.warmup:g} s, "
-          f"window {args.duration:g} s")  # fmt: skip
+    print(
+        f"stub on cores {server_cores} ({speed}, TTFT 20-500 ms); "
+        f"clients on {client_cores}; {args.agents} agents, warm-up {args.warmup:g} s, "
+        f"window {args.duration:g} s"
+    )
     rows = []
     try:
         for k in [int(x) for x in args.shards.split(",")]:
             config = TrialConfig(
-                concurrency=args.agents, warmup_s=args.warmup, duration_s=args.duration,
-                accelerators=1, min_requests=1, max_loop_lag_ms=1e9, max_cpu_percent=101.0,
-                replay=ReplayConfig(model="stub", seed=1, ramp_s=args.warmup,
-                                    namespace_salt=f"k{k}", count_output_tokens=False),
-            )  # fmt: skip
+                concurrency=args.agents,
+                warmup_s=args.warmup,
+                duration_s=args.duration,
+                accelerators=1,
+                min_requests=1,
+                max_loop_lag_ms=1e9,
+                max_cpu_percent=101.0,
+                replay=ReplayConfig(
+                    model="stub",
+                    seed=1,
+                    ramp_s=args.warmup,
+                    namespace_salt=f"k{k}",
+                    count_output_tokens=False,
+                ),
+            )
             sharding = None
             if k > 1 or args.memory:
                 sharding = Sharding(
@@ -160,8 +190,12 @@ def main(argv: list[str] | None = None) -> int:
                     always=True,
                 )
             _stats(url)  # clear the stub's log
-            result = trial_job(target=Target(base_url=url), trajectories=trajectories,
-                               config=config, sharding=sharding)  # fmt: skip
+            result = trial_job(
+                target=Target(base_url=url),
+                trajectories=trajectories,
+                config=config,
+                sharding=sharding,
+            )
             row = _row(k, result, _stats(url)["first"])
             rows.append(row)
             print(json.dumps(row))
@@ -170,8 +204,10 @@ def main(argv: list[str] | None = None) -> int:
         server.terminate()
         server.join(timeout=10)
     one = next((r for r in rows if r["shards"] == 1), None)
-    print(f"\n{'K':>3} {'events/s':>10} {'vs K x one':>10} {'CPU % per shard':>18} "
-          f"{'TTFT err p50':>12} {'p99 ms':>7} {'peak MiB':>10}")  # fmt: skip
+    print(
+        f"\n{'K':>3} {'events/s':>10} {'vs K x one':>10} {'CPU % per shard':>18} "
+        f"{'TTFT err p50':>12} {'p99 ms':>7} {'peak MiB':>10}"
+    )
     for r in rows:
         # paced streams: events/s is the offered load, the same at every K; only a saturated
         # run measures capacity, where K shards should take K times one shard's events
@@ -181,9 +217,11 @@ def main(argv: list[str] | None = None) -> int:
             else None
         )
         fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
-        print(f"{r['shards']:>3} {r['events_per_s']:>10,.0f} {fmt(ratio):>10} "
-              f"{','.join(str(c) for c in r['cpu_percent']):>18} {fmt(r['ttft_err_p50_ms']):>12} "
-              f"{fmt(r['ttft_err_p99_ms']):>7} {','.join(str(m) for m in r['peak_rss_mib']):>10}")  # fmt: skip
+        print(
+            f"{r['shards']:>3} {r['events_per_s']:>10,.0f} {fmt(ratio):>10} "
+            f"{','.join(str(c) for c in r['cpu_percent']):>18} {fmt(r['ttft_err_p50_ms']):>12} "
+            f"{fmt(r['ttft_err_p99_ms']):>7} {','.join(str(m) for m in r['peak_rss_mib']):>10}"
+        )
     return 0
 
 

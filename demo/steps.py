@@ -130,8 +130,9 @@ def _recover_unfinished(org) -> None:
         run = BenchmarkRun.objects.latest_for(submission)
         if run is not None and run.status not in BenchmarkRun.FINAL_STATES:
             try:
-                run_fail(run=run, reason="the demo stopped before this run finished",
-                         actor_label="demo")  # fmt: skip
+                run_fail(
+                    run=run, reason="the demo stopped before this run finished", actor_label="demo"
+                )
             except RunConflict:
                 continue
         submission.refresh_from_db()

@@ -188,7 +188,7 @@ def measured_telemetry(
             memory_total_mib=80_000.0,
             energy_mj=each * k * 1000.0,
             uuid=f"GPU-builder-{i}",
-        )  # fmt: skip
+        )
         for k in range(int(window_s) + 3)
         for i in range(accelerators)
     ]
@@ -234,27 +234,50 @@ def run_spec(*, run, accelerators: int, cap: int, **search: Any) -> dict:
     served = f"{submission.model.slug}-served"
     if submission.is_simulated:
         launcher: dict[str, Any] = {
-            "kind": "simulated", "profile": "tiny", "seed": 0, "clock": "virtual",
-            "served_model_name": served, "profile_label": "Tiny (test)",
-            "accelerators_used": accelerators, "accelerators_total": accelerators,
-        }  # fmt: skip
+            "kind": "simulated",
+            "profile": "tiny",
+            "seed": 0,
+            "clock": "virtual",
+            "served_model_name": served,
+            "profile_label": "Tiny (test)",
+            "accelerators_used": accelerators,
+            "accelerators_total": accelerators,
+        }
     else:
-        launcher = {"kind": "attached", "endpoint_id": "lab-1", "url": "http://endpoint.test/v1",
-                    "api_key_env": "", "served_model_name": served}  # fmt: skip
-    options = {**settings.RUN_SEARCH_OPTIONS, "warmup_s": 30.0, "duration_s": 120.0, "cap": cap,
-               **search}  # fmt: skip
+        launcher = {
+            "kind": "attached",
+            "endpoint_id": "lab-1",
+            "url": "http://endpoint.test/v1",
+            "api_key_env": "",
+            "served_model_name": served,
+        }
+    options = {
+        **settings.RUN_SEARCH_OPTIONS,
+        "warmup_s": 30.0,
+        "duration_s": 120.0,
+        "cap": cap,
+        **search,
+    }
     pool = "simulated" if submission.is_simulated else submission.hardware.runner_pool
-    return contract.RunSpec.model_validate({
-        "version": contract.SPEC_VERSION, "run_id": run.pk, "submission_id": submission.pk,
-        "pool": pool, "launcher": launcher,
-        "model": {"slug": submission.model.slug, "served_model_name": served},
-        "tier_set": {"slug": run.tier_set.slug, "version": run.tier_set.version},
-        "tiers": run.tier_set.as_engine_tiers(),
-        "accelerators": {"used": accelerators, "total": None}, "search": options,
-        "loadgen": loadgen_section(pool, options), "heartbeat_interval_s": 15,
-        "telemetry_interval_s": 1.0, "limits": {"soft_s": 3000, "hard_s": 3600},
-        "simulated": submission.is_simulated,
-    }).stored()  # fmt: skip
+    return contract.RunSpec.model_validate(
+        {
+            "version": contract.SPEC_VERSION,
+            "run_id": run.pk,
+            "submission_id": submission.pk,
+            "pool": pool,
+            "launcher": launcher,
+            "model": {"slug": submission.model.slug, "served_model_name": served},
+            "tier_set": {"slug": run.tier_set.slug, "version": run.tier_set.version},
+            "tiers": run.tier_set.as_engine_tiers(),
+            "accelerators": {"used": accelerators, "total": None},
+            "search": options,
+            "loadgen": loadgen_section(pool, options),
+            "heartbeat_interval_s": 15,
+            "telemetry_interval_s": 1.0,
+            "limits": {"soft_s": 3000, "hard_s": 3600},
+            "simulated": submission.is_simulated,
+        }
+    ).stored()
 
 
 def make_run(

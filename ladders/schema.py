@@ -48,7 +48,7 @@ def ladder_json_schema(config: dict[str, Any] | None = None) -> dict[str, Any]:
                         "properties": {"name": {"type": "string"}, "result": {"type": "integer"}},
                     },
                 ]
-            },  # fmt: skip
+            },
             "rungs": {
                 "type": "array",
                 "minItems": 1,

@@ -122,9 +122,9 @@ class LadderListCreateView(VendorView):
     @extend_schema(operation_id="ladders_list", responses={200: LadderListOut})
     def get(self, request: Request) -> Response:
         ladders = Ladder.objects.filter(org=self.org).select_related("model", "hardware")[:100]
-        return Response({"results": [
-            {**ladder_json(lad, doc={}), "attribution": None} for lad in ladders
-        ]})  # fmt: skip
+        return Response(
+            {"results": [{**ladder_json(lad, doc={}), "attribution": None} for lad in ladders]}
+        )
 
     @extend_schema(
         operation_id="ladders_create",
@@ -137,8 +137,9 @@ class LadderListCreateView(VendorView):
         try:
             body = request.data
         except exceptions.ParseError as exc:
-            raise ApiError("invalid", f"body: {exc}", status_code=400,
-                           fields={"body": [str(exc)]}) from None  # fmt: skip
+            raise ApiError(
+                "invalid", f"body: {exc}", status_code=400, fields={"body": [str(exc)]}
+            ) from None
         try:
             ladder = ladder_create(org=self.org, body=body, created_by=request.user)
         except ConfigError as exc:
@@ -188,8 +189,9 @@ class PublicLadderListApi(PublicApi):
         qs = Ladder.objects.filter(status=Ladder.STATUS_PUBLISHED).select_related(
             "model", "hardware"
         )
-        return Response({"results": [{**ladder_json(x, doc={}), "attribution": None}
-                                     for x in qs[:200]]})  # fmt: skip
+        return Response(
+            {"results": [{**ladder_json(x, doc={}), "attribution": None} for x in qs[:200]]}
+        )
 
 
 class PublicLadderApi(PublicApi):
@@ -202,8 +204,9 @@ class PublicLadderApi(PublicApi):
         try:
             speeds = _speeds_param(request.query_params.getlist("speed"))
         except ValueError as exc:
-            raise ApiError("invalid", str(exc), status_code=400,
-                           fields={"speed": [str(exc)]}) from None  # fmt: skip
+            raise ApiError(
+                "invalid", str(exc), status_code=400, fields={"speed": [str(exc)]}
+            ) from None
         ladder = _published(pk)
         doc = ladder_at_speeds(ladder, speeds) if speeds else ladder.attribution
         return Response(ladder_json(ladder, doc=doc))
@@ -235,14 +238,16 @@ def ladder_detail(request: HttpRequest, pk: int) -> HttpResponse:
     tiers = [t["name"] for t in doc.get("tiers") or []]
     orders = []
     for order, od in (doc.get("orders") or {}).items():
-        orders.append({
-            "order": order,
-            "title": ORDER_TITLES.get(order, order),
-            "waterfall": _figure_json(waterfall_figure(od, chosen)),
-            "single": _figure_json(waterfall_figure(od, "single")),
-            "frontiers": _figure_json(frontiers_figure(od, [float(s) for s in speeds])),
-            "table": ladder_table_html(od, speeds, tiers),
-        })  # fmt: skip
+        orders.append(
+            {
+                "order": order,
+                "title": ORDER_TITLES.get(order, order),
+                "waterfall": _figure_json(waterfall_figure(od, chosen)),
+                "single": _figure_json(waterfall_figure(od, "single")),
+                "frontiers": _figure_json(frontiers_figure(od, [float(s) for s in speeds])),
+                "table": ladder_table_html(od, speeds, tiers),
+            }
+        )
     return render(
         request,
         "ladders/detail.html",
@@ -263,11 +268,30 @@ def ladder_list(request: HttpRequest) -> HttpResponse:
     return render(request, "ladders/list.html", {"ladders": qs[:200]})
 
 
-CSV_HEAD = ["order", "rung", "name", "change", "single_agent_speed", "single_agent_low",
-            "single_agent_high", "speed", "floor", "throughput_per_accelerator",
-            "throughput_low", "throughput_high", "gain", "gain_low", "gain_high", "share",
-            "share_low", "share_high", "within_noise", "spec_acceptance",
-            "prefix_cache_hit_rate", "result"]  # fmt: skip
+CSV_HEAD = [
+    "order",
+    "rung",
+    "name",
+    "change",
+    "single_agent_speed",
+    "single_agent_low",
+    "single_agent_high",
+    "speed",
+    "floor",
+    "throughput_per_accelerator",
+    "throughput_low",
+    "throughput_high",
+    "gain",
+    "gain_low",
+    "gain_high",
+    "share",
+    "share_low",
+    "share_high",
+    "within_noise",
+    "spec_acceptance",
+    "prefix_cache_hit_rate",
+    "result",
+]
 
 
 @require_GET
@@ -287,16 +311,37 @@ def ladder_csv(request: HttpRequest, pk: int) -> HttpResponse:
             sa = r["single_agent_speed"]
             sm = r["server_metrics"]
             for speed, row in r["speeds"].items():
-                thr, g, sh = (row["throughput_per_accelerator"], row.get("gain") or {},
-                              row.get("share") or {})  # fmt: skip
-                w.writerow([
-                    order, r["index"], r["name"], r.get("change") or "", sa.get("estimate"),
-                    sa.get("low"), sa.get("high"), speed, row.get("floor"), thr.get("estimate"),
-                    thr.get("low"), thr.get("high"), g.get("estimate"), g.get("low"),
-                    g.get("high"), sh.get("estimate"), sh.get("low"), sh.get("high"),
-                    row.get("within_noise"), sm.get("spec_acceptance"),
-                    sm.get("prefix_cache_hit_rate"), r.get("result") or "",
-                ])  # fmt: skip
+                thr, g, sh = (
+                    row["throughput_per_accelerator"],
+                    row.get("gain") or {},
+                    row.get("share") or {},
+                )
+                w.writerow(
+                    [
+                        order,
+                        r["index"],
+                        r["name"],
+                        r.get("change") or "",
+                        sa.get("estimate"),
+                        sa.get("low"),
+                        sa.get("high"),
+                        speed,
+                        row.get("floor"),
+                        thr.get("estimate"),
+                        thr.get("low"),
+                        thr.get("high"),
+                        g.get("estimate"),
+                        g.get("low"),
+                        g.get("high"),
+                        sh.get("estimate"),
+                        sh.get("low"),
+                        sh.get("high"),
+                        row.get("within_noise"),
+                        sm.get("spec_acceptance"),
+                        sm.get("prefix_cache_hit_rate"),
+                        r.get("result") or "",
+                    ]
+                )
     response = HttpResponse(buf.getvalue(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="ladder-{ladder.pk}.csv"'
     return response
@@ -316,9 +361,11 @@ def ladder_review_page(request: HttpRequest, pk: int) -> HttpResponse:
         action = request.POST.get("action", "")
         try:
             ladder = ladder_review(
-                ladder=ladder, actor=request.user, action=action,
+                ladder=ladder,
+                actor=request.user,
+                action=action,
                 reason=request.POST.get("reason", ""),
-            )  # fmt: skip
+            )
         except LadderReviewError as exc:
             messages.error(request, str(exc))
         else:

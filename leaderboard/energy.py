@@ -65,8 +65,9 @@ def result_energy(result: Any) -> dict:
     points = list(result.points or [])
     measured = [p for p in points if (p.get("energy") or {}).get("measured")]
     if not measured:
-        reasons = sorted({str((p.get("energy") or {}).get("reason") or "not measured")
-                          for p in points})  # fmt: skip
+        reasons = sorted(
+            {str((p.get("energy") or {}).get("reason") or "not measured") for p in points}
+        )
         return {"measured": False, "reason": "; ".join(reasons) or "not measured"}
     tiers: dict[str, dict] = {}
     for name, n in (result.max_agents or {}).items():

@@ -37,29 +37,71 @@ FORMAT_VERSION = 1
 PREFIX = "public-exports"
 LATEST_KEY = f"{PREFIX}/latest.json"
 
-RESULT_COLUMNS = ("result_id", "label", "status", "is_simulated", "model", "hardware", "tier",
-                  "max_agents", "highest_pass", "lowest_fail", "agents_per_accelerator",
-                  "agents_per_mw", "tokens_per_joule", "accelerators_used",
-                  "accelerators_in_system", "engine", "engine_version", "dataset_sha256",
-                  "published_at", "url",
-                  # simulated results only, MODELLED (leaderboard.energy): never measured
-                  "power_source", "modelled_agents_per_mw", "modelled_tokens_per_joule")  # fmt: skip
-POINT_COLUMNS = ("result_id", "index", "phase", "concurrency", "p25_speed", "p25_speed_low",
-                 "p25_speed_high", "median_speed", "ttft_p75_s", "throughput_per_accelerator",
-                 "agents_per_accelerator", "error_rate", "cache_hit_ratio", "requests",
-                 "power_w", "power_tool", "power_coverage", "tokens_per_joule", "frontier",
-                 "is_simulated", "modelled_power_w", "modelled_tokens_per_joule")  # fmt: skip
+RESULT_COLUMNS = (
+    "result_id",
+    "label",
+    "status",
+    "is_simulated",
+    "model",
+    "hardware",
+    "tier",
+    "max_agents",
+    "highest_pass",
+    "lowest_fail",
+    "agents_per_accelerator",
+    "agents_per_mw",
+    "tokens_per_joule",
+    "accelerators_used",
+    "accelerators_in_system",
+    "engine",
+    "engine_version",
+    "dataset_sha256",
+    "published_at",
+    "url",
+    # simulated results only, MODELLED (leaderboard.energy): never measured
+    "power_source",
+    "modelled_agents_per_mw",
+    "modelled_tokens_per_joule",
+)
+POINT_COLUMNS = (
+    "result_id",
+    "index",
+    "phase",
+    "concurrency",
+    "p25_speed",
+    "p25_speed_low",
+    "p25_speed_high",
+    "median_speed",
+    "ttft_p75_s",
+    "throughput_per_accelerator",
+    "agents_per_accelerator",
+    "error_rate",
+    "cache_hit_ratio",
+    "requests",
+    "power_w",
+    "power_tool",
+    "power_coverage",
+    "tokens_per_joule",
+    "frontier",
+    "is_simulated",
+    "modelled_power_w",
+    "modelled_tokens_per_joule",
+)
 
 
 def _results():
     return (
         Result.objects.select_related(
-            "model", "hardware", "submission__org", "run__dataset", "run__verification",
+            "model",
+            "hardware",
+            "submission__org",
+            "run__dataset",
+            "run__verification",
             "tier_set",
         )
         .prefetch_related(Prefetch("tier_set__tiers", queryset=SloTier.objects.order_by("order")))
         .order_by("pk")
-    )  # fmt: skip
+    )
 
 
 def _json_default(value: Any) -> str:
@@ -89,51 +131,69 @@ def bundle_files(*, now: dt.datetime) -> tuple[dict[str, bytes], dict[str, int]]
         modelled = (doc.get("modelled_power") or {}).get("tiers") or {}
         for tier in result.tier_set.tiers.all():
             bracket = (result.brackets or {}).get(tier.name) or {}
-            result_rows.append({
-                "result_id": result.pk, "label": result.label, "status": result.status,
-                "is_simulated": result.is_simulated, "model": result.model.slug,
-                "hardware": result.hardware.slug, "tier": tier.name,
-                "max_agents": (result.max_agents or {}).get(tier.name),
-                "highest_pass": bracket.get("highest_pass"),
-                "lowest_fail": bracket.get("lowest_fail"),
-                "agents_per_accelerator": (result.agents_per_accelerator or {}).get(tier.name),
-                "agents_per_mw": (result.agents_per_mw or {}).get(tier.name),
-                "tokens_per_joule": ((energy.get("tiers") or {}).get(tier.name) or {})
-                .get("tokens_per_joule"),
-                "accelerators_used": result.accelerators_used,
-                "accelerators_in_system": result.accelerators_in_system,
-                "engine": result.engine_name, "engine_version": result.engine_version,
-                "dataset_sha256": result.dataset_sha256,
-                "published_at": result.published_at.isoformat(), "url": doc.get("url"),
-                "power_source": doc.get("power_source"),
-                "modelled_agents_per_mw": modelled.get(tier.name, {}).get("agents_per_mw"),
-                "modelled_tokens_per_joule": modelled.get(tier.name, {}).get("tokens_per_joule"),
-            })  # fmt: skip
+            result_rows.append(
+                {
+                    "result_id": result.pk,
+                    "label": result.label,
+                    "status": result.status,
+                    "is_simulated": result.is_simulated,
+                    "model": result.model.slug,
+                    "hardware": result.hardware.slug,
+                    "tier": tier.name,
+                    "max_agents": (result.max_agents or {}).get(tier.name),
+                    "highest_pass": bracket.get("highest_pass"),
+                    "lowest_fail": bracket.get("lowest_fail"),
+                    "agents_per_accelerator": (result.agents_per_accelerator or {}).get(tier.name),
+                    "agents_per_mw": (result.agents_per_mw or {}).get(tier.name),
+                    "tokens_per_joule": ((energy.get("tiers") or {}).get(tier.name) or {}).get(
+                        "tokens_per_joule"
+                    ),
+                    "accelerators_used": result.accelerators_used,
+                    "accelerators_in_system": result.accelerators_in_system,
+                    "engine": result.engine_name,
+                    "engine_version": result.engine_version,
+                    "dataset_sha256": result.dataset_sha256,
+                    "published_at": result.published_at.isoformat(),
+                    "url": doc.get("url"),
+                    "power_source": doc.get("power_source"),
+                    "modelled_agents_per_mw": modelled.get(tier.name, {}).get("agents_per_mw"),
+                    "modelled_tokens_per_joule": modelled.get(tier.name, {}).get(
+                        "tokens_per_joule"
+                    ),
+                }
+            )
         for p in result.points or []:
             interval = (p.get("intervals") or {}).get("p25_speed") or {}
             e = p.get("energy") or {}
-            point_rows.append({
-                **{k: p.get(k) for k in POINT_COLUMNS}, "result_id": result.pk,
-                "p25_speed_low": interval.get("low"), "p25_speed_high": interval.get("high"),
-                "power_tool": e.get("tool"), "power_coverage": e.get("coverage"),
-                "tokens_per_joule": e.get("tokens_per_joule"),
-                "is_simulated": result.is_simulated,
-                "modelled_power_w": (p.get("modelled_energy") or {}).get("power_w"),
-                "modelled_tokens_per_joule": (p.get("modelled_energy") or {}).get(
-                    "tokens_per_joule"
-                ),
-            })  # fmt: skip
-    header = {"format": FORMAT, "format_version": FORMAT_VERSION,
-              "generated_at": now.isoformat()}  # fmt: skip
+            point_rows.append(
+                {
+                    **{k: p.get(k) for k in POINT_COLUMNS},
+                    "result_id": result.pk,
+                    "p25_speed_low": interval.get("low"),
+                    "p25_speed_high": interval.get("high"),
+                    "power_tool": e.get("tool"),
+                    "power_coverage": e.get("coverage"),
+                    "tokens_per_joule": e.get("tokens_per_joule"),
+                    "is_simulated": result.is_simulated,
+                    "modelled_power_w": (p.get("modelled_energy") or {}).get("power_w"),
+                    "modelled_tokens_per_joule": (p.get("modelled_energy") or {}).get(
+                        "tokens_per_joule"
+                    ),
+                }
+            )
+    header = {"format": FORMAT, "format_version": FORMAT_VERSION, "generated_at": now.isoformat()}
     files = {
         "results.json": json.dumps(
             {**header, "results": documents}, default=_json_default, indent=1, sort_keys=True
-        ).encode(),  # fmt: skip
+        ).encode(),
         "results.csv": _csv(RESULT_COLUMNS, result_rows),
         "points.csv": _csv(POINT_COLUMNS, point_rows),
     }
-    counts = {"results": len(documents), "result_tier_rows": len(result_rows),
-              "points": len(point_rows)}  # fmt: skip
+    counts = {
+        "results": len(documents),
+        "result_tier_rows": len(result_rows),
+        "points": len(point_rows),
+    }
     return files, counts
 
 
@@ -154,8 +214,14 @@ def export_public(*, storage: Storage | None = None, now: dt.datetime | None = N
     for name, content in files.items():
         key = f"{folder}/{name}"
         storage.save(key, ContentFile(content))
-        manifest["files"].append({"name": name, "key": key, "size": len(content),
-                                  "sha256": hashlib.sha256(content).hexdigest()})  # fmt: skip
+        manifest["files"].append(
+            {
+                "name": name,
+                "key": key,
+                "size": len(content),
+                "sha256": hashlib.sha256(content).hexdigest(),
+            }
+        )
     body = json.dumps(manifest, indent=1, sort_keys=True).encode()
     storage.save(f"{folder}/manifest.json", ContentFile(body))
     if storage.exists(LATEST_KEY):

@@ -33,8 +33,11 @@ def load_generator_rows(trials: Iterable[Any]) -> list[dict[str, Any]]:
     Trial rows or dicts with their keys."""
     rows = []
     for t in trials:
-        row = t if isinstance(t, dict) else {k: getattr(t, k) for k in ("index", "concurrency",
-                                                                          "metrics")}  # fmt: skip
+        row = (
+            t
+            if isinstance(t, dict)
+            else {k: getattr(t, k) for k in ("index", "concurrency", "metrics")}
+        )
         lg = contract.trial_metrics(row["metrics"]).load_generator or {}
         retried = len(lg.get("failed_attempts") or [])
         for p in lg.get("per_shard") or []:
@@ -44,18 +47,25 @@ def load_generator_rows(trials: Iterable[Any]) -> list[dict[str, Any]]:
             )
             if retried:
                 status += f" (after {retried} failed attempt{'s' if retried > 1 else ''})"
-            rows.append({
-                "trial": row["index"], "concurrency": row["concurrency"], "shards": lg.get("shards"),
-                "shard": p.get("shard"), "host": p.get("host"), "agents": p.get("agents"),
-                "records": p.get("records"), "cpu_percent": health.get("cpu_percent"),
-                "loop_lag_p99_ms": health.get("loop_lag_p99_ms"),
-                "stamp_delay_p99_ms": health.get("stamp_delay_p99_ms"),
-                "clock_offset_us": (p.get("clock_offset_ns") or 0) / 1e3,
-                "clock_uncertainty_us": (p.get("clock_uncertainty_ns") or 0) / 1e3,
-                "peak_rss_mib": p.get("peak_rss_mib"),
-                "status": status,
-                "_class": "" if p.get("healthy") else "unhealthy",
-            })  # fmt: skip
+            rows.append(
+                {
+                    "trial": row["index"],
+                    "concurrency": row["concurrency"],
+                    "shards": lg.get("shards"),
+                    "shard": p.get("shard"),
+                    "host": p.get("host"),
+                    "agents": p.get("agents"),
+                    "records": p.get("records"),
+                    "cpu_percent": health.get("cpu_percent"),
+                    "loop_lag_p99_ms": health.get("loop_lag_p99_ms"),
+                    "stamp_delay_p99_ms": health.get("stamp_delay_p99_ms"),
+                    "clock_offset_us": (p.get("clock_offset_ns") or 0) / 1e3,
+                    "clock_uncertainty_us": (p.get("clock_uncertainty_ns") or 0) / 1e3,
+                    "peak_rss_mib": p.get("peak_rss_mib"),
+                    "status": status,
+                    "_class": "" if p.get("healthy") else "unhealthy",
+                }
+            )
     return rows
 
 

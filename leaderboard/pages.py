@@ -88,8 +88,10 @@ def quality_cell(quality: dict) -> str:
     """The quality floor in one cell: the figures, or why there are none."""
     status = quality.get("status")
     if status in ("pass", "fail") and quality.get("mean_kl") is not None:
-        return (f"{status}: KL {float(quality['mean_kl']):.4f} · "
-                f"top-1 {float(quality.get('top1_agreement') or 0):.1%}")  # fmt: skip
+        return (
+            f"{status}: KL {float(quality['mean_kl']):.4f} · "
+            f"top-1 {float(quality.get('top1_agreement') or 0):.1%}"
+        )
     return {"simulated": "simulated", "no_reference": "no reference"}.get(
         str(status), "not measured"
     )
@@ -110,8 +112,11 @@ def bracket_text(bracket: dict | None) -> str | None:
     if not bracket:
         return None
     low = bracket.get("lowest_fail")
-    parts = [f"{bracket.get('highest_pass', 0):,} … {low:,}" if low is not None
-             else f"{bracket.get('highest_pass', 0):,} … no fail"]  # fmt: skip
+    parts = [
+        f"{bracket.get('highest_pass', 0):,} … {low:,}"
+        if low is not None
+        else f"{bracket.get('highest_pass', 0):,} … no fail"
+    ]
     if bracket.get("confirmed"):
         parts.append("confirmed")
     parts += [FLAG_TEXT.get(f, f) for f in bracket.get("flags") or [] if f != "marginal"]
@@ -167,9 +172,10 @@ def results_table(
         )
     if tier_names:
         columns.append(
-            Column(f"power:{tier_names[0]}", f"Agents / MW @ {tier_names[0]}", "text",
-                   "not measured")
-        )  # fmt: skip
+            Column(
+                f"power:{tier_names[0]}", f"Agents / MW @ {tier_names[0]}", "text", "not measured"
+            )
+        )
     columns += [
         Column("single_agent_speed", "Single-agent speed (tok/s)", "float1"),
         Column("quality", "Quality (KL · top-1)"),

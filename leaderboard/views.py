@@ -224,8 +224,9 @@ def data(request: HttpRequest) -> HttpResponse:
     from leaderboard.export import FORMAT_VERSION, latest_manifest
 
     manifest = latest_manifest()
-    return render(request, "leaderboard/data.html",
-                  {"manifest": manifest, "format_version": FORMAT_VERSION})  # fmt: skip
+    return render(
+        request, "leaderboard/data.html", {"manifest": manifest, "format_version": FORMAT_VERSION}
+    )
 
 
 @require_GET

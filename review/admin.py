@@ -43,9 +43,15 @@ class ReviewForm(forms.Form):
 @admin.register(BenchmarkRun)
 class BenchmarkRunAdmin(admin.ModelAdmin):
     list_display = (
-        "id", "submission", "status", "submission_status", "queue", "attempt",
-        "heartbeat_at", "review_link",
-    )  # fmt: skip
+        "id",
+        "submission",
+        "status",
+        "submission_status",
+        "queue",
+        "attempt",
+        "heartbeat_at",
+        "review_link",
+    )
     list_filter = ("status", "queue")
     readonly_fields = ("token_hash",)
     inlines = [TrialInline]
@@ -84,9 +90,11 @@ class BenchmarkRunAdmin(admin.ModelAdmin):
             try:
                 if data["decision"] == "approve":
                     result = review_publish(
-                        submission=submission, actor=request.user, reason=data["reason"],
+                        submission=submission,
+                        actor=request.user,
+                        reason=data["reason"],
                         label=data["label"] or None,
-                    )  # fmt: skip
+                    )
                     self.message_user(request, f"Published result #{result.pk}: {result.label}")
                 else:
                     review_reject(submission=submission, actor=request.user, reason=data["reason"])

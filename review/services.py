@@ -66,7 +66,7 @@ ACTIONS: dict[str, ReviewAction] = {
             c.REJECTED,
             "rejected",
             danger=True,
-        ),  # fmt: skip
+        ),
         ReviewAction(RERUN, "Re-run", (c.IN_REVIEW, c.FAILED), c.QUEUED, "queued for a re-run"),
         ReviewAction(
             SUPERSEDE,
@@ -255,11 +255,17 @@ def review_approve_launch(*, submission: Submission, actor, reason: str):  # -> 
             raise ReviewError(f"submission #{fresh.pk} launches no process")
         digest = launch_digest(identity)
         approval, created = LaunchApproval.objects.get_or_create(
-            pool=identity["pool"], org_id=fresh.org_id, launch_sha256=digest,
+            pool=identity["pool"],
+            org_id=fresh.org_id,
+            launch_sha256=digest,
             revoked_at__isnull=True,
-            defaults={"launch": identity, "approved_by": actor, "reason": reason.strip(),
-                      "submission": fresh},
-        )  # fmt: skip
+            defaults={
+                "launch": identity,
+                "approved_by": actor,
+                "reason": reason.strip(),
+                "submission": fresh,
+            },
+        )
         audit_record(
             actor=actor,
             obj=fresh,

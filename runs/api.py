@@ -154,18 +154,33 @@ _OK = inline_serializer("RunnerOk", {"ok": serializers.BooleanField()})
 
 
 class RunRootView(RunView):
-    @extend_schema(responses=inline_serializer("RunnerRun", {"id": serializers.IntegerField(),
-                                                             "status": serializers.CharField(),
-                                                             "attempt": serializers.IntegerField()}))  # fmt: skip
+    @extend_schema(
+        responses=inline_serializer(
+            "RunnerRun",
+            {
+                "id": serializers.IntegerField(),
+                "status": serializers.CharField(),
+                "attempt": serializers.IntegerField(),
+            },
+        )
+    )
     def get(self, request: Request, run_id: int) -> Response:
         run = self.run(request)
         return Response({"id": run.pk, "status": run.status, "attempt": run.attempt})
 
 
 class StartView(RunView):
-    @extend_schema(request=contract.StartReport, responses=inline_serializer("RunnerStart", {
-        "attempt": serializers.IntegerField(), "trials": serializers.JSONField(),
-        "dataset": serializers.JSONField()}))  # fmt: skip
+    @extend_schema(
+        request=contract.StartReport,
+        responses=inline_serializer(
+            "RunnerStart",
+            {
+                "attempt": serializers.IntegerField(),
+                "trials": serializers.JSONField(),
+                "dataset": serializers.JSONField(),
+            },
+        ),
+    )
     def post(self, request: Request, run_id: int) -> Response:
         report = _document(request, contract.StartReport, "start report")
         run = services.run_start(run=self.run(request), runner_info=report.runner_info)
@@ -174,8 +189,10 @@ class StartView(RunView):
 
 
 class HeartbeatView(RunView):
-    @extend_schema(request=contract.Heartbeat, responses=inline_serializer(
-        "RunnerHeartbeat", {"cancel": serializers.BooleanField()}))  # fmt: skip
+    @extend_schema(
+        request=contract.Heartbeat,
+        responses=inline_serializer("RunnerHeartbeat", {"cancel": serializers.BooleanField()}),
+    )
     def post(self, request: Request, run_id: int) -> Response:
         beat = _document(request, contract.Heartbeat, "heartbeat")
         cancel = services.run_heartbeat(
@@ -218,8 +235,12 @@ def _upload_target(request: Request, run: BenchmarkRun, key: str) -> dict:
 
 
 class UploadsView(RunView):
-    @extend_schema(request=UploadIn, responses=inline_serializer(
-        "RunnerUpload", {"key": serializers.CharField(), "upload": serializers.JSONField()}))  # fmt: skip
+    @extend_schema(
+        request=UploadIn,
+        responses=inline_serializer(
+            "RunnerUpload", {"key": serializers.CharField(), "upload": serializers.JSONField()}
+        ),
+    )
     def post(self, request: Request, run_id: int) -> Response:
         data = _payload(request, UploadIn)
         run = self.run(request)
@@ -272,9 +293,13 @@ class TrialsView(RunView):
         trials = [services.search_trial_dict(t) for t in run.trials.order_by("index")]
         return Response({"trials": trials})
 
-    @extend_schema(request=contract.TrialReport, responses=inline_serializer(
-        "RunnerTrialStored", {"index": serializers.IntegerField(),
-                              "created": serializers.BooleanField()}))  # fmt: skip
+    @extend_schema(
+        request=contract.TrialReport,
+        responses=inline_serializer(
+            "RunnerTrialStored",
+            {"index": serializers.IntegerField(), "created": serializers.BooleanField()},
+        ),
+    )
     def post(self, request: Request, run_id: int) -> Response:
         report = _document(request, contract.TrialReport, "trial report")
         trial, created = services.run_record_trial(
@@ -324,8 +349,10 @@ class ShardsView(RunView):
 
 
 class CompleteView(RunView):
-    @extend_schema(request=contract.CompletionReport, responses=inline_serializer(
-        "RunnerComplete", {"status": serializers.CharField()}))  # fmt: skip
+    @extend_schema(
+        request=contract.CompletionReport,
+        responses=inline_serializer("RunnerComplete", {"status": serializers.CharField()}),
+    )
     def post(self, request: Request, run_id: int) -> Response:
         report = _document(request, contract.CompletionReport, "completion report")
         run = services.run_complete(
@@ -335,8 +362,10 @@ class CompleteView(RunView):
 
 
 class FailView(RunView):
-    @extend_schema(request=contract.FailureReport, responses=inline_serializer(
-        "RunnerFail", {"status": serializers.CharField()}))  # fmt: skip
+    @extend_schema(
+        request=contract.FailureReport,
+        responses=inline_serializer("RunnerFail", {"status": serializers.CharField()}),
+    )
     def post(self, request: Request, run_id: int) -> Response:
         report = _document(request, contract.FailureReport, "failure report")
         run = self.run(request)

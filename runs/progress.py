@@ -47,11 +47,12 @@ def queue_estimate(run: BenchmarkRun) -> dict[str, Any]:
         same_queue.filter(status=BenchmarkRun.STATUS_RUNNING).values_list("started_at", flat=True)
     )
     finished = (
-        same_queue.filter(status=BenchmarkRun.STATUS_DONE, started_at__isnull=False,
-                          finished_at__isnull=False)
+        same_queue.filter(
+            status=BenchmarkRun.STATUS_DONE, started_at__isnull=False, finished_at__isnull=False
+        )
         .order_by("-finished_at")
         .values_list("started_at", "finished_at")[:HISTORY_RUNS]
-    )  # fmt: skip
+    )
     durations = [(end - start).total_seconds() for start, end in finished]
     out: dict[str, Any] = {
         "phase": "queued",

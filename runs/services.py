@@ -102,10 +102,15 @@ def run_start(*, run: BenchmarkRun, runner_info: contract.RunnerInfo) -> Benchma
         locked.progress = {"phase": "starting", "attempt": locked.attempt}
         locked.save(
             update_fields=[
-                "status", "attempt", "started_at", "heartbeat_at", "runner_host",
-                "runner_info", "progress",
+                "status",
+                "attempt",
+                "started_at",
+                "heartbeat_at",
+                "runner_host",
+                "runner_info",
+                "progress",
             ]
-        )  # fmt: skip
+        )
         if resumed:
             audit_record(
                 actor_label=ACTOR,
@@ -447,9 +452,15 @@ def _reap_never_started(now: dt.datetime) -> list[tuple[int, str]]:
 
 
 def run_store_shard_report(
-    *, run: BenchmarkRun, attempt: int | None, trial_id: str, shard: int, report: dict[str, Any],
-    sha256: str, size: int,
-) -> str:  # fmt: skip
+    *,
+    run: BenchmarkRun,
+    attempt: int | None,
+    trial_id: str,
+    shard: int,
+    report: dict[str, Any],
+    sha256: str,
+    size: int,
+) -> str:
     """Store a shard's report beside its uploaded records (checked against the declared
     digest); the coordinator reads both back. Returns the records' key."""
     if run.status != BenchmarkRun.STATUS_RUNNING or attempt != run.attempt:

@@ -48,8 +48,9 @@ def timeline_read(trial: Trial, params: Any) -> dict[str, Any]:
     page = Page.parse(params.get("offset"), params.get("limit"))
     if params.get("agent") in (None, "") and params.get("session") in (None, ""):
         return trial_sessions(trial, page)
-    return session_timeline(trial, agent=params.get("agent"), session=params.get("session"),
-                            page=page)  # fmt: skip
+    return session_timeline(
+        trial, agent=params.get("agent"), session=params.get("session"), page=page
+    )
 
 
 @dataclass(frozen=True, slots=True)

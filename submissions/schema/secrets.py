@@ -126,9 +126,13 @@ def _flag_values(items: list[Any]) -> list[tuple[int, str]]:
             continue
         if eq:
             if inline and not _REFERENCE.match(inline):
-                found.append((index,
-                    f"{flag} is given a clear value: pass {{secret: true, name: NAME}} as the "
-                    "next argument instead; it was not stored"))  # fmt: skip
+                found.append(
+                    (
+                        index,
+                        f"{flag} is given a clear value: pass {{secret: true, name: NAME}} as the "
+                        "next argument instead; it was not stored",
+                    )
+                )
             continue
         if index + 1 < len(items):
             nxt = items[index + 1]
@@ -138,9 +142,13 @@ def _flag_values(items: list[Any]) -> list[tuple[int, str]]:
                 and not nxt.startswith("-")
                 and not _REFERENCE.match(nxt)
             ):
-                found.append((index + 1,
-                    f"the value of {flag} must not be in the config: give it as "
-                    "{secret: true, name: NAME}; it was not stored"))  # fmt: skip
+                found.append(
+                    (
+                        index + 1,
+                        f"the value of {flag} must not be in the config: give it as "
+                        "{secret: true, name: NAME}; it was not stored",
+                    )
+                )
     return found
 
 

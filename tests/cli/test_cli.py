@@ -29,8 +29,11 @@ HANG_GUARD_S = 600  # a stuck CLI fails the test instead of hanging the session
 
 def cli_env(tmp_path: Path, url: str | None = None, token: str | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPERF_")}
-    env.update(AGENTPERF_CONFIG=str(tmp_path / "home" / "agentperf.json"), COLUMNS="200",
-               PYTHONUNBUFFERED="1")  # fmt: skip
+    env.update(
+        AGENTPERF_CONFIG=str(tmp_path / "home" / "agentperf.json"),
+        COLUMNS="200",
+        PYTHONUNBUFFERED="1",
+    )
     if url:
         env["AGENTPERF_URL"] = url
     if token:
@@ -41,8 +44,13 @@ def cli_env(tmp_path: Path, url: str | None = None, token: str | None = None) ->
 def agentperf(*args: str, env: dict[str, str], stdin: str = "") -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "agentperf_cli", *args],
-        cwd=REPO, env=env, input=stdin, capture_output=True, text=True, timeout=HANG_GUARD_S,
-    )  # fmt: skip
+        cwd=REPO,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+    )
 
 
 class Follower:
@@ -51,8 +59,12 @@ class Follower:
     def __init__(self, *args: str, env: dict[str, str]) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "agentperf_cli", *args],
-            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         self.lines: list[str] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -150,12 +162,20 @@ def test_validate_offline_gives_the_apis_field_paths_and_exit_2(live_server, ven
 
     checked = agentperf("validate", str(config), "--json", env=offline)
     assert checked.returncode == 2, checked
-    status, api_body = http("POST", f"{live_server.url}/api/v1/submissions/", token=token,
-                            body=config.read_bytes(), content_type="application/yaml")  # fmt: skip
+    status, api_body = http(
+        "POST",
+        f"{live_server.url}/api/v1/submissions/",
+        token=token,
+        body=config.read_bytes(),
+        content_type="application/yaml",
+    )
     assert status == 400
     assert json.loads(checked.stdout) == api_body
-    assert set(api_body["error"]["fields"]) == {"topology.roles.0.tp", "model.colour",
-                                                "env.HF_TOKEN"}  # fmt: skip
+    assert set(api_body["error"]["fields"]) == {
+        "topology.roles.0.tp",
+        "model.colour",
+        "env.HF_TOKEN",
+    }
 
     plain = agentperf("validate", str(config), env=offline)
     assert plain.returncode == 2 and "Traceback" not in plain.stderr
@@ -189,8 +209,14 @@ def test_the_cli_imports_no_models_and_its_limit_is_the_apis(settings):
         "assert not bad, bad\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
-    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=HANG_GUARD_S)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+    )
     assert done.returncode == 0, done.stderr
 
 

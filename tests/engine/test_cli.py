@@ -81,10 +81,26 @@ def test_trial_command_writes_trial_json_and_request_records(
 ) -> None:
     out = tmp_path / "out"
     proc = engine(
-        "trial", "--base-url", server_url, "--model", "m", "--dataset", str(dataset_path),
-        "--concurrency", "2", "--warmup", "0.2", "--duration", "1", "--accelerators", "1",
-        "--out", str(out), "--min-requests", "1",
-    )  # fmt: skip
+        "trial",
+        "--base-url",
+        server_url,
+        "--model",
+        "m",
+        "--dataset",
+        str(dataset_path),
+        "--concurrency",
+        "2",
+        "--warmup",
+        "0.2",
+        "--duration",
+        "1",
+        "--accelerators",
+        "1",
+        "--out",
+        str(out),
+        "--min-requests",
+        "1",
+    )
     assert proc.returncode == 0, proc.stderr
     trial = json.loads((out / "trial.json").read_text())
     assert trial["concurrency"] == 2
@@ -111,10 +127,28 @@ def test_search_command_writes_every_trial_and_per_tier_results(
     )
     out = tmp_path / "search"
     proc = engine(
-        "search", "--base-url", server_url, "--model", "m", "--dataset", str(dataset_path),
-        "--tiers", str(tiers), "--accelerators", "1", "--out", str(out), "--cap", "2",
-        "--warmup", "0.1", "--duration", "0.5", "--min-requests", "1",
-    )  # fmt: skip
+        "search",
+        "--base-url",
+        server_url,
+        "--model",
+        "m",
+        "--dataset",
+        str(dataset_path),
+        "--tiers",
+        str(tiers),
+        "--accelerators",
+        "1",
+        "--out",
+        str(out),
+        "--cap",
+        "2",
+        "--warmup",
+        "0.1",
+        "--duration",
+        "0.5",
+        "--min-requests",
+        "1",
+    )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((out / "search.json").read_text())
     assert doc["max_agents"] == {"always": 2, "never": 0}
@@ -127,10 +161,24 @@ def test_search_command_writes_every_trial_and_per_tier_results(
 
 def test_unreachable_dataset_exits_non_zero_with_one_line(tmp_path: Path) -> None:
     proc = engine(
-        "trial", "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
-        "--dataset", str(tmp_path / "missing.jsonl.gz"), "--concurrency", "1",
-        "--warmup", "0", "--duration", "1", "--accelerators", "1", "--out", str(tmp_path),
-    )  # fmt: skip
+        "trial",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--model",
+        "m",
+        "--dataset",
+        str(tmp_path / "missing.jsonl.gz"),
+        "--concurrency",
+        "1",
+        "--warmup",
+        "0",
+        "--duration",
+        "1",
+        "--accelerators",
+        "1",
+        "--out",
+        str(tmp_path),
+    )
     assert proc.returncode != 0
     assert proc.stderr.strip().count("\n") == 0
     assert "dataset not found" in proc.stderr
@@ -140,10 +188,20 @@ def test_bad_tiers_file_exits_non_zero_naming_the_field(dataset_path: Path, tmp_
     tiers = tmp_path / "tiers.json"
     tiers.write_text(json.dumps([{"name": "x", "max_ttft_s": 1}]))
     proc = engine(
-        "search", "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
-        "--dataset", str(dataset_path), "--tiers", str(tiers), "--accelerators", "1",
-        "--out", str(tmp_path / "o"),
-    )  # fmt: skip
+        "search",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--model",
+        "m",
+        "--dataset",
+        str(dataset_path),
+        "--tiers",
+        str(tiers),
+        "--accelerators",
+        "1",
+        "--out",
+        str(tmp_path / "o"),
+    )
     assert proc.returncode == 2
     assert "min_p25_output_speed" in proc.stderr
 
@@ -155,10 +213,28 @@ def test_search_against_the_simulator_runs_in_virtual_time(
     tiers.write_text(json.dumps([{"name": "20", "min_p25_output_speed": 20, "max_ttft_s": 10}]))
     out = tmp_path / "sim"
     proc = engine(
-        "search", "--target", "sim:tiny", "--model", "tiny-1b", "--dataset", str(dataset_path),
-        "--tiers", str(tiers), "--accelerators", "1", "--out", str(out), "--cap", "4",
-        "--warmup", "5", "--duration", "60", "--min-requests", "5",
-    )  # fmt: skip
+        "search",
+        "--target",
+        "sim:tiny",
+        "--model",
+        "tiny-1b",
+        "--dataset",
+        str(dataset_path),
+        "--tiers",
+        str(tiers),
+        "--accelerators",
+        "1",
+        "--out",
+        str(out),
+        "--cap",
+        "4",
+        "--warmup",
+        "5",
+        "--duration",
+        "60",
+        "--min-requests",
+        "5",
+    )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((out / "search.json").read_text())
     assert doc["simulated"] is True

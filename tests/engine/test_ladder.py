@@ -59,10 +59,18 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def test_merge_patch_follows_rfc_7396() -> None:
     # RFC 7396 §3's example
-    target = {"title": "Goodbye!", "author": {"givenName": "John", "familyName": "Doe"},
-              "tags": ["example", "sample"], "content": "This will be unchanged"}  # fmt: skip
-    patch = {"title": "Hello!", "phoneNumber": "+01-123-456-7890",
-             "author": {"familyName": None}, "tags": ["example"]}  # fmt: skip
+    target = {
+        "title": "Goodbye!",
+        "author": {"givenName": "John", "familyName": "Doe"},
+        "tags": ["example", "sample"],
+        "content": "This will be unchanged",
+    }
+    patch = {
+        "title": "Hello!",
+        "phoneNumber": "+01-123-456-7890",
+        "author": {"familyName": None},
+        "tags": ["example"],
+    }
     assert merge_patch(target, patch) == {
         "title": "Hello!",
         "author": {"givenName": "John"},

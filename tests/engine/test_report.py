@@ -17,16 +17,38 @@ from tests.engine.test_cli import dataset_path, engine  # noqa: F401 - the share
 @pytest.fixture
 def search_dir(dataset_path: Path, tmp_path: Path) -> tuple[Path, str]:  # noqa: F811
     tiers = tmp_path / "tiers.json"
-    tiers.write_text(json.dumps([
-        {"name": "20", "min_p25_output_speed": 20, "max_ttft_s": 10},
-        {"name": "never", "min_p25_output_speed": 1e9, "max_ttft_s": 10},
-    ]))  # fmt: skip
+    tiers.write_text(
+        json.dumps(
+            [
+                {"name": "20", "min_p25_output_speed": 20, "max_ttft_s": 10},
+                {"name": "never", "min_p25_output_speed": 1e9, "max_ttft_s": 10},
+            ]
+        )
+    )
     out = tmp_path / "sim"
     proc = engine(
-        "search", "--target", "sim:tiny", "--model", "tiny-1b", "--dataset", str(dataset_path),
-        "--tiers", str(tiers), "--accelerators", "1", "--out", str(out), "--cap", "4",
-        "--warmup", "5", "--duration", "60", "--min-requests", "5",
-    )  # fmt: skip
+        "search",
+        "--target",
+        "sim:tiny",
+        "--model",
+        "tiny-1b",
+        "--dataset",
+        str(dataset_path),
+        "--tiers",
+        str(tiers),
+        "--accelerators",
+        "1",
+        "--out",
+        str(out),
+        "--cap",
+        "4",
+        "--warmup",
+        "5",
+        "--duration",
+        "60",
+        "--min-requests",
+        "5",
+    )
     assert proc.returncode == 0, proc.stderr
     return out, proc.stdout
 
@@ -54,8 +76,14 @@ def test_report_is_one_self_contained_html_file(search_dir):
     assert get_plotlyjs() in page and "Plotly.newPlot" in page
     ours = page.replace(get_plotlyjs(), "")
     assert not re.search(r"\bsrc=|\bhref=|https?://", ours)
-    for section in ("Max agents per tier", "Frontier", "Trials", "Output speed distribution",
-                    "TTFT distribution", "Search path"):  # fmt: skip
+    for section in (
+        "Max agents per tier",
+        "Frontier",
+        "Trials",
+        "Output speed distribution",
+        "TTFT distribution",
+        "Search path",
+    ):
         assert f"<h2>{section}</h2>" in page
     trials = page[page.index('<table id="trials">') :].split("</table>")[0]
     assert trials.count("<tr>") == len(doc["trials"]) + 1

@@ -39,10 +39,24 @@ ROOT = Path(__file__).resolve().parents[2]
 def dataset_path(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("shards") / "ds.jsonl.gz"
     subprocess.run(
-        [sys.executable, "-m", "runner.engine", "dataset", "generate", "--seed", "1",
-         "--trajectories", "20", "--stdlib-only", "--out", str(path)],
-        cwd=ROOT, check=True, capture_output=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "runner.engine",
+            "dataset",
+            "generate",
+            "--seed",
+            "1",
+            "--trajectories",
+            "20",
+            "--stdlib-only",
+            "--out",
+            str(path),
+        ],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
     return path
 
 
@@ -59,9 +73,10 @@ def stub_url() -> Iterator[str]:
     ctx = mp.get_context("spawn")
     ports = ctx.Queue()
     proc = ctx.Process(
-        target=serve, args=(ports, None, StubConfig(interval_s=1 / 300, ttft_s=(0.02, 0.06))),
+        target=serve,
+        args=(ports, None, StubConfig(interval_s=1 / 300, ttft_s=(0.02, 0.06))),
         daemon=True,
-    )  # fmt: skip
+    )
     proc.start()
     port = ports.get(timeout=60)
     yield f"http://127.0.0.1:{port}/v1"
@@ -278,18 +293,38 @@ def test_auto_picks_more_shards_as_the_agents_grow():
     picks = [auto_shards(n, 82.0, ceiling) for n in (64, 512, 1024, 4096)]
     assert picks == sorted(picks) and picks[0] < picks[-1]
     assert picks[-1] == -(-4096 * 82 // 50_000)  # each shard at most half a core
-    s = Sharding(executor=lambda: None, shards=None, fastest_speed=82.0,  # type: ignore[arg-type,return-value]
-                 ceiling_events_per_core_s=ceiling, max_shards=6)  # fmt: skip
+    s = Sharding(
+        executor=lambda: None,
+        shards=None,
+        fastest_speed=82.0,  # type: ignore[arg-type,return-value]
+        ceiling_events_per_core_s=ceiling,
+        max_shards=6,
+    )
     assert s.shards_for(64) == 1 and s.shards_for(4096) == 6
 
 
 def test_calibrate_client_measures_a_ceiling_and_auto_uses_it(stub_url, dataset_path, tmp_path):
     out = tmp_path / "cal.json"
     run = subprocess.run(
-        [sys.executable, "-m", "runner.engine", "calibrate-client", "--rounds", "1",
-         "--streams", "8", "--events", "200", "--out", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "runner.engine",
+            "calibrate-client",
+            "--rounds",
+            "1",
+            "--streams",
+            "8",
+            "--events",
+            "200",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     doc = json.loads(out.read_text())
     assert doc["events_per_core_s"] > 1000 and doc["rounds"][0]["events"] == 8 * 200
@@ -298,13 +333,40 @@ def test_calibrate_client_measures_a_ceiling_and_auto_uses_it(stub_url, dataset_
     tiers = tmp_path / "tiers.json"
     tiers.write_text(json.dumps([{"name": "t", "min_p25_output_speed": 50, "max_ttft_s": 9}]))
     run = subprocess.run(
-        [sys.executable, "-m", "runner.engine", "trial", "--base-url", stub_url, "--model", "stub",
-         "--dataset", str(dataset_path), "--accelerators", "1", "--concurrency", "4",
-         "--warmup", "1", "--duration", "2", "--tiers", str(tiers), "--min-requests", "1",
-         "--shards", "auto", "--out", str(tmp_path / "auto")],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "runner.engine",
+            "trial",
+            "--base-url",
+            stub_url,
+            "--model",
+            "stub",
+            "--dataset",
+            str(dataset_path),
+            "--accelerators",
+            "1",
+            "--concurrency",
+            "4",
+            "--warmup",
+            "1",
+            "--duration",
+            "2",
+            "--tiers",
+            str(tiers),
+            "--min-requests",
+            "1",
+            "--shards",
+            "auto",
+            "--out",
+            str(tmp_path / "auto"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
         env={**os.environ, "AGENTPERF_CLIENT_CALIBRATION": str(out)},
-    )  # fmt: skip
+    )
     assert run.returncode == 0, run.stderr
     trial = json.loads((tmp_path / "auto" / "trial.json").read_text())
     assert trial["load_generator"]["shards"] == 2

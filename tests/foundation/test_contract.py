@@ -32,13 +32,25 @@ def records(concurrency: int, speed: float) -> list[RequestRecord]:
             last = first + int(99 / speed * NS)
             out.append(
                 RequestRecord(
-                    request_id=f"r{agent}-{k}", agent_id=agent, session_id=f"s{agent}",
-                    trajectory_id="t", turn_index=k, target_output_tokens=100, t_send_ns=t,
-                    t_first_ns=first, t_last_ns=last, t_end_ns=last + 1000, n_reads=100,
-                    n_output_events=100, n_in=1000, n_out=100, n_cached=0,
-                    local_prompt_tokens=1000, ok=True,
+                    request_id=f"r{agent}-{k}",
+                    agent_id=agent,
+                    session_id=f"s{agent}",
+                    trajectory_id="t",
+                    turn_index=k,
+                    target_output_tokens=100,
+                    t_send_ns=t,
+                    t_first_ns=first,
+                    t_last_ns=last,
+                    t_end_ns=last + 1000,
+                    n_reads=100,
+                    n_output_events=100,
+                    n_in=1000,
+                    n_out=100,
+                    n_cached=0,
+                    local_prompt_tokens=1000,
+                    ok=True,
                 )
-            )  # fmt: skip
+            )
     return out
 
 
@@ -46,9 +58,14 @@ def engine_trial(concurrency: int = 3, speed: float = 60.0) -> TrialResult:
     """A trial judged by the engine itself from synthetic records."""
     records_ = records(concurrency, speed)
     config = TrialConfig(
-        concurrency=concurrency, warmup_s=WARMUP_S, duration_s=WINDOW_S, accelerators=2,
-        replay=ReplayConfig(model="m"), min_requests=5, bootstrap_resamples=50,
-    )  # fmt: skip
+        concurrency=concurrency,
+        warmup_s=WARMUP_S,
+        duration_s=WINDOW_S,
+        accelerators=2,
+        replay=ReplayConfig(model="m"),
+        min_requests=5,
+        bootstrap_resamples=50,
+    )
     window = (int(WARMUP_S * NS), int((WARMUP_S + WINDOW_S) * NS))
     return judge_trial(
         records_, config, TIERS, window=window, client=ClientHealth(), simulated=False
@@ -61,33 +78,65 @@ def trial_report(result: TrialResult, index: int = 0) -> contract.TrialReport:
     from runner.worker.execute import trial_report as build
 
     trial = SearchTrial(
-        index, result.concurrency, "ramp", {k: v.passed for k, v in result.verdicts.items()},
+        index,
+        result.concurrency,
+        "ramp",
+        {k: v.passed for k, v in result.verdicts.items()},
         result.to_dict(),
-    )  # fmt: skip
-    raw = {"key": "runs/1/a1/raw/trial-000.jsonl.gz", "sha256": "a" * 64, "size": 120,
-           "count": len(result.records), "trial_index": index}  # fmt: skip
+    )
+    raw = {
+        "key": "runs/1/a1/raw/trial-000.jsonl.gz",
+        "sha256": "a" * 64,
+        "size": 120,
+        "count": len(result.records),
+        "trial_index": index,
+    }
     telemetry = {"measured": False, "reason": "not measured: no accelerator telemetry"}
     return build(trial, raw, telemetry)
 
 
 def run_spec_doc() -> dict:
     return {
-        "version": 1, "run_id": 42, "submission_id": 17, "pool": "simulated",
-        "launcher": {"kind": "simulated", "profile": "tiny", "seed": 1, "clock": "real",
-                     "served_model_name": "tiny-1b", "profile_label": "Tiny",
-                     "accelerators_used": 1, "accelerators_total": 1},
+        "version": 1,
+        "run_id": 42,
+        "submission_id": 17,
+        "pool": "simulated",
+        "launcher": {
+            "kind": "simulated",
+            "profile": "tiny",
+            "seed": 1,
+            "clock": "real",
+            "served_model_name": "tiny-1b",
+            "profile_label": "Tiny",
+            "accelerators_used": 1,
+            "accelerators_total": 1,
+        },
         "model": {"slug": "deepseek-v4.1-flash-max", "served_model_name": "tiny-1b"},
         "tier_set": {"slug": "agentperf-default-v1", "version": 1},
         "tiers": [t.to_dict() for t in TIERS],
         "accelerators": {"used": 1, "total": None},
-        "search": {"warmup_s": 3.0, "duration_s": 10, "cap": 16, "max_trials": 8,
-                   "min_requests": 8, "tool_delay_scale": 1.0, "request_timeout_s": 120.0,
-                   "max_loop_lag_ms": 100.0, "max_cpu_percent": 90.0, "api": "chat",
-                   "seed": 0, "task_problems": 164, "shards": 1, "loadgen_hosts": []},
+        "search": {
+            "warmup_s": 3.0,
+            "duration_s": 10,
+            "cap": 16,
+            "max_trials": 8,
+            "min_requests": 8,
+            "tool_delay_scale": 1.0,
+            "request_timeout_s": 120.0,
+            "max_loop_lag_ms": 100.0,
+            "max_cpu_percent": 90.0,
+            "api": "chat",
+            "seed": 0,
+            "task_problems": 164,
+            "shards": 1,
+            "loadgen_hosts": [],
+        },
         "loadgen": {"shards": 1, "hosts": [], "queue": None},
-        "heartbeat_interval_s": 15, "telemetry_interval_s": 1.0,
-        "limits": {"soft_s": 900, "hard_s": 1000}, "simulated": True,
-    }  # fmt: skip
+        "heartbeat_interval_s": 15,
+        "telemetry_interval_s": 1.0,
+        "limits": {"soft_s": 900, "hard_s": 1000},
+        "simulated": True,
+    }
 
 
 def _fields(exc: pytest.ExceptionInfo[ValidationError]) -> dict[str, list[str]]:
@@ -130,7 +179,7 @@ def test_the_run_spec_round_trips_and_stores_no_token_or_presigned_url():
                 size=10,
                 url="https://s/d",
             ),
-        }  # fmt: skip
+        }
     )
     wire = json.loads(json.dumps(message.dump()))
     assert wire["api"]["token"] == "aprun_x" and wire["dataset"]["size"] == 10
@@ -149,20 +198,25 @@ def test_a_search_summary_is_the_engines_search_result_without_trial_data():
     summary = contract.SearchSummary.of(result)
     doc = result.to_dict()
     assert summary.dump() == {
-        **doc, "trials": [{k: v for k, v in t.items() if k != "data"} for t in doc["trials"]]
-    }  # fmt: skip
+        **doc,
+        "trials": [{k: v for k, v in t.items() if k != "data"} for t in doc["trials"]],
+    }
     assert summary.max_agents == {"20 tok/s": 1, "100 tok/s": 0}
 
 
 def test_progress_takes_what_the_worker_beats_and_nothing_else():
     beat = {
-        "phase": "search", "attempt": 1, "trials_done": 2, "search_phase": "bisect",
-        "trial": 3, "max_trials": 8, "concurrency": 6,
+        "phase": "search",
+        "attempt": 1,
+        "trials_done": 2,
+        "search_phase": "bisect",
+        "trial": 3,
+        "max_trials": 8,
+        "concurrency": 6,
         "last_verdicts": {"20 tok/s": True},
-        "last_trial": {"index": 1, "concurrency": 4, "p25_output_speed": 40.5,
-                       "error_rate": 0.0},
+        "last_trial": {"index": 1, "concurrency": 4, "p25_output_speed": 40.5, "error_rate": 0.0},
         "last_failed_attempt": {"trial": 2, "attempt": 1, "reason": "shard 1 died"},
-    }  # fmt: skip
+    }
     assert contract.Heartbeat.model_validate({"progress": beat}).dump() == {"progress": beat}
     with pytest.raises(ValidationError) as exc:
         contract.Progress.model_validate({**beat, "trial_k": 3})
@@ -308,9 +362,20 @@ def test_the_worker_beats_its_progress_as_the_contract_and_refuses_a_misspelled_
     api = _Api()
     beat = Heartbeat(api, interval_s=60)  # type: ignore[arg-type]
     beat.update(phase="search", search_phase="ramp", trial=1, max_trials=8, concurrency=1)
-    assert api.sent == [("heartbeat", {"progress": {"phase": "search", "search_phase": "ramp",
-                                                    "trial": 1, "max_trials": 8,
-                                                    "concurrency": 1}})]  # fmt: skip
+    assert api.sent == [
+        (
+            "heartbeat",
+            {
+                "progress": {
+                    "phase": "search",
+                    "search_phase": "ramp",
+                    "trial": 1,
+                    "max_trials": 8,
+                    "concurrency": 1,
+                }
+            },
+        )
+    ]
     with pytest.raises(ValidationError) as exc:
         beat.update(trails_done=1)
     assert _fields(exc) == {"trails_done": ["unknown field"]}

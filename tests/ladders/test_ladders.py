@@ -38,7 +38,7 @@ def body(cat, **over):
                 "patch": {"engine": {"version": "0.5.5"}},
             },
             {"name": "no notes", "description": "drop the notes", "patch": {"notes": None}},
-        ],  # fmt: skip
+        ],
         "speeds": [50],
     }
     doc.update(over)
@@ -52,17 +52,25 @@ def post(client, doc):
 @pytest.mark.parametrize(
     ("rungs", "field"),
     [
-        ([{"name": "x", "description": "d", "patch": {"speculative": {"draft_tokens": -1}}}],
-         "rungs[0].patch.speculative"),
-        ([{"name": "x", "description": "d", "patch": {"benchmark": {"max_concurrency": 8}}}],
-         "rungs[0].patch.benchmark.max_concurrency"),
-        ([{"name": "x", "description": "d", "patch": {"engine": {"version": "1"}}},
-          {"name": "y", "description": "d", "patch": {"topology": {"mode": "bogus"}}}],
-         "rungs[1].patch.topology"),
+        (
+            [{"name": "x", "description": "d", "patch": {"speculative": {"draft_tokens": -1}}}],
+            "rungs[0].patch.speculative",
+        ),
+        (
+            [{"name": "x", "description": "d", "patch": {"benchmark": {"max_concurrency": 8}}}],
+            "rungs[0].patch.benchmark.max_concurrency",
+        ),
+        (
+            [
+                {"name": "x", "description": "d", "patch": {"engine": {"version": "1"}}},
+                {"name": "y", "description": "d", "patch": {"topology": {"mode": "bogus"}}},
+            ],
+            "rungs[1].patch.topology",
+        ),
         ([{"name": "x", "description": "d", "patch": []}], "rungs[0].patch"),
         ([{"name": "x", "patch": {"notes": "n"}}], "rungs[0].description"),
     ],
-)  # fmt: skip
+)
 def test_a_bad_rung_is_a_400_naming_the_rung_and_field(rungs, field) -> None:
     cat = make_catalog()
     org = make_org()
@@ -76,8 +84,10 @@ def test_a_bad_rung_is_a_400_naming_the_rung_and_field(rungs, field) -> None:
 def test_bad_baseline_and_orders_are_named() -> None:
     cat = make_catalog()
     client = token_client(make_org())
-    assert "baseline.result" in post(client, body(cat, baseline={"result": 999})).json()[
-        "error"]["fields"]  # fmt: skip
+    assert (
+        "baseline.result"
+        in post(client, body(cat, baseline={"result": 999})).json()["error"]["fields"]
+    )
     r = post(client, body(cat, orders=["reverse"]))
     assert r.status_code == 400 and "orders" in r.json()["error"]["fields"]
     r = client.post("/api/v1/ladders/", "{nope", content_type="application/json")
@@ -89,8 +99,13 @@ def _finish(sub: Submission, points, tier_set) -> None:
     finished, verified run."""
     for to in (c.QUEUED, c.RUNNING, c.VERIFYING, c.IN_REVIEW):
         submission_transition(submission=sub, to=to, actor_label="test pipeline")
-    make_run(submission=sub, points=points, tier_set=tier_set, accelerators=1,
-             verification=[{"name": "output_length", "status": "pass", "summary": "ok"}])  # fmt: skip
+    make_run(
+        submission=sub,
+        points=points,
+        tier_set=tier_set,
+        accelerators=1,
+        verification=[{"name": "output_length", "status": "pass", "summary": "ok"}],
+    )
 
 
 BASE = [(1, 160.0, 150.0, 0.2), (8, 90.0, 700.0, 0.4), (32, 30.0, 900.0, 1.0)]
@@ -198,11 +213,16 @@ def test_engine_ladder_import_is_published_and_labelled(client, tmp_path) -> Non
                 "trials": {"concurrencies": [1, 8], "warmup_s": 5, "duration_s": 20, "ramp_s": 2},
                 "bootstrap": {"resamples": 30},
             }
-        ),  # fmt: skip
+        ),
         tmp_path,
     )
-    call_command("ladder_import", str(tmp_path / "ladder.json"), org=org.slug,
-                 model=cat.model.slug, hardware=cat.hardware.slug)  # fmt: skip
+    call_command(
+        "ladder_import",
+        str(tmp_path / "ladder.json"),
+        org=org.slug,
+        model=cat.model.slug,
+        hardware=cat.hardware.slug,
+    )
     ladder = Ladder.objects.get(source=Ladder.SOURCE_ENGINE)
     assert ladder.is_simulated and ladder.status == Ladder.STATUS_PUBLISHED
     html = client.get(f"/ladders/{ladder.pk}/").content.decode()

@@ -37,8 +37,9 @@ POINTS = [
 
 def _publish_with(telemetry_of, *, accelerators: int = 8, metrics_extra=None):
     sub = make_submission(org=make_org(), status=c.IN_REVIEW)
-    run = make_run(submission=sub, points=POINTS, tier_set=make_tier_set(),
-                   accelerators=accelerators)  # fmt: skip
+    run = make_run(
+        submission=sub, points=POINTS, tier_set=make_tier_set(), accelerators=accelerators
+    )
     for trial in run.trials.all():
         trial.telemetry = telemetry_of(trial)
         trial.metrics = {**trial.metrics, **(metrics_extra or {})}
@@ -99,8 +100,9 @@ def test_the_result_page_states_method_coverage_and_denominator(client):
     html = client.get(reverse("result-detail", args=[result.pk])).content.decode()
     assert "energy counter delta" in html and "8 of the 8 accelerators used" in html
     assert "Tokens / J" in html and "Measured energy at max agents" in html
-    csv = client.get(reverse("result-detail", args=[result.pk]),
-                     {"format": "csv", "table": "energy"}).content.decode()  # fmt: skip
+    csv = client.get(
+        reverse("result-detail", args=[result.pk]), {"format": "csv", "table": "energy"}
+    ).content.decode()
     assert csv.splitlines()[0].startswith("tier,max_agents,power_w,agents_per_mw,tokens_per_joule")
 
 

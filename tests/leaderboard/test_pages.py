@@ -158,7 +158,9 @@ def test_home_leaves_simulated_results_out_of_the_ranking(client, db):
     assert [r["model"] for r in rows] == [measured.model.name]
     with_sim = csv_rows(client.get("/?simulated=1&format=csv&table=latest"))
     assert {(int(r["result_id"]), r["simulated"]) for r in with_sim} == {
-        (sim.pk, "true"), (measured.pk, "false")}  # fmt: skip
+        (sim.pk, "true"),
+        (measured.pk, "false"),
+    }
     # (With no measured result at all, home shows the simulated ones, labelled: issue 16,
     # tests/submissions/test_friction.py.)
 

@@ -17,10 +17,18 @@ def _check(*, drift: float, precision: str = "gguf_q8_0") -> dict:
     """A quality_distribution check computed by the real code from synthetic top-k lists."""
     ref_pos = [["a", math.log(0.9)], ["b", math.log(0.05)]]
     cand_pos = [["a", math.log(0.9 - drift)], ["b", math.log(0.05 + drift)]]
-    reference = {"source": "test", "deployment": "F32 reference", "distributions":
-                 {"texts": [{"id": "code", "tokens": [1] * 21, "positions": [ref_pos] * 20}]}}  # fmt: skip
-    probe = {"name": "next_token_distributions", "status": "pass",
-             "evidence": {"texts": [{"id": "code", "positions": [cand_pos] * 20, "error": ""}]}}  # fmt: skip
+    reference = {
+        "source": "test",
+        "deployment": "F32 reference",
+        "distributions": {
+            "texts": [{"id": "code", "tokens": [1] * 21, "positions": [ref_pos] * 20}]
+        },
+    }
+    probe = {
+        "name": "next_token_distributions",
+        "status": "pass",
+        "evidence": {"texts": [{"id": "code", "positions": [cand_pos] * 20, "error": ""}]},
+    }
     return check_quality_distribution([probe], reference, model="m", weight_precision=precision)
 
 

@@ -27,8 +27,13 @@ from tests.support.records import (
 )
 
 W0, W1 = int(WARMUP_S * NS), int((WARMUP_S + WINDOW_S) * NS)
-SHAPES = [Shape(1, 220, 0.5), Shape(4, 160, 0.8), Shape(16, 110, 2.0), Shape(32, 45, 6.0),
-          Shape(16, 110, 2.0)]  # fmt: skip
+SHAPES = [
+    Shape(1, 220, 0.5),
+    Shape(4, 160, 0.8),
+    Shape(16, 110, 2.0),
+    Shape(32, 45, 6.0),
+    Shape(16, 110, 2.0),
+]
 
 
 def test_throughput_interval_is_seeded_and_brackets_the_summary_throughput():
@@ -73,8 +78,13 @@ def test_tier_brackets_hold_highest_pass_lowest_fail_and_confirmation(result):
     # 20 tok/s never failed up to the cap
     assert b["20 tok/s"]["lowest_fail"] is None and "capped" in b["20 tok/s"]["flags"]
     # 300 tok/s failed even at one agent
-    assert b["300 tok/s"] == {"highest_pass": 0, "lowest_fail": 1, "confirmed": False,
-                              "marginal": False, "flags": []}  # fmt: skip
+    assert b["300 tok/s"] == {
+        "highest_pass": 0,
+        "lowest_fail": 1,
+        "confirmed": False,
+        "marginal": False,
+        "flags": [],
+    }
     assert bracket_text(b["60 tok/s"]) == "16 … 32 · confirmed"
 
 

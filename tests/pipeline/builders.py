@@ -102,7 +102,7 @@ def completion(run, *, flags: tuple[str, ...] = ()) -> dict:
                 "phase": t.phase,
                 "verdicts": {k: v.passed for k, v in contract.trial_verdicts(t.verdicts).items()},
             }
-        )  # fmt: skip
+        )
         for t in run.trials.order_by("index")
     ]
     names = [t["name"] for t in run.run_spec["tiers"]]

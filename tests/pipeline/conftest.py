@@ -111,8 +111,14 @@ def vendor(catalog):
     return org, token
 
 
-def http(method: str, url: str, *, token: str | None = None, body: bytes | None = None,
-         content_type: str = "application/json") -> tuple[int, Any]:  # fmt: skip
+def http(
+    method: str,
+    url: str,
+    *,
+    token: str | None = None,
+    body: bytes | None = None,
+    content_type: str = "application/json",
+) -> tuple[int, Any]:
     headers = {"Accept": "application/json"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
@@ -143,8 +149,9 @@ def submit(base_url: str, token: str, config_text: str) -> dict:
     return body
 
 
-def wait_for_status(base_url: str, token: str, submission_id: int, states: set[str],
-                    *, timeout_s: float = 600) -> dict:  # fmt: skip
+def wait_for_status(
+    base_url: str, token: str, submission_id: int, states: set[str], *, timeout_s: float = 600
+) -> dict:
     """Poll the vendor API until the submission reaches one of `states`."""
     deadline = time.monotonic() + timeout_s
     body: dict = {}

@@ -34,19 +34,21 @@ def test_ladder_runs_every_rung_and_is_published_after_one_review(
                 "description": "a version label the twin ignores",
                 "patch": {"engine": {"version": "0.5.5"}},
             },
-        ],  # fmt: skip
+        ],
         "orders": ["forward", "reverse"],
     }
     started = time.monotonic()
-    status, created = http("POST", f"{live_server.url}/api/v1/ladders/", token=token,
-                           body=json.dumps(body).encode())  # fmt: skip
+    status, created = http(
+        "POST", f"{live_server.url}/api/v1/ladders/", token=token, body=json.dumps(body).encode()
+    )
     assert status == 201, created
     assert len({r["submission"] for r in created["rungs"]}) == 2  # 4 rungs, 2 configs
     deadline = time.monotonic() + 900
     detail: dict = {}
     while time.monotonic() < deadline:
-        status, detail = http("GET", f"{live_server.url}/api/v1/ladders/{created['id']}/",
-                              token=token)  # fmt: skip
+        status, detail = http(
+            "GET", f"{live_server.url}/api/v1/ladders/{created['id']}/", token=token
+        )
         assert status == 200, detail
         if detail["status"] != "running":
             break

@@ -43,9 +43,10 @@ def test_process_launcher_measures_a_real_llama_cpp_server_and_stops_it(
         body = wait_for_status(live_server.url, token, created["id"], {"awaiting_approval"})
         assert not BenchmarkRun.objects.filter(submission_id=created["id"]).exists()
         review_approve_launch(
-            submission=Submission.objects.get(pk=created["id"]), actor=cast.rita,
+            submission=Submission.objects.get(pk=created["id"]),
+            actor=cast.rita,
             reason="llama.cpp wrapper from the repository, tiny test model",
-        )  # fmt: skip
+        )
         body = wait_for_status(live_server.url, token, created["id"], {"in_review", "failed"})
         print(f"llama.cpp e2e: submission to in_review in {time.monotonic() - started:.1f} s")
         assert body["status"] == "in_review", (body, worker.log()[-3000:])

@@ -59,8 +59,13 @@ def test_simulated_submission_runs_on_a_database_free_worker_and_is_published_af
     assert run.run_spec["launcher"]["clock"] == "real"
     assert "token" not in str(run.run_spec.get("api", ""))  # only the hash is stored
     assert _transitions(submission.pk) == [
-        "submitted", "validated", "queued", "running", "verifying", "in_review",
-    ]  # fmt: skip
+        "submitted",
+        "validated",
+        "queued",
+        "running",
+        "verifying",
+        "in_review",
+    ]
 
     trials = list(run.trials.order_by("index"))
     assert [t.index for t in trials] == list(range(len(trials)))
@@ -75,10 +80,16 @@ def test_simulated_submission_runs_on_a_database_free_worker_and_is_published_af
         assert len(lines) == trial.raw_records_count == trial.metrics["requests_total"]
     assert set(run.search_summary["max_agents"]) == {t["name"] for t in run.run_spec["tiers"]}
     assert [c["name"] for c in run.qualification] == [
-        "model_listed", "streaming", "exact_output_length", "usage_reported",
-        "cached_tokens_reported", "ignore_eos", "context_fits", "reasoning_read",
+        "model_listed",
+        "streaming",
+        "exact_output_length",
+        "usage_reported",
+        "cached_tokens_reported",
+        "ignore_eos",
+        "context_fits",
+        "reasoning_read",
         "canary_outputs",
-    ]  # fmt: skip
+    ]
     assert all(c["status"] == "pass" for c in run.qualification), run.qualification
 
     report = VerificationReport.objects.get(run=run)
@@ -120,8 +131,9 @@ def test_simulated_submission_runs_on_a_database_free_worker_and_is_published_af
     assert result.is_simulated is True and result.label == "Tiny sim (CI)"
     assert len(result.points) == len(trials)
     assert any(p["frontier"] for p in result.points)
-    status, body = http("GET", f"{live_server.url}/api/v1/submissions/{submission.pk}/",
-                        token=token)  # fmt: skip
+    status, body = http(
+        "GET", f"{live_server.url}/api/v1/submissions/{submission.pk}/", token=token
+    )
     assert body["status"] == "published"
 
 

@@ -57,17 +57,21 @@ def test_a_hostile_launch_waits_for_review_then_runs_contained_and_leaks_nothing
         body = wait_for_status(live_server.url, token, created["id"], {"awaiting_approval"})
         assert not BenchmarkRun.objects.filter(submission_id=created["id"]).exists()
         review_approve_launch(
-            submission=Submission.objects.get(pk=created["id"]), actor=cast.rita,
+            submission=Submission.objects.get(pk=created["id"]),
+            actor=cast.rita,
             reason="approved without reading it (the sandbox must still hold)",
-        )  # fmt: skip
+        )
         body = wait_for_status(live_server.url, token, created["id"], {"failed", "in_review"})
     finally:
         worker.stop()
     assert body["status"] == "failed", body
     run = BenchmarkRun.objects.get(submission_id=created["id"])
     responses = [json.dumps(body)]
-    for path in (f"/api/v1/submissions/{created['id']}/runs/", f"/api/v1/runs/{run.pk}/",
-                 f"/api/v1/runs/{run.pk}/verification/"):  # fmt: skip
+    for path in (
+        f"/api/v1/submissions/{created['id']}/runs/",
+        f"/api/v1/runs/{run.pk}/",
+        f"/api/v1/runs/{run.pk}/verification/",
+    ):
         status, payload = http("GET", live_server.url + path, token=token)
         assert status in (200, 404), (path, status, payload)
         responses.append(json.dumps(payload))

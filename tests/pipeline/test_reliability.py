@@ -51,8 +51,10 @@ def test_a_worker_killed_mid_search_is_replaced_and_the_search_resumes_without_l
     assert [t.index for t in trials] == list(range(len(trials)))  # no gap, no duplicate
     for index, (pk, concurrency, attempt) in before.items():
         assert (trials[index].pk, trials[index].concurrency, trials[index].attempt) == (
-            pk, concurrency, attempt,
-        )  # fmt: skip
+            pk,
+            concurrency,
+            attempt,
+        )
     assert run.attempt == 2
     assert {t.attempt for t in trials[len(before) :]} == {2}
     assert len(trials) > len(before)
@@ -60,8 +62,9 @@ def test_a_worker_killed_mid_search_is_replaced_and_the_search_resumes_without_l
     assert [(t["index"], t["concurrency"]) for t in summary_trials] == [
         (t.index, t.concurrency) for t in trials
     ]
-    resumed = AuditEvent.objects.get(object_type="runner.benchmarkrun", object_id=str(run.pk),
-                                     action="run_resumed")  # fmt: skip
+    resumed = AuditEvent.objects.get(
+        object_type="runner.benchmarkrun", object_id=str(run.pk), action="run_resumed"
+    )
     assert f"after {len(before)} trials" in resumed.reason
 
 
@@ -173,8 +176,12 @@ def test_withdrawing_a_running_submission_stops_its_worker_and_the_run_ends_canc
     while not Trial.objects.filter(run=run).exists():
         assert time.monotonic() < deadline, worker.log()[-3000:]
         time.sleep(0.5)
-    status, body = http("POST", f"{live_server.url}/api/v1/submissions/{created['id']}/withdraw/",
-                        token=token, body=b'{"reason": "changed our mind"}')  # fmt: skip
+    status, body = http(
+        "POST",
+        f"{live_server.url}/api/v1/submissions/{created['id']}/withdraw/",
+        token=token,
+        body=b'{"reason": "changed our mind"}',
+    )
     assert status == 200, body
     while BenchmarkRun.objects.get(pk=run.pk).status == BenchmarkRun.STATUS_RUNNING:
         assert time.monotonic() < deadline, worker.log()[-3000:]

@@ -163,8 +163,7 @@ def test_a_superseded_attempt_can_no_longer_write(two_runs):
 def test_resuming_returns_the_stored_trials_in_the_engines_shape(two_runs):
     run_a, token_a, _, _ = two_runs
     client = _started(run_a, token_a)
-    client.post(f"/api/v1/runner/runs/{run_a.pk}/trials", trial_payload(run_a, 0, 1),
-                format="json")  # fmt: skip
+    client.post(f"/api/v1/runner/runs/{run_a.pk}/trials", trial_payload(run_a, 0, 1), format="json")
     again = APIClient()
     again.credentials(HTTP_AUTHORIZATION=f"Bearer {token_a}")
     answer = again.post(
@@ -179,8 +178,7 @@ def test_resuming_returns_the_stored_trials_in_the_engines_shape(two_runs):
 def test_completion_is_refused_while_a_trials_raw_records_are_missing(two_runs):
     run_a, token_a, _, _ = two_runs
     client = _started(run_a, token_a)
-    client.post(f"/api/v1/runner/runs/{run_a.pk}/trials", trial_payload(run_a, 0, 1),
-                format="json")  # fmt: skip
+    client.post(f"/api/v1/runner/runs/{run_a.pk}/trials", trial_payload(run_a, 0, 1), format="json")
     from django.core.files.storage import storages
 
     done = completion(run_a)
@@ -194,13 +192,24 @@ def test_completion_is_refused_while_a_trials_raw_records_are_missing(two_runs):
 def test_completion_verifies_and_puts_the_submission_in_review(two_runs):
     run_a, token_a, _, _ = two_runs
     client = _started(run_a, token_a)
-    qualified = client.post(f"/api/v1/runner/runs/{run_a.pk}/qualification",
-                            {"checks": [{"name": "streaming", "status": "pass", "summary": "ok",
-                                         "fatal": True, "evidence": {}}],
-                             "runner_info": runner_info()}, format="json")  # fmt: skip
+    qualified = client.post(
+        f"/api/v1/runner/runs/{run_a.pk}/qualification",
+        {
+            "checks": [
+                {
+                    "name": "streaming",
+                    "status": "pass",
+                    "summary": "ok",
+                    "fatal": True,
+                    "evidence": {},
+                }
+            ],
+            "runner_info": runner_info(),
+        },
+        format="json",
+    )
     assert qualified.status_code == 200, qualified.json()
-    client.post(f"/api/v1/runner/runs/{run_a.pk}/trials", trial_payload(run_a, 0, 1),
-                format="json")  # fmt: skip
+    client.post(f"/api/v1/runner/runs/{run_a.pk}/trials", trial_payload(run_a, 0, 1), format="json")
     response = client.post(
         f"/api/v1/runner/runs/{run_a.pk}/complete", completion(run_a), format="json"
     )
@@ -214,8 +223,11 @@ def test_completion_verifies_and_puts_the_submission_in_review(two_runs):
 def test_a_worker_failure_fails_the_submission_with_the_reason(two_runs):
     run_a, token_a, _, _ = two_runs
     client = _started(run_a, token_a)
-    response = client.post(f"/api/v1/runner/runs/{run_a.pk}/fail",
-                           {"reason": "qualification failed: streaming"}, format="json")  # fmt: skip
+    response = client.post(
+        f"/api/v1/runner/runs/{run_a.pk}/fail",
+        {"reason": "qualification failed: streaming"},
+        format="json",
+    )
     assert response.status_code == 200
     run_a.refresh_from_db()
     assert run_a.submission.status == c.FAILED
@@ -253,8 +265,7 @@ def test_a_trial_report_with_a_misspelled_field_is_refused_naming_it(two_runs):
     tier = next(iter(payload["verdicts"]))
     payload["verdicts"][tier]["pass"] = payload["verdicts"][tier].pop("passed")
     payload["metrics"]["p25_speed"] = payload["metrics"].pop("p25_output_speed")
-    fields = _refused(client.post(f"/api/v1/runner/runs/{run_a.pk}/trials", payload,
-                                  format="json"))  # fmt: skip
+    fields = _refused(client.post(f"/api/v1/runner/runs/{run_a.pk}/trials", payload, format="json"))
     assert fields == {
         f"verdicts.{tier}.passed": ["required field missing"],
         f"verdicts.{tier}.pass": ["unknown field"],
@@ -270,8 +281,7 @@ def test_a_trial_report_with_a_missing_field_is_refused_naming_it(two_runs):
     payload = trial_payload(run_a, 0, 1)
     del payload["raw_records"]["count"]
     del payload["telemetry"]
-    fields = _refused(client.post(f"/api/v1/runner/runs/{run_a.pk}/trials", payload,
-                                  format="json"))  # fmt: skip
+    fields = _refused(client.post(f"/api/v1/runner/runs/{run_a.pk}/trials", payload, format="json"))
     assert fields == {
         "raw_records.count": ["required field missing"],
         "telemetry": ["required field missing"],
@@ -286,8 +296,7 @@ def test_a_trial_report_is_not_coerced(two_runs):
     payload["concurrency"] = "1"
     tier = next(iter(payload["verdicts"]))
     payload["verdicts"][tier]["passed"] = 1
-    fields = _refused(client.post(f"/api/v1/runner/runs/{run_a.pk}/trials", payload,
-                                  format="json"))  # fmt: skip
+    fields = _refused(client.post(f"/api/v1/runner/runs/{run_a.pk}/trials", payload, format="json"))
     assert set(fields) == {"concurrency", f"verdicts.{tier}.passed"}
 
 
@@ -304,11 +313,16 @@ def test_what_is_stored_is_the_trial_reports_own_documents(two_runs):
     run_a, token_a, _, _ = two_runs
     client = _started(run_a, token_a)
     payload = trial_payload(run_a, 0, 1)
-    assert client.post(f"/api/v1/runner/runs/{run_a.pk}/trials", payload,
-                       format="json").status_code == 201  # fmt: skip
+    assert (
+        client.post(f"/api/v1/runner/runs/{run_a.pk}/trials", payload, format="json").status_code
+        == 201
+    )
     trial = Trial.objects.get(run=run_a)
     assert (trial.metrics, trial.verdicts, trial.telemetry) == (
-        payload["metrics"], payload["verdicts"], payload["telemetry"])  # fmt: skip
+        payload["metrics"],
+        payload["verdicts"],
+        payload["telemetry"],
+    )
     assert trial.raw_records_count == payload["raw_records"]["count"]
 
 
@@ -319,16 +333,18 @@ def test_every_report_of_the_worker_is_checked_against_the_contract(two_runs):
     beat = progress(trial=1)
     beat["progress"]["trial_k"] = beat["progress"].pop("trial")
     assert _refused(client.post(f"{base}/heartbeat", beat, format="json")) == {
-        "progress.trial_k": ["unknown field"]}  # fmt: skip
+        "progress.trial_k": ["unknown field"]
+    }
     done = completion(run_a)
     done["tiers"] = []  # sent once, never stored: not part of the contract any more
     assert _refused(client.post(f"{base}/complete", done, format="json")) == {
-        "tiers": ["unknown field"]}  # fmt: skip
+        "tiers": ["unknown field"]
+    }
     assert "reason" in _refused(client.post(f"{base}/fail", {"why": "x"}, format="json"))
     info = runner_info()
     del info["hostname"]
-    assert _refused(client.post(f"{base}/qualification", {"checks": [], "runner_info": info},
-                                format="json")) == {  # fmt: skip
-        "runner_info.hostname": ["required field missing"]}  # fmt: skip
+    assert _refused(
+        client.post(f"{base}/qualification", {"checks": [], "runner_info": info}, format="json")
+    ) == {"runner_info.hostname": ["required field missing"]}
     run_a.refresh_from_db()
     assert (run_a.status, run_a.qualification) == ("running", [])

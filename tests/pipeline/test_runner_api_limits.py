@@ -61,17 +61,30 @@ def test_model_output_with_control_characters_is_accepted_as_evidence_but_nul_is
 
     run, client = started
     odd = "\x1b[0m\x07\x0bgarbage\x7f"
-    checks = [{"name": "canary_outputs", "status": "pass", "summary": "s", "fatal": False,
-               "evidence": {"canaries": [{"id": "x", "output": odd, "ok": True}]}}]  # fmt: skip
+    checks = [
+        {
+            "name": "canary_outputs",
+            "status": "pass",
+            "summary": "s",
+            "fatal": False,
+            "evidence": {"canaries": [{"id": "x", "output": odd, "ok": True}]},
+        }
+    ]
     url = f"/api/v1/runner/runs/{run.pk}/qualification"
-    ok = client.post(url, json.dumps({"checks": checks, "runner_info": runner_info()}),
-                     content_type="application/json")  # fmt: skip
+    ok = client.post(
+        url,
+        json.dumps({"checks": checks, "runner_info": runner_info()}),
+        content_type="application/json",
+    )
     assert ok.status_code == 200, ok.content[:300]
     run.refresh_from_db()
     assert run.qualification[0]["evidence"]["canaries"][0]["output"] == odd
     checks[0]["evidence"]["canaries"][0]["output"] = "a\x00b"
-    refused = client.post(url, json.dumps({"checks": checks, "runner_info": runner_info()}),
-                          content_type="application/json")  # fmt: skip
+    refused = client.post(
+        url,
+        json.dumps({"checks": checks, "runner_info": runner_info()}),
+        content_type="application/json",
+    )
     assert refused.status_code == 400
     assert "checks.0.evidence.canaries.0.output" in refused.json()["error"]["fields"]
 

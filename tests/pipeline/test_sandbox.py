@@ -67,8 +67,11 @@ def runner_files(tmp_path):
     private = tmp_path / "runner"
     private.mkdir(mode=0o700)
     files = {}
-    for name, text in (("dataset", "PRIVATE-TEST-SET"), ("database", "SQLITE-DB"),
-                       ("home", "RUN-TOKEN aprun_x")):  # fmt: skip
+    for name, text in (
+        ("dataset", "PRIVATE-TEST-SET"),
+        ("database", "SQLITE-DB"),
+        ("home", "RUN-TOKEN aprun_x"),
+    ):
         path = private / f"{name}.bin"
         path.write_text(text)
         os.chmod(path, 0o644)  # even world-readable files are out of the sandbox's view
@@ -94,7 +97,7 @@ def test_a_hostile_launch_is_contained_at_every_step(tmp_path, runner_files, mon
                 files["home"],
                 str(private),
                 str(host_port),
-            ],  # fmt: skip
+            ],
             "env": {"DECLARED": "yes"},
             "port": free_port(),
             "ready_timeout_s": 30,
@@ -119,8 +122,17 @@ def test_a_hostile_launch_is_contained_at_every_step(tmp_path, runner_files, mon
     assert found["write_runner_dir"] == "FileNotFoundError"
     assert found["write_usr"] in ("OSError", "PermissionError")
     assert "RUNNER_TEST_SECRET_HOLDER" not in found["env"]  # the host's environment stays out
-    assert set(found["env"]) <= {"DECLARED", "PORT", "PATH", "HOME", "TMPDIR", "LANG", "PWD",
-                                 "PYTHONPATH", "PYTHONDONTWRITEBYTECODE"}  # fmt: skip
+    assert set(found["env"]) <= {
+        "DECLARED",
+        "PORT",
+        "PATH",
+        "HOME",
+        "TMPDIR",
+        "LANG",
+        "PWD",
+        "PYTHONPATH",
+        "PYTHONDONTWRITEBYTECODE",
+    }
     assert "DECLARED" in found["env"] and found["cwd"] == "/sandbox"
     assert not (private / "pwned").exists()
 
@@ -128,10 +140,15 @@ def test_a_hostile_launch_is_contained_at_every_step(tmp_path, runner_files, mon
 def test_the_host_port_of_a_sandboxed_server_is_not_on_the_hosts_loopback(tmp_path):
     port = free_port()
     launcher = ProcessLauncher(
-        {"command": ["python", "-c", HOSTILE, "/x", "/x", "/x", "/x", "1"], "env": {},
-         "port": port, "ready_timeout_s": 30, "served_model_name": "hostile"},
+        {
+            "command": ["python", "-c", HOSTILE, "/x", "/x", "/x", "/x", "1"],
+            "env": {},
+            "port": port,
+            "ready_timeout_s": 30,
+            "served_model_name": "hostile",
+        },
         log_dir=str(tmp_path / "run"),
-    )  # fmt: skip
+    )
     try:
         launcher.start()
         with pytest.raises(OSError):  # the server listens in the sandbox's namespace only
@@ -152,11 +169,15 @@ def test_what_a_failed_launch_tells_the_vendor_is_capped_and_redacted(tmp_path, 
         "sys.exit(3)\n"
     )
     launcher = ProcessLauncher(
-        {"command": ["python", "-c", noisy, {"secret": True, "name": "UPSTREAM_KEY"}],
-         "env": {"UPSTREAM_KEY": {"secret": True}}, "port": free_port(),
-         "ready_timeout_s": 30, "served_model_name": "noisy"},
+        {
+            "command": ["python", "-c", noisy, {"secret": True, "name": "UPSTREAM_KEY"}],
+            "env": {"UPSTREAM_KEY": {"secret": True}},
+            "port": free_port(),
+            "ready_timeout_s": 30,
+            "served_model_name": "noisy",
+        },
         log_dir=str(run_dir),
-    )  # fmt: skip
+    )
     with pytest.raises(LauncherError) as info:
         launcher.start()
     launcher.stop()
@@ -173,10 +194,15 @@ def test_what_a_failed_launch_tells_the_vendor_is_capped_and_redacted(tmp_path, 
 def test_a_command_cannot_name_the_runner_hosts_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("SECRET_KEY", "django-secret-of-the-host")
     launcher = ProcessLauncher(
-        {"command": ["echo", "${SECRET_KEY}"], "env": {}, "port": free_port(),
-         "ready_timeout_s": 5, "served_model_name": "x"},
+        {
+            "command": ["echo", "${SECRET_KEY}"],
+            "env": {},
+            "port": free_port(),
+            "ready_timeout_s": 5,
+            "served_model_name": "x",
+        },
         log_dir=str(tmp_path / "run"),
-    )  # fmt: skip
+    )
     with pytest.raises(LauncherError, match=r"\$\{SECRET_KEY\} in the command is not set"):
         launcher.start()
     launcher.stop()
@@ -187,10 +213,15 @@ def test_python_in_the_sandbox_is_the_runners_environment_with_its_packages(tmp_
     not the base interpreter the venv was made from."""
     code = "import os, sys, xllamacpp\nprint('PREFIX ' + sys.prefix, flush=True)\nsys.exit(7)\n"
     launcher = ProcessLauncher(
-        {"command": ["python", "-c", code], "env": {}, "port": free_port(),
-         "ready_timeout_s": 30, "served_model_name": "x"},
+        {
+            "command": ["python", "-c", code],
+            "env": {},
+            "port": free_port(),
+            "ready_timeout_s": 30,
+            "served_model_name": "x",
+        },
         log_dir=str(tmp_path / "run"),
-    )  # fmt: skip
+    )
     with pytest.raises(LauncherError, match="status 7"):
         launcher.start()
     launcher.stop()

@@ -57,9 +57,12 @@ def test_with_the_shipped_virtual_defaults_one_agent_sends_enough_requests() -> 
     config = trial_config(spec, "deepseek-v4.1-flash-max", virtual=True)
     config = dataclasses.replace(config, concurrency=1, bootstrap_resamples=0)
     dataset = generate_dataset(  # the full-shape private test set, as the pipeline makes it
-        seed=project.RUN_DATASET_SEED, trajectories=project.RUN_DATASET_TRAJECTORIES,
-        params=ShapeParams(), name="t", version="1",
-    )  # fmt: skip
+        seed=project.RUN_DATASET_SEED,
+        trajectories=project.RUN_DATASET_TRAJECTORIES,
+        params=ShapeParams(),
+        name="t",
+        version="1",
+    )
     result = trial_job(
         target=Target(sim_profile="h100-sxm-hgx8-dsv41-flash"),
         trajectories=dataset.trajectories,

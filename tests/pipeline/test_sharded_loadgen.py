@@ -55,8 +55,10 @@ def test_a_search_sharded_over_two_load_generator_hosts_is_published(
     submission = Submission.objects.get(pk=created["id"])
     run = BenchmarkRun.objects.get(submission=submission)
     assert run.run_spec["loadgen"] == {
-        "shards": 2, "hosts": ["lg-a", "lg-b"], "queue": loadgen_queue("simulated"),
-    }  # fmt: skip
+        "shards": 2,
+        "hosts": ["lg-a", "lg-b"],
+        "queue": loadgen_queue("simulated"),
+    }
     trials = list(run.trials.order_by("index"))
     assert [t.index for t in trials] == list(range(len(trials)))
     sharded = [t for t in trials if t.concurrency >= 2]

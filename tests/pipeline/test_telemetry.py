@@ -182,18 +182,27 @@ def test_unsupported_power_readings_are_kept_as_unknown():
 
 
 AMD_OLD = [  # ROCm 6.0-6.2 shape: bare numbers, "N/A" strings
-    {"gpu": 0, "power": {"average_socket_power": 512, "gfx_voltage": "N/A"},
-     "usage": {"gfx_activity": 93}, "mem_usage": {"total_vram": 196592, "used_vram": 180000}},
-]  # fmt: skip
+    {
+        "gpu": 0,
+        "power": {"average_socket_power": 512, "gfx_voltage": "N/A"},
+        "usage": {"gfx_activity": 93},
+        "mem_usage": {"total_vram": 196592, "used_vram": 180000},
+    },
+]
 AMD_NEW = {  # ROCm 6.3+: {"value", "unit"} objects under "gpu_data"
     "gpu_data": [
-        {"gpu": 0, "power": {"socket_power": {"value": 640, "unit": "W"}},
-         "usage": {"gfx_activity": {"value": 97, "unit": "%"}},
-         "mem_usage": {"total_vram": {"value": 192, "unit": "GB"},
-                       "used_vram": {"value": 150, "unit": "GB"}}},
+        {
+            "gpu": 0,
+            "power": {"socket_power": {"value": 640, "unit": "W"}},
+            "usage": {"gfx_activity": {"value": 97, "unit": "%"}},
+            "mem_usage": {
+                "total_vram": {"value": 192, "unit": "GB"},
+                "used_vram": {"value": 150, "unit": "GB"},
+            },
+        },
         {"gpu": 1, "power": {"socket_power": "N/A"}, "usage": {}, "mem_usage": {}},
     ]
-}  # fmt: skip
+}
 
 
 def test_amd_smi_json_is_read_in_both_shapes():

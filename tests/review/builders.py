@@ -159,23 +159,25 @@ def finish_run(
     for name in tiers:
         passing = [t.concurrency for t in trials if t.verdicts[name]["passed"]]
         max_agents[name] = max(passing, default=0)
-    run.search_summary = contract.SearchSummary.model_validate({
-        "cap": 64,
-        "flags": [],
-        "max_agents": max_agents,
-        "tiers": {
-            name: {
-                "name": name,
-                "max_agents": max_agents[name],
-                "lowest_fail": None,
-                "confirmed": name == "20 tok/s",
-                "converged": True,
-                "flags": [] if name == "20 tok/s" else ["unconfirmed"],
-            }
-            for name in tiers
-        },
-        "trials": [],
-    }).dump()  # fmt: skip
+    run.search_summary = contract.SearchSummary.model_validate(
+        {
+            "cap": 64,
+            "flags": [],
+            "max_agents": max_agents,
+            "tiers": {
+                name: {
+                    "name": name,
+                    "max_agents": max_agents[name],
+                    "lowest_fail": None,
+                    "confirmed": name == "20 tok/s",
+                    "converged": True,
+                    "flags": [] if name == "20 tok/s" else ["unconfirmed"],
+                }
+                for name in tiers
+            },
+            "trials": [],
+        }
+    ).dump()
     run.save(update_fields=["search_summary"])
     VerificationReport.objects.create(
         run=run, status=verification, checks=checks if checks is not None else CHECKS

@@ -13,10 +13,15 @@ from runner.simulator.profile import load_profile
 
 def _pt(n: int, speed: float, tput: float, power: float | None = None) -> SweepPoint:
     return SweepPoint(
-        concurrency=n, requests=100, p25_speed=speed, ttft_p75_s=0.1,
-        throughput_per_accelerator=tput, output_tok_s=0.0, total_tok_s=0.0,
+        concurrency=n,
+        requests=100,
+        p25_speed=speed,
+        ttft_p75_s=0.1,
+        throughput_per_accelerator=tput,
+        output_tok_s=0.0,
+        total_tok_s=0.0,
         modelled_power_w_per_accelerator=power,
-    )  # fmt: skip
+    )
 
 
 SWEEP = [

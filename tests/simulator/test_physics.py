@@ -82,9 +82,15 @@ def test_expert_parallel_all_to_all_adds_time_in_proportion_to_tokens_in_flight(
 
     def step(p, seqs: int) -> tuple[float, float]:
         c = CostModel(p, decode).cost(
-            prefill_tokens=0, prefill_attended=0.0, prefill_ctx_read=0, decode_seqs=seqs,
-            verify=4, decode_ctx=seqs * 27_000, decode_attended=seqs * 2048.0, drafting=True,
-        )  # fmt: skip
+            prefill_tokens=0,
+            prefill_attended=0.0,
+            prefill_ctx_read=0,
+            decode_seqs=seqs,
+            verify=4,
+            decode_ctx=seqs * 27_000,
+            decode_attended=seqs * 2048.0,
+            drafting=True,
+        )
         return c.seconds, c.comm_s
 
     small, big = step(prof, 10), step(prof, 4000)
@@ -123,13 +129,18 @@ def _spec_tiny(k: int, **changes: object):
 
 
 def test_more_draft_tokens_raise_single_agent_speed_with_diminishing_returns_and_lower_acceptance():
-    runs = {k: run_agents(_spec_tiny(k), agents=1, window_s=120.0, output_tokens=400) for k in (1, 2, 4, 8)}  # fmt: skip
+    runs = {
+        k: run_agents(_spec_tiny(k), agents=1, window_s=120.0, output_tokens=400)
+        for k in (1, 2, 4, 8)
+    }
     speeds = [runs[k].mean_speed for k in (1, 2, 4, 8)]
     gains = [b - a for a, b in zip(speeds, speeds[1:], strict=False)]
     assert speeds == sorted(speeds)  # more drafts: faster alone ...
     # ... by less each time: per added draft token the gain shrinks
     assert gains[0] > gains[1] / 2 > gains[2] / 4
-    rates = [runs[k].counters.spec_accepted / runs[k].counters.spec_draft_tokens for k in (1, 2, 4, 8)]  # fmt: skip
+    rates = [
+        runs[k].counters.spec_accepted / runs[k].counters.spec_draft_tokens for k in (1, 2, 4, 8)
+    ]
     assert rates == sorted(rates, reverse=True) and rates[0] > rates[-1] + 0.2
     # the measured acceptance of the first draft is the profile's own (0.8)
     assert rates[0] == pytest.approx(0.8, abs=0.04)
@@ -154,10 +165,17 @@ def test_co_located_prefill_slows_a_decode_step_in_proportion_to_its_chunk():
 
     def step(chunk: int) -> float:
         c = cm.cost(
-            prefill_tokens=chunk, prefill_attended=chunk * 2048.0, prefill_ctx_read=30_000 + chunk,
-            decode_seqs=2048, verify=5, decode_ctx=2048 * 30_000, decode_attended=2048 * 2048.0,
-            drafting=True, prefill_full_attended=chunk * (30_000 + chunk / 2), prefill_seqs=1,
-        )  # fmt: skip
+            prefill_tokens=chunk,
+            prefill_attended=chunk * 2048.0,
+            prefill_ctx_read=30_000 + chunk,
+            decode_seqs=2048,
+            verify=5,
+            decode_ctx=2048 * 30_000,
+            decode_attended=2048 * 2048.0,
+            drafting=True,
+            prefill_full_attended=chunk * (30_000 + chunk / 2),
+            prefill_seqs=1,
+        )
         return c.seconds
 
     base = step(0)

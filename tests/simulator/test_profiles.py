@@ -164,14 +164,18 @@ def test_the_predictive_profiles_differ_from_the_calibrated_one_by_named_changes
     for name, expected in (
         (
             "gb300-nvl72-dsv41-flash-oct08",
-            {"deployment.speculative.k", "deployment.efficiency.iteration_overhead_us",
-             "deployment.attention.efficiency", "deployment.grouped_gemm.efficiency"},
+            {
+                "deployment.speculative.k",
+                "deployment.efficiency.iteration_overhead_us",
+                "deployment.attention.efficiency",
+                "deployment.grouped_gemm.efficiency",
+            },
         ),
         (
             "vr-nvl72-dsv41-flash",
             {"deployment.efficiency.iteration_overhead_us", "deployment.attention.efficiency"},
         ),
-    ):  # fmt: skip
+    ):
         p = load_profile(name)
         assert p.mode == "disaggregated"
         changed = {k for k, v in p.provenance.items() if v.startswith("change from")}

@@ -143,8 +143,14 @@ def test_resubmit_creates_a_linked_submission(alice, catalog):
 
 def test_run_status_shows_live_progress_and_trials(alice, catalog):
     sub = Submission.objects.get(pk=submit(alice, catalog.yaml()).json()["id"])
-    progress = {"phase": "search", "search_phase": "bisect", "trial": 5, "max_trials": 9,
-                "concurrency": 24, "last_verdicts": {}}  # fmt: skip
+    progress = {
+        "phase": "search",
+        "search_phase": "bisect",
+        "trial": 5,
+        "max_trials": 9,
+        "concurrency": 24,
+        "last_verdicts": {},
+    }
     run = BenchmarkRun.objects.create(
         submission=sub, status="running", progress=progress, run_spec={"secret": "x"}
     )

@@ -129,9 +129,16 @@ def test_a_finished_run_says_done_not_its_last_search_phase(cast):
     [run_id] = _queued(alice, _catalog(), 1)
     run_row = BenchmarkRun.objects.get(pk=run_id)
     finish_run(run_row.submission, run=run_row)
-    BenchmarkRun.objects.filter(pk=run_id).update(progress={  # the worker's last heartbeat
-        "phase": "verifying", "search_phase": "confirm", "trial": 9, "max_trials": 40,
-        "concurrency": 24, "trials_done": 9})  # fmt: skip
+    BenchmarkRun.objects.filter(pk=run_id).update(
+        progress={  # the worker's last heartbeat
+            "phase": "verifying",
+            "search_phase": "confirm",
+            "trial": 9,
+            "max_trials": 40,
+            "concurrency": 24,
+            "trials_done": 9,
+        }
+    )
     progress = alice.get(f"/api/v1/runs/{run_id}/").json()["progress"]
     assert progress["phase"] == "done" and progress["search_phase"] == "done"
     assert "trial" not in progress and "concurrency" not in progress
@@ -172,8 +179,10 @@ def test_the_reviewer_sets_the_public_label_when_publishing(cast):
     reviewer.force_login(cast.rita)
     page = reviewer.get(f"/review/submissions/{sub.pk}/").content.decode()
     assert 'name="publish-label"' in page and sub.hardware.name in page
-    too_long = reviewer.post(f"/review/submissions/{sub.pk}/publish/",
-                             {"publish-reason": "verified", "publish-label": "x" * 201})  # fmt: skip
+    too_long = reviewer.post(
+        f"/review/submissions/{sub.pk}/publish/",
+        {"publish-reason": "verified", "publish-label": "x" * 201},
+    )
     assert too_long.status_code == 400 and not Result.objects.exists()
     response = reviewer.post(
         f"/review/submissions/{sub.pk}/publish/",

@@ -284,8 +284,10 @@ def test_every_shipped_example_is_validated_here_and_each_launcher_has_one():
     # ladder-*.yaml are engine ladders (tests/engine/test_ladder.py validates them)
     configs = [p for p in Path(EXAMPLES).glob("*.yaml") if not p.stem.startswith("ladder-")]
     assert sorted(p.stem for p in configs) == EXAMPLE_NAMES
-    kinds = {parse_config((Path(EXAMPLES) / f"{n}.yaml").read_text(), "application/yaml")
-             .launcher.kind for n in EXAMPLE_NAMES}  # fmt: skip
+    kinds = {
+        parse_config((Path(EXAMPLES) / f"{n}.yaml").read_text(), "application/yaml").launcher.kind
+        for n in EXAMPLE_NAMES
+    }
     assert kinds == {"attached", "process", "simulated"}
 
 

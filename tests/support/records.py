@@ -64,14 +64,25 @@ def session_records(shape: Shape, *, seed: int, turns_per_session: int = 6) -> l
                 t_last = t_first + int((n_out - 1) / speed * NS)
                 out.append(
                     RequestRecord(
-                        request_id=f"r{i}", agent_id=agent, session_id=f"a{agent}s{session}",
-                        trajectory_id=f"traj-{(agent + session) % 7}", turn_index=turn,
-                        target_output_tokens=n_out, t_send_ns=t, t_first_ns=t_first,
-                        t_last_ns=t_last, t_end_ns=t_last + 1_000_000, n_reads=n_out,
-                        n_output_events=n_out, n_in=n_in, n_out=n_out, n_cached=cached,
-                        local_prompt_tokens=n_in, ok=True,
+                        request_id=f"r{i}",
+                        agent_id=agent,
+                        session_id=f"a{agent}s{session}",
+                        trajectory_id=f"traj-{(agent + session) % 7}",
+                        turn_index=turn,
+                        target_output_tokens=n_out,
+                        t_send_ns=t,
+                        t_first_ns=t_first,
+                        t_last_ns=t_last,
+                        t_end_ns=t_last + 1_000_000,
+                        n_reads=n_out,
+                        n_output_events=n_out,
+                        n_in=n_in,
+                        n_out=n_out,
+                        n_cached=cached,
+                        local_prompt_tokens=n_in,
+                        ok=True,
                     )
-                )  # fmt: skip
+                )
                 i += 1
                 cached = n_in
                 n_in += n_out + rng.randint(200, 2000)
@@ -127,12 +138,23 @@ def make_result_with_records(
     for index, shape in enumerate(shapes):
         records = session_records(shape, seed=index + 1)
         ps = {t.ttft_percentile for t in tiers}
-        summary = summarize(records, window_start_ns=w0, window_end_ns=w1,
-                            accelerators=accelerators, extra_ttft_percentiles=ps)  # fmt: skip
+        summary = summarize(
+            records,
+            window_start_ns=w0,
+            window_end_ns=w1,
+            accelerators=accelerators,
+            extra_ttft_percentiles=ps,
+        )
         verdicts = evaluate_tiers(summary, tiers, min_requests=20)
-        intervals = trial_intervals(records, window_start_ns=w0, window_end_ns=w1,
-                                    ttft_percentiles=ps, resamples=resamples, seed=index,
-                                    accelerators=accelerators)  # fmt: skip
+        intervals = trial_intervals(
+            records,
+            window_start_ns=w0,
+            window_end_ns=w1,
+            ttft_percentiles=ps,
+            resamples=resamples,
+            seed=index,
+            accelerators=accelerators,
+        )
         mark_marginal(verdicts, tiers, intervals, summary, min_requests=20)
         statistics = {
             "intervals": {k: v.to_dict() for k, v in intervals.items()},
@@ -153,13 +175,19 @@ def make_result_with_records(
             "confirm" if any(s.concurrency == shape.concurrency for s in shapes[:index]) else "ramp"
         )
         Trial.objects.create(
-            run=run, index=index, concurrency=shape.concurrency, phase=phase,
-            window_start_s=WARMUP_S, window_end_s=WARMUP_S + WINDOW_S, metrics=metrics,
+            run=run,
+            index=index,
+            concurrency=shape.concurrency,
+            phase=phase,
+            window_start_s=WARMUP_S,
+            window_end_s=WARMUP_S + WINDOW_S,
+            metrics=metrics,
             verdicts={k: contract.TierVerdict.of(v).dump() for k, v in verdicts.items()},
             telemetry=contract.TrialTelemetry(measured=False, reason="not measured").dump(),
-            raw_records_key=artifact.storage_key, raw_records_sha256=artifact.sha256,
+            raw_records_key=artifact.storage_key,
+            raw_records_sha256=artifact.sha256,
             raw_records_count=len(records),
-        )  # fmt: skip
+        )
         search_trials.append(
             SearchTrial(
                 index,
@@ -167,7 +195,7 @@ def make_result_with_records(
                 phase,
                 {k: v.passed for k, v in verdicts.items()},
                 marginal=sorted(k for k, v in verdicts.items() if v.marginal),
-            )  # fmt: skip
+            )
         )
     cap = max(s.concurrency for s in shapes)
     results = tier_results(search_trials, [t.name for t in tiers], cap=cap)

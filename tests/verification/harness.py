@@ -40,10 +40,17 @@ def small_dataset(seed: int = 7, trajectories: int = 6) -> Dataset:
     """Prompts of a few hundred to ~2.5k tokens and short answers (catalog/datasets.py's
     small shape), generated once per process."""
     params = ShapeParams(
-        turns_median=6, initial_min=400, initial_max=900, output_median=40, output_sigma=0.8,
-        output_max=256, result_median=80, result_max=400, delay_median_s=0.5,
+        turns_median=6,
+        initial_min=400,
+        initial_max=900,
+        output_median=40,
+        output_sigma=0.8,
+        output_max=256,
+        result_median=80,
+        result_max=400,
+        delay_median_s=0.5,
         context_tokens=2500,
-    )  # fmt: skip
+    )
     return generate_dataset(
         seed=seed, trajectories=trajectories, params=params, name="verify-test", version="1"
     )
@@ -60,12 +67,16 @@ def simulated_run(
     """{check name: check} of one simulated run (tiny profile, virtual time)."""
     dataset = small_dataset()
     base = TrialConfig(
-        concurrency=1, warmup_s=10.0, duration_s=40.0, accelerators=1, min_requests=10,
+        concurrency=1,
+        warmup_s=10.0,
+        duration_s=40.0,
+        accelerators=1,
+        min_requests=10,
         replay=ReplayConfig(
             model=MODEL, seed=3, ramp_s=10.0, tool_delay_scale=0.5, prime_cache=prime_cache
         ),
         bootstrap_resamples=200,
-    )  # fmt: skip
+    )
 
     async def main(transport: Any, clock: Any) -> tuple[list, list[TrialData], Any]:
         qualification = [model_listed_check(MODEL, None)]
@@ -100,7 +111,7 @@ def simulated_run(
                     },
                     raw_records_key=f"memory/{index}",
                     raw_records_count=len(res.records),
-                )  # fmt: skip
+                )
             )
             return TrialOutcome(
                 {k: v.passed for k, v in res.verdicts.items()},
@@ -130,7 +141,7 @@ def simulated_run(
             sha256=digest,
             visibility="private",
             VISIBILITY_PRIVATE="private",
-        ),  # fmt: skip
+        ),
         submission=SimpleNamespace(config=config or {}),
     )
     checks = report_checks(run, trials, {t.id: t for t in dataset.trajectories})

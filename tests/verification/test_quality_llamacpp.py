@@ -30,8 +30,13 @@ BUILDS = {
 def reference() -> dict:
     server = start_llama_server(tiny_gguf(seed=0))
     try:
-        doc = record_reference(base_url=server.base_url, model="tiny", slug="tiny",
-                               precision="gguf_f32", deployment="llama.cpp F32")  # fmt: skip
+        doc = record_reference(
+            base_url=server.base_url,
+            model="tiny",
+            slug="tiny",
+            precision="gguf_f32",
+            deployment="llama.cpp F32",
+        )
     finally:
         server.stop()
     doc["source"] = "recorded in this test"
@@ -66,8 +71,10 @@ def probes(reference) -> dict[str, list[dict]]:
 def _figures(probes, reference, name):
     evidence = probes[name][1]["evidence"]
     compared = compare_distributions(evidence, reference)
-    print(f"{name}: mean KL {compared['mean_kl']}, top-1 {compared['top1_agreement']}, "
-          f"{compared['positions']} positions")  # fmt: skip
+    print(
+        f"{name}: mean KL {compared['mean_kl']}, top-1 {compared['top1_agreement']}, "
+        f"{compared['positions']} positions"
+    )
     return compared
 
 
@@ -102,17 +109,20 @@ def test_model_identity_accepts_honest_lower_precision_and_still_fails_another_m
     probes, reference
 ):
     for name in ("f32", "q8_0", "q4_0"):
-        check = check_model_identity(probes[name], reference, model="tiny",
-                                     weight_precision=BUILDS[name][1])  # fmt: skip
+        check = check_model_identity(
+            probes[name], reference, model="tiny", weight_precision=BUILDS[name][1]
+        )
         assert check["status"] == "pass", (name, check["summary"])
-    other = check_model_identity(probes["other"], reference, model="tiny",
-                                 weight_precision="gguf_f32")  # fmt: skip
+    other = check_model_identity(
+        probes["other"], reference, model="tiny", weight_precision="gguf_f32"
+    )
     assert other["status"] == "fail", other["summary"]
 
 
 def test_a_model_without_a_reference_says_so_instead_of_passing(probes):
-    check = check_quality_distribution(probes["f32"], None, model="unknown-model",
-                                       weight_precision="bf16")  # fmt: skip
+    check = check_quality_distribution(
+        probes["f32"], None, model="unknown-model", weight_precision="bf16"
+    )
     assert (
         check["status"] == "warn" and check["summary"] == "quality: no reference for unknown-model"
     )

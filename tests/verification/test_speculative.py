@@ -20,24 +20,46 @@ vllm:prefix_cache_queries_total{model_name="m"} 1000
 vllm:prefix_cache_hits_total{model_name="m"} 400
 vllm:num_requests_running{model_name="m"} 7
 """
-VLLM_END = VLLM_START.replace(" 100\n", " 1100\n").replace(" 300\n", " 3300\n").replace(
-    " 150\n", " 1950\n").replace(" 1000\n", " 11000\n").replace(" 400\n", " 8400\n")  # fmt: skip
+VLLM_END = (
+    VLLM_START.replace(" 100\n", " 1100\n")
+    .replace(" 300\n", " 3300\n")
+    .replace(" 150\n", " 1950\n")
+    .replace(" 1000\n", " 11000\n")
+    .replace(" 400\n", " 8400\n")
+)
 
 
 @pytest.mark.parametrize(
     ("config", "path"),
     [
         ({"env": {"SGLANG_SIMULATE_ACC_LEN": "3"}}, "env.SGLANG_SIMULATE_ACC_LEN"),
-        ({"env": {"TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS": "2"}},
-         "env.TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS"),
-        ({"launch": {"command": "vllm serve", "args": [
-            "--speculative-config", '{"method": "mtp", "rejection_sample_method": "synthetic"}']}},
-         "launch.args.1"),
-        ({"launch": {"command": "vllm", "args": ["--speculative-config",
-                                                  '{"synthetic_acceptance_length": 2.5}']}},
-         "launch.args.1"),
+        (
+            {"env": {"TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS": "2"}},
+            "env.TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS",
+        ),
+        (
+            {
+                "launch": {
+                    "command": "vllm serve",
+                    "args": [
+                        "--speculative-config",
+                        '{"method": "mtp", "rejection_sample_method": "synthetic"}',
+                    ],
+                }
+            },
+            "launch.args.1",
+        ),
+        (
+            {
+                "launch": {
+                    "command": "vllm",
+                    "args": ["--speculative-config", '{"synthetic_acceptance_length": 2.5}'],
+                }
+            },
+            "launch.args.1",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_config_that_fakes_acceptance_is_found_where_it_hides(config, path):
     findings = fake_acceptance_findings(config)
     assert [f["path"] for f in findings] == [path]
@@ -61,10 +83,12 @@ def test_acceptance_rate_and_mean_length_come_from_counter_deltas():
 
 def test_the_check_fails_a_faking_config_and_reports_honest_acceptance():
     trial = TrialData(
-        index=0, concurrency=1,
-        telemetry={"server_metrics": {"start": parse_metrics(VLLM_START),
-                                      "end": parse_metrics(VLLM_END)}},
-    )  # fmt: skip
+        index=0,
+        concurrency=1,
+        telemetry={
+            "server_metrics": {"start": parse_metrics(VLLM_START), "end": parse_metrics(VLLM_END)}
+        },
+    )
     honest = check_speculative({"speculative": {"method": "mtp", "draft_tokens": 3}}, [trial])
     assert honest["status"] == "pass"
     assert honest["evidence"]["prefix_cache_hit_rate"] == pytest.approx(8000 / 10000)

@@ -27,12 +27,24 @@ def record(agent: int, session: str, speed: float, ttft: float, i: int) -> Reque
     t_first = t_send + int(ttft * NS)
     n_out = 101
     return RequestRecord(
-        request_id=f"r{i}", agent_id=agent, session_id=session, trajectory_id="t",
-        turn_index=i, target_output_tokens=n_out, t_send_ns=t_send, t_first_ns=t_first,
-        t_last_ns=t_first + int((n_out - 1) / speed * NS), t_end_ns=None, n_reads=10,
-        n_output_events=10, n_in=100, n_out=n_out, n_cached=0, local_prompt_tokens=100,
+        request_id=f"r{i}",
+        agent_id=agent,
+        session_id=session,
+        trajectory_id="t",
+        turn_index=i,
+        target_output_tokens=n_out,
+        t_send_ns=t_send,
+        t_first_ns=t_first,
+        t_last_ns=t_first + int((n_out - 1) / speed * NS),
+        t_end_ns=None,
+        n_reads=10,
+        n_output_events=10,
+        n_in=100,
+        n_out=n_out,
+        n_cached=0,
+        local_prompt_tokens=100,
         ok=True,
-    )  # fmt: skip
+    )
 
 
 def sessions(n_sessions: int, per_session: int, *, seed: int = 1) -> list[RequestRecord]:
@@ -135,6 +147,11 @@ def test_a_marginal_trial_below_the_bounds_costs_no_repeat():
 
 
 def test_stored_trials_carry_their_marginal_tiers_inside_the_verdicts():
-    stored = {"index": 0, "concurrency": 2, "phase": "ramp", "verdicts": {"t": True},
-              "data": {"verdicts": {"t": {"passed": True, "marginal": True}}}}  # fmt: skip
+    stored = {
+        "index": 0,
+        "concurrency": 2,
+        "phase": "ramp",
+        "verdicts": {"t": True},
+        "data": {"verdicts": {"t": {"passed": True, "marginal": True}}},
+    }
     assert SearchTrial.from_dict(stored).marginal == ["t"]

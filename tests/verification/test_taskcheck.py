@@ -41,7 +41,7 @@ def test_a_correct_completion_passes_and_a_wrong_one_fails(first):
             "    import socket\n    socket.create_connection(('127.0.0.1', 5432), timeout=2)\n"
             "    return True\n",
             "ConnectionRefusedError",
-        ),  # fmt: skip
+        ),
         ("    open('/etc/passwd-written', 'w')\n    return True\n", "Error"),
     ],
 )
@@ -52,12 +52,27 @@ def test_a_hostile_or_runaway_completion_is_contained(first, body, expected):
 
 def test_the_two_proportion_test_refuses_only_a_significantly_lower_score():
     assert two_proportion_z(50, 100, 50, 100) == 0.0
-    assert task_verdict({"passed": 30, "problems": 100, "pass_at_1": 0.3},
-                        {"passed": 50, "problems": 100, "pass_at_1": 0.5})[0] == "fail"  # fmt: skip
-    assert task_verdict({"passed": 45, "problems": 100, "pass_at_1": 0.45},
-                        {"passed": 50, "problems": 100, "pass_at_1": 0.5})[0] == "pass"  # fmt: skip
-    assert task_verdict({"passed": 0, "problems": 6, "pass_at_1": 0.0},
-                        {"passed": 0, "problems": 6, "pass_at_1": 0.0})[0] == "n/a"  # fmt: skip
+    assert (
+        task_verdict(
+            {"passed": 30, "problems": 100, "pass_at_1": 0.3},
+            {"passed": 50, "problems": 100, "pass_at_1": 0.5},
+        )[0]
+        == "fail"
+    )
+    assert (
+        task_verdict(
+            {"passed": 45, "problems": 100, "pass_at_1": 0.45},
+            {"passed": 50, "problems": 100, "pass_at_1": 0.5},
+        )[0]
+        == "pass"
+    )
+    assert (
+        task_verdict(
+            {"passed": 0, "problems": 6, "pass_at_1": 0.0},
+            {"passed": 0, "problems": 6, "pass_at_1": 0.0},
+        )[0]
+        == "n/a"
+    )
 
 
 def _probe(phase, outcomes, concurrency=None):
@@ -67,11 +82,15 @@ def _probe(phase, outcomes, concurrency=None):
 
 def test_the_check_fails_when_quality_drops_under_load_and_says_no_reference_without_one():
     ids = [f"HumanEval/{i}" for i in range(40)]
-    reference = {"tasks": {"suite": "humaneval",
-                           "outcomes": [{"task_id": t, "passed": True} for t in ids]}}  # fmt: skip
+    reference = {
+        "tasks": {"suite": "humaneval", "outcomes": [{"task_id": t, "passed": True} for t in ids]}
+    }
     idle = _probe("idle", [{"task_id": t, "passed": True, "detail": "passed"} for t in ids])
-    loaded = _probe("under_load", [{"task_id": t, "passed": i < 20, "detail": "x"}
-                                   for i, t in enumerate(ids)], concurrency=64)  # fmt: skip
+    loaded = _probe(
+        "under_load",
+        [{"task_id": t, "passed": i < 20, "detail": "x"} for i, t in enumerate(ids)],
+        concurrency=64,
+    )
     check = check_quality_task([idle, loaded], reference, model="m")
     assert check["status"] == "fail"
     assert check["evidence"]["phases"]["idle"]["verdict"] == "pass"

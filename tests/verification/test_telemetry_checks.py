@@ -40,8 +40,11 @@ def test_complete_power_passes_and_states_method_and_denominator():
 
 
 def test_unmeasured_power_is_a_warning_never_a_pass():
-    trial = TrialData(index=0, concurrency=1, telemetry={"measured": False,
-                                                         "reason": "not measured: no nvidia-smi"})  # fmt: skip
+    trial = TrialData(
+        index=0,
+        concurrency=1,
+        telemetry={"measured": False, "reason": "not measured: no nvidia-smi"},
+    )
     check = check_power([trial])
     assert check["status"] == "warn" and "not measured" in check["summary"]
 

@@ -50,8 +50,13 @@ def published_result(submission: Submission, request=None) -> dict | None:
     api_url = reverse("public-api-result", args=[result.pk])
     if request is not None:
         url, api_url = request.build_absolute_uri(url), request.build_absolute_uri(api_url)
-    return {"id": result.pk, "status": result.status, "label": result.label, "url": url,
-            "api_url": api_url}  # fmt: skip
+    return {
+        "id": result.pk,
+        "status": result.status,
+        "label": result.label,
+        "url": url,
+        "api_url": api_url,
+    }
 
 
 class SubmissionListSerializer(serializers.ModelSerializer):

@@ -21,9 +21,10 @@ class Command(BaseCommand):
     def handle(self, *args, username: str, email: str, **options) -> None:
         try:
             user, generated = reviewer_create(
-                username=username, email=email,
+                username=username,
+                email=email,
                 password=os.environ.get("AGENTPERF_PASSWORD") or None,
-            )  # fmt: skip
+            )
         except UserError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"reviewer {username!r} can use /review/ (user id {user.pk})")

@@ -19,8 +19,11 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("username")
         parser.add_argument("--org", required=True, help="organization name or slug")
-        parser.add_argument("--role", default=Membership.ROLE_MEMBER,
-                            choices=[r for r, _ in Membership.ROLE_CHOICES])  # fmt: skip
+        parser.add_argument(
+            "--role",
+            default=Membership.ROLE_MEMBER,
+            choices=[r for r, _ in Membership.ROLE_CHOICES],
+        )
         parser.add_argument("--email", default="")
 
     def handle(self, *args, username: str, org: str, role: str, email: str, **options) -> None:
@@ -29,9 +32,12 @@ class Command(BaseCommand):
             raise CommandError(f"no organization named {org!r}; create it with create_org")
         try:
             user, generated = vendor_user_create(
-                org=found, username=username, email=email, role=role,
+                org=found,
+                username=username,
+                email=email,
+                role=role,
                 password=os.environ.get("AGENTPERF_PASSWORD") or None,
-            )  # fmt: skip
+            )
         except UserError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"vendor user {username!r} is {role} of {found.name} (user id {user.pk})")
