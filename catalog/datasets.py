@@ -3,6 +3,7 @@ none is stored yet, and kept in the `datasets` storage (never served publicly)."
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import logging
@@ -13,12 +14,15 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import storages
 from django.db import IntegrityError, transaction
 
-from catalog.models import Dataset
+from catalog.models import WORKLOAD_CHAT, WORKLOAD_CODING, WORKLOADS, Dataset
 
 log = logging.getLogger(__name__)
 
 SIZE_STANDARD = "standard"
 SIZE_SMALL = "small"
+
+# "chat" replays the same sessions with every turn's text labelled prose
+_OUTPUT_KIND = {WORKLOAD_CHAT: "prose"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,26 +31,32 @@ class TestSetSpec:
     seed: int
     trajectories: int
     small: bool
+    workload: str = WORKLOAD_CODING
 
     @property
     def version(self) -> str:
         shape = "small" if self.small else "full"
-        return f"synthetic-v1-{shape}-seed{self.seed}-n{self.trajectories}"
+        suffix = "" if self.workload == WORKLOAD_CODING else f"-{self.workload}"
+        return f"synthetic-v1-{shape}-seed{self.seed}-n{self.trajectories}{suffix}"
 
 
-def test_set_spec(size: str) -> TestSetSpec:
+def test_set_spec(size: str, workload: str = WORKLOAD_CODING) -> TestSetSpec:
+    if workload not in WORKLOADS:
+        raise ValueError(f"unknown workload {workload!r}; one of {', '.join(WORKLOADS)}")
     if size == SIZE_SMALL:
         return TestSetSpec(
             name=settings.RUN_DATASET_SMALL_NAME,
             seed=settings.RUN_DATASET_SEED,
             trajectories=settings.RUN_DATASET_SMALL_TRAJECTORIES,
             small=True,
+            workload=workload,
         )
     return TestSetSpec(
         name=settings.RUN_DATASET_NAME,
         seed=settings.RUN_DATASET_SEED,
         trajectories=settings.RUN_DATASET_TRAJECTORIES,
         small=False,
+        workload=workload,
     )
 
 
@@ -75,7 +85,7 @@ def _generated(spec: TestSetSpec) -> tuple[bytes, str, dict]:
     process generates each one once."""
     from runner.engine.datasets.stats import dataset_stats
     from runner.engine.datasets.synthetic import ShapeParams, generate_dataset
-    from runner.engine.trajectory import dataset_to_bytes
+    from runner.engine.trajectory import dataset_to_bytes, with_output_kind
 
     params = _small_shape() if spec.small else ShapeParams()
     log.info("generating synthetic dataset %s@%s", spec.name, spec.version)
@@ -86,6 +96,13 @@ def _generated(spec: TestSetSpec) -> tuple[bytes, str, dict]:
         name=spec.name,
         version=spec.version,
     )
+    kind = _OUTPUT_KIND.get(spec.workload)
+    if kind is not None:
+        dataset = dataclasses.replace(
+            dataset,
+            trajectories=with_output_kind(dataset.trajectories, kind),
+            metadata={**dataset.metadata, "workload": spec.workload},
+        )
     dataset.validate()
     content = dataset_to_bytes(dataset)
     stats = dataset_stats(dataset).to_dict()
@@ -94,9 +111,10 @@ def _generated(spec: TestSetSpec) -> tuple[bytes, str, dict]:
     return content, dataset.digest(), stats
 
 
-def private_test_set(*, size: str = SIZE_STANDARD) -> Dataset:
-    """The private test set of `size`; generated and stored the first time it is needed."""
-    spec = test_set_spec(size)
+def private_test_set(*, size: str = SIZE_STANDARD, workload: str = WORKLOAD_CODING) -> Dataset:
+    """The private test set of `size` and `workload`; generated and stored the first time it
+    is needed."""
+    spec = test_set_spec(size, workload)
     existing = Dataset.objects.filter(
         name=spec.name, version=spec.version, visibility=Dataset.VISIBILITY_PRIVATE
     ).first()

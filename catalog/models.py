@@ -131,6 +131,16 @@ class SloTier(models.Model):
         }
 
 
+# The workloads a run can replay (docs/datasets.md "Workloads"). Agentic coding is the
+# benchmark's; "chat" is the same sessions with every turn's text labelled prose, for a
+# ladder rung that asks whether a change's gain holds off agentic coding (docs/ladders.md).
+# Only agentic-coding results are ranked.
+WORKLOAD_CODING = "agentic-coding"
+WORKLOAD_CHAT = "chat"
+WORKLOADS = (WORKLOAD_CODING, WORKLOAD_CHAT)
+WORKLOAD_CHOICES = [(w, w) for w in WORKLOADS]
+
+
 class Dataset(models.Model):
     VISIBILITY_PUBLIC = "public"
     VISIBILITY_PRIVATE = "private"

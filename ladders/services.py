@@ -26,6 +26,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from catalog.models import WORKLOAD_CODING, WORKLOADS
 from ladders.models import Ladder, LadderRung
 from runner import contract
 from runner.ladder.attribution import (
@@ -71,7 +72,7 @@ def _str(body: dict[str, Any], key: str, where: str, *, limit: int, required: bo
     return value.strip()
 
 
-def _baseline(org: Organization, body: Any) -> tuple[dict[str, Any], str]:
+def _baseline(org: Organization, body: Any) -> tuple[dict[str, Any], str, str]:
     if not isinstance(body, dict) or ("config" in body) == ("result" in body):
         raise _err("baseline", "give exactly one of config (a mapping) or result (an id)")
     if "config" in body:
@@ -83,7 +84,7 @@ def _baseline(org: Organization, body: Any) -> tuple[dict[str, Any], str]:
                 raise _prefixed(exc, "baseline.config.", None) from None
         if not isinstance(config, dict):
             raise _err("baseline.config", "a deployment config (mapping or YAML text)")
-        return config, str(body.get("name") or "baseline")
+        return config, str(body.get("name") or "baseline"), WORKLOAD_CODING
     from leaderboard.models import Result
 
     rid = body["result"]
@@ -94,7 +95,11 @@ def _baseline(org: Organization, body: Any) -> tuple[dict[str, Any], str]:
     )
     if result is None:
         raise _err("baseline.result", f"no published result {rid!r} of your organization")
-    return dict(result.submission.config), str(body.get("name") or result.label)
+    return (
+        dict(result.submission.config),
+        str(body.get("name") or result.label),
+        result.submission.workload,
+    )
 
 
 def _prefixed(exc: ConfigError, prefix: str, owner: Any) -> LadderError:
@@ -119,17 +124,22 @@ def _parse_rungs(body: Any) -> list[dict[str, Any]]:
     for i, raw in enumerate(body):
         where = f"rungs[{i}]."
         if not isinstance(raw, dict):
-            raise _err(f"rungs[{i}]", "a mapping {name, description, patch}")
-        extra = sorted(set(raw) - {"name", "description", "patch"})
+            raise _err(f"rungs[{i}]", "a mapping {name, description, patch and/or workload}")
+        extra = sorted(set(raw) - {"name", "description", "patch", "workload"})
         if extra:
-            raise _err(f"rungs[{i}].{extra[0]}", "unknown key (name, description, patch)")
+            raise _err(f"rungs[{i}].{extra[0]}", "unknown key (name, description, patch, workload)")
         name = _str(raw, "name", where, limit=200)
         if name in names:
             raise _err(f"rungs[{i}].name", f"{name!r} names another rung")
         names.add(name)
         description = _str(raw, "description", where, limit=500)
+        workload = raw.get("workload")
+        if workload is not None and workload not in WORKLOADS:
+            raise _err(f"rungs[{i}].workload", f"one of {', '.join(WORKLOADS)}")
         patch = raw.get("patch")
-        if not isinstance(patch, dict) or not patch:
+        if patch is None and workload is not None:
+            patch = {}  # a change of workload alone
+        elif not isinstance(patch, dict) or not patch:
             raise _err(f"rungs[{i}].patch", "a JSON Merge Patch (RFC 7396) of the config")
         for path in patch_paths(patch):
             if any(path == f or path.startswith(f + ".") or f.startswith(path + ".")
@@ -139,8 +149,18 @@ def _parse_rungs(body: Any) -> list[dict[str, Any]]:
                     "every rung runs on the same hardware, model and search settings "
                     "(identical conditions); this field may not change",
                 )
-        out.append({"name": name, "description": description, "patch": patch})
+        change: dict[str, Any] = {"name": name, "description": description, "patch": patch}
+        if workload is not None:
+            change["workload"] = workload
+        out.append(change)
     return out
+
+
+def _rung_workload(baseline: str, changes: list[dict[str, Any]], applied: list[int]) -> str:
+    """The workload of a rung: the latest applied change that names one, else the
+    baseline's (docs/ladders.md "Workloads")."""
+    named = [changes[i]["workload"] for i in applied if "workload" in changes[i]]
+    return named[-1] if named else baseline
 
 
 def _applied_for(order: str, n: int) -> list[tuple[str, str, int | None, list[int]]]:
@@ -176,9 +196,13 @@ def _rung_config(
     return parsed.model_dump(mode="json")
 
 
-def _reusable(org: Organization, sha: str) -> Submission | None:
-    """An earlier submission of the org with this exact config whose run was verified."""
-    for sub in Submission.objects.filter(org=org, status__in=(c.IN_REVIEW, c.PUBLISHED)):
+def _reusable(org: Organization, sha: str, workload: str) -> Submission | None:
+    """An earlier submission of the org with this exact config and workload whose run was
+    verified."""
+    subs = Submission.objects.filter(
+        org=org, status__in=(c.IN_REVIEW, c.PUBLISHED), workload=workload
+    )
+    for sub in subs:
         if _sha(sub.config) == sha and sub.runs.filter(verification__isnull=False).exists():
             return sub
     return None
@@ -196,7 +220,7 @@ def ladder_create(*, org: Organization, body: Any, created_by: Any = None) -> La
         raise _err(extra[0], "unknown key")
     name = _str(body, "name", "", limit=200)
     description = _str(body, "description", "", limit=500, required=False)
-    baseline, baseline_name = _baseline(org, body.get("baseline"))
+    baseline, baseline_name, baseline_workload = _baseline(org, body.get("baseline"))
     changes = _parse_rungs(body.get("rungs"))
     orders = body.get("orders", ["forward"])
     if (
@@ -212,7 +236,7 @@ def ladder_create(*, org: Organization, body: Any, created_by: Any = None) -> La
     ):
         raise _err("speeds", "a list of speeds in tok/s per agent (0 < s < 100000)")
     orders = list(dict.fromkeys(orders))
-    planned: list[tuple[str, int, str, str, int | None, list[int], dict[str, Any]]] = []
+    planned: list[tuple[str, int, str, str, int | None, list[int], dict[str, Any], str]] = []
     for order in orders:
         for k, (kind, _, change, applied) in enumerate(_applied_for(order, len(changes))):
             config = _rung_config(baseline, changes, applied)
@@ -225,7 +249,8 @@ def ladder_create(*, org: Organization, body: Any, created_by: Any = None) -> La
                 ch = changes[change]
                 rung_name = ch["name"] if kind == "change" else f"all but {ch['name']}"
                 desc = ch["description"]
-            planned.append((order, k, rung_name, desc, change, applied, config))
+            workload = _rung_workload(baseline_workload, changes, applied)
+            planned.append((order, k, rung_name, desc, change, applied, config, workload))
     parsed = parse_config(json.dumps(planned[0][6]), "application/json")
     model, hardware = config_resolve_catalog(config=parsed, org=org)
     with transaction.atomic():
@@ -244,22 +269,27 @@ def ladder_create(*, org: Organization, body: Any, created_by: Any = None) -> La
             speeds=[float(s) for s in speeds],
             created_by=created_by if getattr(created_by, "pk", None) else None,
         )
-        by_sha: dict[str, tuple[Submission, bool]] = {}
-        for order, k, rung_name, desc, change, applied, config in planned:
+        # one submission per distinct (config, workload): equal rungs share a run
+        by_sha: dict[tuple[str, str], tuple[Submission, bool]] = {}
+        for order, k, rung_name, desc, change, applied, config, workload in planned:
             sha = _sha(config)
-            if sha not in by_sha:
-                prior = _reusable(org, sha)
+            # what identifies a rung's measurement: its config, and its workload when not
+            # the benchmark's (a workload change alone leaves the config as it was)
+            digest = sha if workload == WORKLOAD_CODING else _sha([config, workload])
+            if (sha, workload) not in by_sha:
+                prior = _reusable(org, sha, workload)
                 if prior is not None:
-                    by_sha[sha] = (prior, True)
+                    by_sha[sha, workload] = (prior, True)
                 else:
                     sub = submission_create(
                         org=org,
                         config_text=json.dumps(config),
                         content_type="application/json",
                         created_by=created_by,
+                        workload=workload,
                     )
-                    by_sha[sha] = (sub, False)
-            sub, reused = by_sha[sha]
+                    by_sha[sha, workload] = (sub, False)
+            sub, reused = by_sha[sha, workload]
             LadderRung.objects.create(
                 ladder=ladder,
                 order=order,
@@ -269,7 +299,7 @@ def ladder_create(*, org: Organization, body: Any, created_by: Any = None) -> La
                 change=change,
                 applied=applied,
                 config=config,
-                config_sha256=sha,
+                config_sha256=digest,
                 submission=sub,
                 reused=reused,
             )
@@ -347,8 +377,16 @@ def _spec(ladder: Ladder, tiers: list[Any], extra_speeds: list[float] = ()) -> L
         baseline_description="baseline",
         baseline_target="platform",
         baseline_patch=None,
-        steps=[Change(r["name"], r["description"], r["patch"]) for r in doc["rungs"]],
-        dataset={"platform": "the pool's dataset (every rung the same)"},
+        steps=[
+            Change(
+                r["name"],
+                r["description"],
+                r["patch"] or None,
+                dataset={"workload": r["workload"]} if "workload" in r else None,
+            )
+            for r in doc["rungs"]
+        ],
+        dataset={"platform": "the pool's private test set of each rung's workload"},
         tiers=tiers,
         tier_set="run",
         speeds=[*ladder.speeds, *extra_speeds],
@@ -360,9 +398,12 @@ def _spec(ladder: Ladder, tiers: list[Any], extra_speeds: list[float] = ()) -> L
 
 def _plans(ladder: Ladder) -> dict[str, list[RungPlan]]:
     plans: dict[str, list[RungPlan]] = {o: [] for o in ladder.orders}
-    for r in ladder.rungs.order_by("order", "index"):
-        config = RungConfig(target=f"submission #{r.submission_id}", profile_doc=None,
-                            dataset={"submission": r.submission_id})  # fmt: skip
+    for r in ladder.rungs.select_related("submission").order_by("order", "index"):
+        config = RungConfig(
+            target=f"submission #{r.submission_id}",
+            profile_doc=None,
+            dataset={"submission": r.submission_id, "workload": r.submission.workload},
+        )
         plans.setdefault(r.order, []).append(
             RungPlan(r.name, r.description, r.change, tuple(r.applied), config, r.config_sha256)
         )
@@ -431,6 +472,11 @@ def _document(
                 row["submission"] = rung.submission_id
                 result = getattr(rung.submission, "result", None)
                 row["result"] = getattr(result, "pk", None)
+                row["workload"] = rung.submission.workload
+    rungs = ladder.rungs.select_related("submission")
+    doc["workloads"] = sorted(
+        {(r.name, r.submission.workload) for r in rungs if r.submission.workload != WORKLOAD_CODING}
+    )
     return doc
 
 

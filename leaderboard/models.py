@@ -5,13 +5,14 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from catalog.models import AIModel, HardwareSystem, SloTierSet
+from catalog.models import WORKLOAD_CHOICES, WORKLOAD_CODING, AIModel, HardwareSystem, SloTierSet
 
 CHART_FIELDS = (
     "label",
     "status",
     "status_reason",
     "is_simulated",
+    "workload",
     "accelerators_used",
     "accelerators_in_system",
     "max_agents",
@@ -30,8 +31,10 @@ CHART_FIELDS = (
 
 class ResultQuerySet(models.QuerySet):
     def public(self, *, include_simulated: bool = False) -> ResultQuerySet:
-        """Published results; simulated ones only when asked (they are never ranked)."""
-        qs = self.filter(status=Result.STATUS_PUBLISHED)
+        """Published results of the benchmark's workload; simulated ones only when asked
+        (they are never ranked). A ladder rung's other workload (docs/ladders.md
+        "Workloads") shows on its ladder and its own page, never on a frontier."""
+        qs = self.filter(status=Result.STATUS_PUBLISHED, workload=WORKLOAD_CODING)
         return qs if include_simulated else qs.filter(is_simulated=False)
 
     def for_listing(self) -> ResultQuerySet:
@@ -71,6 +74,8 @@ class Result(models.Model):
     status_reason = models.TextField(blank=True)
     label = models.CharField(max_length=200)
     is_simulated = models.BooleanField(default=False)
+    # the submission's workload; only agentic coding is ranked (docs/ladders.md "Workloads")
+    workload = models.CharField(max_length=32, choices=WORKLOAD_CHOICES, default=WORKLOAD_CODING)
     accelerators_used = models.PositiveIntegerField()
     accelerators_in_system = models.PositiveIntegerField(null=True, blank=True)
     # {tier name: max agents}; absent tier = never passed

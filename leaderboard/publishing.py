@@ -329,6 +329,7 @@ def result_publish(
             tier_set=tier_set,
             label=label or default_label(hardware_name=submission.hardware.name, when=now),
             is_simulated=submission.is_simulated,
+            workload=submission.workload,
             accelerators_used=accelerators,
             accelerators_in_system=in_system,
             max_agents=max_agents,

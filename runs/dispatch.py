@@ -311,7 +311,9 @@ def run_prepare(*, submission: Submission) -> tuple[BenchmarkRun, Signature]:
     if tier_set is None or not tier_set.tiers.exists():
         raise DispatchError(f"no SLO tier set for model {submission.model.slug!r}")
     search = search_options(submission, pool, launcher)
-    dataset = private_test_set(size=dataset_size(submission, pool, launcher))
+    dataset = private_test_set(
+        size=dataset_size(submission, pool, launcher), workload=submission.workload
+    )
     soft, hard = time_limits(search, launcher)
     # Secret-free: the token and presigned URLs are added per message (run_spec_message).
     fields = {

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from catalog.models import WORKLOAD_CHOICES, WORKLOAD_CODING, WORKLOADS
 from submissions import constants as c
 
 
@@ -91,6 +92,9 @@ class Submission(models.Model):
     # null, not "", so the partial unique constraint ignores submissions without a key
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     is_simulated = models.BooleanField(default=False)
+    # what the run replays; only a ladder rung asks for another than agentic coding
+    # (docs/ladders.md "Workloads")
+    workload = models.CharField(max_length=32, choices=WORKLOAD_CHOICES, default=WORKLOAD_CODING)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
@@ -102,6 +106,7 @@ class Submission(models.Model):
         indexes = [models.Index(fields=["status", "-created_at"])]
         constraints = [
             models.CheckConstraint(condition=Q(status__in=c.ALL_STATES), name="submission_status"),
+            models.CheckConstraint(condition=Q(workload__in=WORKLOADS), name="submission_workload"),
             models.CheckConstraint(
                 condition=Q(source__in=[c.SOURCE_VENDOR, c.SOURCE_OPERATOR]),
                 name="submission_source",

@@ -18,6 +18,7 @@ deterministic too), with ``"digest"`` added to the header line.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import hashlib
 import io
@@ -250,6 +251,23 @@ def turns_from_prompts(
         )
         previous = prompt
     return tuple(turns)
+
+
+def with_output_kind(trajectories: Sequence[Trajectory], kind: str) -> tuple[Trajectory, ...]:
+    """The same sessions with every turn's text labelled ``kind`` (turn metadata
+    ``output_kind``: ``tool_call``, ``code`` or ``prose``): a chat-like workload from a
+    coding one. What a server makes of the label is its own affair; the simulator's draft
+    acceptance depends on it (docs/simulator.md "Speculative decoding")."""
+    return tuple(
+        dataclasses.replace(
+            t,
+            turns=tuple(
+                dataclasses.replace(u, metadata={**u.metadata, "output_kind": kind})
+                for u in t.turns
+            ),
+        )
+        for t in trajectories
+    )
 
 
 @dataclass(slots=True)

@@ -63,7 +63,7 @@ from runner.engine.metrics import NS, RequestRecord, attributed_tokens
 from runner.engine.replay import ReplayConfig
 from runner.engine.runs import Target, config_for_trial, run_on_target, search_job
 from runner.engine.stats import group_by_session
-from runner.engine.trajectory import DatasetError, load_dataset
+from runner.engine.trajectory import DatasetError, load_dataset, with_output_kind
 from runner.engine.trial import Tier, TrialConfig, parse_tiers, run_trial
 from runner.ladder.mergepatch import merge_patch, overlapping, patch_paths
 from runner.ladder.report import ladder_html
@@ -719,18 +719,8 @@ def _load_dataset(spec: LadderSpec, ds: dict[str, Any], cache: dict[str, Any]) -
         ).trajectories
     kind = ds.get("output_kind")
     if kind:
-        # A chat-like workload: every turn's text is of one kind (the simulator's draft
-        # acceptance depends on it; docs/simulator.md "Speculative decoding").
-        trajectories = tuple(
-            dataclasses.replace(
-                t,
-                turns=tuple(
-                    dataclasses.replace(u, metadata={**u.metadata, "output_kind": kind})
-                    for u in t.turns
-                ),
-            )
-            for t in trajectories
-        )
+        # a chat-like workload: every turn's text is of one kind
+        trajectories = with_output_kind(trajectories, kind)
     cache[key] = trajectories
     return trajectories
 

@@ -8,7 +8,7 @@ import logging
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 
-from catalog.models import AIModel, HardwareSystem
+from catalog.models import WORKLOAD_CODING, AIModel, HardwareSystem
 from submissions import constants as c
 from submissions.models import Organization, PoolEndpoint, RunnerPool, Submission
 from submissions.schema import SCHEMA_VERSION, ConfigError, DeploymentConfig, parse_config
@@ -96,8 +96,12 @@ def submission_create(
     actor_label: str = "",
     source: str = c.SOURCE_VENDOR,
     previous: Submission | None = None,
+    workload: str = WORKLOAD_CODING,
 ) -> Submission:
     """Validate `config_text` and record a submission that goes on to the runner.
+
+    `workload` is what its run replays (a ladder rung may ask for another than agentic
+    coding: docs/ladders.md "Workloads"); not a field of the vendor's config.
 
     Same `idempotency_key` and the same parsed config (YAML or JSON alike) → the submission
     already made (`replayed` is set on it); same key with another config →
@@ -133,6 +137,7 @@ def submission_create(
                 baseline=previous,
                 idempotency_key=key,
                 is_simulated=config.is_simulated,
+                workload=workload,
                 created_by=user,
             )
             for to in (c.SUBMITTED, c.VALIDATED):
