@@ -1,4 +1,5 @@
-"""Server time of the public chart pages with many results (DESIGN.md §8: < 100 ms at p95).
+"""Server time of the public chart pages with many results (target: under 100 ms at p95,
+docs/benchmarks.md "Web").
 
 Fills a throwaway database (SQLite in a temporary folder by default, or the PostgreSQL URL
 given with --database-url, which is dropped and recreated) with one model that has

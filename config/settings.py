@@ -245,8 +245,9 @@ def _env_json_object(name: str, default: dict) -> dict:
     return value
 
 
-# Search settings of every run (DESIGN.md §4); a vendor's benchmark.max_concurrency lowers
-# the cap. Per-pool overrides: "simulated-realtime", "simulated-virtual" or a pool name.
+# Search settings of every run (docs/engine.md "Search decisions"); a vendor's
+# benchmark.max_concurrency lowers the cap. Per-pool overrides: "simulated-realtime",
+# "simulated-virtual" or a pool name.
 RUN_SEARCH_OPTIONS = _env_json_object(
     "RUN_SEARCH_OPTIONS",
     {

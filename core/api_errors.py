@@ -1,4 +1,4 @@
-"""One error shape for every API response (STYLE.md):
+"""One error shape for every API response (docs/api.md "Errors"):
 
 {"error": {"code": "...", "message": "...", "fields": {"path.to.field": ["..."]}}}
 """

@@ -1,5 +1,4 @@
-"""Input limits checked before and right after parsing (DESIGN.md §7, docs/security.md
-"Input limits").
+"""Input limits checked before and right after parsing (docs/security.md "Input limits").
 
 The JSON and YAML readers recurse once per nesting level, so a deeply nested body would
 exhaust Python's stack inside them. The depth is therefore measured first, without

@@ -1,10 +1,11 @@
 """Plotly figures, built server-side from cached series data.
 
 A series is plain data (so it caches): one published result and its trial points. The
-figure is the frontier chart of DESIGN.md §4: x = p25 output speed per agent, y = total
-throughput per accelerator, one trace per result through its points in concurrency order,
-tier speeds as vertical guides. Colours are the Okabe–Ito palette (safe for the common
-colour-vision deficiencies), and marker shapes vary too so colour is never the only cue.
+figure is the frontier chart (docs/engine.md "Frontier and comparisons"): x = p25 output
+speed per agent, y = total throughput per accelerator, one trace per result through its
+points in concurrency order, tier speeds as vertical guides. Colours are the Okabe–Ito
+palette (safe for the common colour-vision deficiencies), and marker shapes vary too so
+colour is never the only cue.
 """
 
 from __future__ import annotations

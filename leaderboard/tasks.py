@@ -1,4 +1,5 @@
-"""Celery tasks of the public site. A task takes ids, loads, calls one service (STYLE.md)."""
+"""Celery tasks of the public site. A task takes ids, loads, calls one service
+(docs/pipeline.md "Web-side tasks")."""
 
 from __future__ import annotations
 

@@ -256,7 +256,8 @@ def _detail_context(
         "action_forms": action_forms,
         "decision_errors": [],
         "conflict": review_conflict(actor=request.user, submission=submission),
-        # secrets never reach a page, not even a reviewer's (DESIGN.md §7)
+        # secrets never reach a page, not even a reviewer's (docs/security.md "Secrets in
+        # configs")
         "config_redacted": json.dumps(redact(submission.config), indent=2, sort_keys=True),
         "result": Result.objects.filter(submission=submission).first(),
         "launch": presenters.launch_rows(submission),

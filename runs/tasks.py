@@ -1,4 +1,5 @@
-"""Web-side Celery tasks (they need the database). A task takes ids, loads, calls one service.
+"""Web-side Celery tasks (they need the database). A task takes ids, loads, calls one service
+(docs/pipeline.md "Web-side tasks").
 
 The pool host's tasks (`runner.execute_run`, `runner.loadgen_shard`) live in
 `runner/worker/tasks.py`: they have no database (docs/architecture.md "Flow").

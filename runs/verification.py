@@ -1,4 +1,4 @@
-"""The basic verification report of a finished run (DESIGN.md §4 "Verification").
+"""The basic verification report of a finished run (docs/verification.md).
 
 Checks, each stored with its evidence: qualification probes, request accounting
 (sent = ok + failed, raw records complete), output lengths honoured, error rate, raw

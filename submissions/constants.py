@@ -1,4 +1,4 @@
-"""Submission lifecycle (DESIGN.md §3). Every transition goes through
+"""Submission lifecycle (docs/pipeline.md "Submission lifecycle"). Every transition goes through
 `submissions.services.lifecycle.submission_transition`."""
 
 DRAFT = "draft"

@@ -1,8 +1,9 @@
 """Frontier math for comparisons: pure functions over a result's measured points.
 
 A result is a set of trial points (concurrency N, p25 output speed per agent x, throughput
-per accelerator y). DESIGN.md §4: comparisons read both systems off at the same x
-(iso-speed), at the same N (iso-concurrency) and at N = 1 (single-agent speed).
+per accelerator y). Comparisons read both systems off at the same x (iso-speed), at the
+same N (iso-concurrency) and at N = 1 (single-agent speed): docs/engine.md "Frontier and
+comparisons".
 
 Rules, chosen to never claim more than was measured:
 - iso-speed reads the *Pareto frontier* (points no other point beats on both speed and

@@ -1,4 +1,5 @@
-"""Per-request records and the trial summary, exactly as DESIGN.md §4 defines them.
+"""Per-request records and the trial summary, exactly as docs/engine.md "Definitions"
+defines them.
 
 Everything here is a pure function of records: no clocks, no I/O beyond (de)serialising.
 
@@ -96,7 +97,7 @@ class RequestRecord:
 
     @property
     def ttft_s(self) -> float:
-        """Time to first token; +inf for a failed request (DESIGN.md §4)."""
+        """Time to first token; +inf for a failed request (docs/engine.md "Definitions")."""
         if not self.ok or self.t_first_ns is None:
             return math.inf
         return (self.t_first_ns - self.t_send_ns) / NS
@@ -266,7 +267,8 @@ def summarize(
     client: ClientHealth | None = None,
     extra_ttft_percentiles: Iterable[float] = (),
 ) -> TrialSummary:
-    """The trial summary of DESIGN.md §4 over the window [window_start_ns, window_end_ns)."""
+    """The trial summary (docs/engine.md "Definitions") over the window
+    [window_start_ns, window_end_ns)."""
     if window_end_ns <= window_start_ns:
         raise ValueError("empty measurement window")
     if accelerators < 1:

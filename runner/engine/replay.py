@@ -1,4 +1,4 @@
-"""N agents replaying recorded trajectories (DESIGN.md §4 "Replay").
+"""N agents replaying recorded trajectories (docs/engine.md "Replay decisions").
 
 Each agent walks trajectories turn by turn: send the turn's full prompt (the *recorded*
 conversation, never the live output), wait for the whole answer, sleep the recorded tool
@@ -36,7 +36,7 @@ NAMESPACE_TOKENS = 12
 
 @dataclass(slots=True)
 class ReplayConfig:
-    """How requests are built and paced. Defaults follow DESIGN.md §4."""
+    """How requests are built and paced. Defaults: docs/engine.md "Replay decisions"."""
 
     model: str
     api: Api = "chat"

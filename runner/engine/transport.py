@@ -15,7 +15,8 @@ from typing import Any, Literal, Protocol
 
 Api = Literal["chat", "completions"]
 
-# Failure classes of a request (DESIGN.md §4: a failed request counts as speed 0, TTFT +inf).
+# Failure classes of a request (docs/engine.md "Definitions": a failed request counts as speed 0,
+# TTFT +inf).
 ERROR_CONNECT = "connect"
 ERROR_HTTP_STATUS = "http_status"
 ERROR_TIMEOUT = "timeout"

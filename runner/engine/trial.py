@@ -121,7 +121,8 @@ class TierVerdict:
 def evaluate_tiers(
     summary: TrialSummary, tiers: Sequence[Tier], *, min_requests: int
 ) -> dict[str, TierVerdict]:
-    """A tier passes when every condition of DESIGN.md §4 holds; reasons name each miss."""
+    """A tier passes when every condition of its verdict holds (docs/engine.md "Definitions", "Tier
+    verdict"); reasons name each miss."""
     out: dict[str, TierVerdict] = {}
     for tier in tiers:
         ttft = summary.ttft_at(tier.ttft_percentile)

@@ -1,6 +1,6 @@
 """Dishonest modes of the simulated serving system: targets for the verification tests.
 
-Each mode breaks one rule of DESIGN.md §4 the way a gamed deployment would, and each is
+Each mode breaks one rule of an honest deployment the way a gamed one would, and each is
 meant to be caught by exactly one verification check (docs/verification.md):
 
 | mode | what the deployment does | caught by |

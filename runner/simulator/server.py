@@ -95,7 +95,8 @@ class GroundTruth:
 
     @property
     def output_speed(self) -> float | None:
-        """(n_out − 1) / (t_last − t_first), as DESIGN.md §4 defines it, on the true writes."""
+        """(n_out − 1) / (t_last − t_first), as docs/engine.md "Definitions" defines it, on the
+        true writes."""
         if len(self.emissions) < 2:
             return None
         n = sum(e[1] for e in self.emissions)

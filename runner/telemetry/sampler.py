@@ -5,7 +5,8 @@ first (energy counters, `nvidia-ml-py`), else `nvidia-smi`, else `amd-smi`, whic
 works on the host. Every sample carries a `time.perf_counter_ns()` stamp, the clock the
 engine measures trials with, so a trial's energy is taken over exactly its measurement
 window (`runner.telemetry.power.window_energy`). Without a working source the result is
-"not measured" with the reasons — never an estimate (DESIGN.md §4).
+"not measured" with the reasons — never an estimate (docs/verification.md "telemetry
+(power)").
 """
 
 from __future__ import annotations

@@ -1,2 +1,4 @@
-"""Verification: qualification probes before load (`probes`) and the basic report after it
-(`basic`). DESIGN.md §4 "Verification" lists the full set; later work extends these."""
+"""Verification on the pool host: qualification probes before load (`probes`), the checks
+over a run's records (`checks`, with `quality`, `speculative`, `taskcheck`, `fingerprint`)
+and their one status (`status`); the web adds its own checks (runs/verification.py).
+docs/verification.md lists every check."""

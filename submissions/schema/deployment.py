@@ -1,4 +1,5 @@
-"""The deployment-config schema (DESIGN.md §3, §7): what a vendor submits, strictly checked.
+"""The deployment-config schema (docs/api.md "The config, in short"): what a vendor
+submits, strictly checked.
 
 Every object rejects unknown fields, and every error carries the dotted path of the field
 to fix (``topology.roles.1.tp``). Parse untrusted text with :func:`parse_config`; it
@@ -78,7 +79,8 @@ def _field_error(path: str, message: str) -> PydanticCustomError:
 
 
 class _Strict(BaseModel):
-    # strict types (DESIGN.md §7): `true` is not an integer, `"2"` not a number, 1 not a bool
+    # strict types (docs/security.md "Input limits"): `true` is not an integer, `"2"` not a
+    # number, 1 not a bool
     model_config = ConfigDict(extra="forbid", validate_default=True, strict=True)
 
     @field_validator("*", mode="before")

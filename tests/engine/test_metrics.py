@@ -1,4 +1,5 @@
-"""The statistics and window accounting of DESIGN.md §4, with hypothesis properties."""
+"""The statistics and window accounting of docs/engine.md "Definitions", with hypothesis
+properties."""
 
 from __future__ import annotations
 

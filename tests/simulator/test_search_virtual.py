@@ -12,7 +12,7 @@ from runner.engine.search import PHASE_BISECT
 from runner.engine.trajectory import Trajectory, Turn
 from runner.engine.trial import Tier, TrialConfig
 
-# The project's default tier set (DESIGN.md §4): p25 speed tok/s, TTFT p75 limit.
+# The project's default tier set (docs/catalog.md "SLO tier sets"): p25 speed tok/s, TTFT p75 limit.
 TIERS = [
     Tier(name=f"{speed}", min_p25_output_speed=speed, max_ttft_s=ttft)
     for speed, ttft in ((20, 10.0), (60, 10.0), (100, 5.0), (180, 5.0), (300, 3.0))

@@ -1,4 +1,5 @@
-"""The fixed cast tries every vendor endpoint against Alice's objects (STYLE.md)."""
+"""The fixed cast tries every vendor endpoint against Alice's objects (docs/security.md
+"Permission tests: the fixed cast")."""
 
 import hashlib
 

@@ -1,7 +1,8 @@
 """Seeded synthetic trajectories with the published AA-AgentPerf workload shape.
 
-Shape (DESIGN.md §4): prompts of 5k-131k tokens with a mean near 27k, output median ~150
-and p95 ~2k tokens, tool delays with a median ~1 s, up to 200 turns, 12+ languages.
+Shape (docs/datasets.md "Synthetic generator"): prompts of 5k-131k tokens with a mean near
+27k, output median ~150 and p95 ~2k tokens, tool delays with a median ~1 s, up to 200 turns,
+12+ languages.
 
 Each trajectory is a coding-agent session in one language: a system prompt (instructions
 plus a repository map), a task message quoting code, then per turn an assistant message
