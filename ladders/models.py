@@ -39,7 +39,7 @@ class Ladder(models.Model):
     document = models.JSONField(default=dict)
     orders = models.JSONField(default=list)
     speeds = models.JSONField(default=list)
-    # ladder.json (runner.engine.ladder.ladder_document), once every rung is verified
+    # ladder.json (runner.ladder.attribution.ladder_document), once every rung is verified
     attribution = models.JSONField(null=True, blank=True)
     # per rung digest: the trials' points, limits and session-bootstrap replicates, so a
     # reader's speed is attributed without reading raw records again

@@ -11,7 +11,7 @@ review once, publish.
   rungs with equal configs share one submission.
 - ``ladder_refresh``: once every rung's run is verified (its submission in review or
   published), the attribution is computed from the stored trials (raw records read back
-  for the session bootstrap) with the engine's own maths (``runner.engine.ladder``).
+  for the session bootstrap) with the runner's ladder maths (``runner.ladder.attribution``).
 - ``ladder_review``: one decision for the whole ladder; approving publishes every rung
   still in review.
 """
@@ -29,6 +29,7 @@ from django.utils import timezone
 from catalog.models import WORKLOAD_CODING, WORKLOADS
 from ladders.models import Ladder, LadderRung
 from runner import contract
+from runner.engine.metrics import RequestRecord
 from runner.ladder.attribution import (
     ORDERS,
     Change,
@@ -38,7 +39,9 @@ from runner.ladder.attribution import (
     TrialMeasure,
     TrialPlan,
     attribute,
+    bootstrap_trial,
     ladder_document,
+    server_figures_parsed,
 )
 from runner.ladder.mergepatch import merge_patch, patch_paths
 from submissions import constants as c
@@ -322,9 +325,6 @@ def _latest_verified_run(sub: Submission) -> Any:
 def _trial_measure(trial: Any, accelerators: int, seed: int) -> TrialMeasure:
     """A stored trial as the engine's ladder measures one: point, limits, server counters
     (the worker's window scrapes) and, when its raw records are stored, the replicates."""
-    from runner.engine.metrics import RequestRecord
-    from runner.ladder.attribution import _bootstrap_trial, _server_figures_parsed
-
     m = contract.trial_metrics(trial.metrics)  # docs/pipeline.md "The contract"
     speeds: list[float] = []
     thr: list[float] = []
@@ -338,7 +338,7 @@ def _trial_measure(trial: Any, accelerators: int, seed: int) -> TrialMeasure:
         except Exception:  # records not readable: the point without an interval
             records = []
         if records:
-            speeds, thr, sessions = _bootstrap_trial(
+            speeds, thr, sessions = bootstrap_trial(
                 records,
                 m.window_start_ns,
                 m.window_end_ns,
@@ -360,7 +360,7 @@ def _trial_measure(trial: Any, accelerators: int, seed: int) -> TrialMeasure:
         requests=m.requests,
         sessions=sessions,
         verdicts=verdicts,
-        server=_server_figures_parsed(
+        server=server_figures_parsed(
             scraped.start if scraped else None, scraped.end if scraped else None
         ),
         speed_reps=speeds,

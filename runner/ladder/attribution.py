@@ -610,7 +610,7 @@ def session_weights(
     return out
 
 
-def _bootstrap_trial(
+def bootstrap_trial(
     records: Sequence[RequestRecord],
     w0: int,
     w1: int,
@@ -674,7 +674,7 @@ def _server_figures(start: str | None, end: str | None) -> dict[str, Any]:
     }
 
 
-def _server_figures_parsed(
+def server_figures_parsed(
     start: dict[str, float] | None, end: dict[str, float] | None
 ) -> dict[str, Any]:
     """``_server_figures`` from counters already parsed (the platform's stored scrapes)."""
@@ -788,7 +788,7 @@ def measure_rung(
         for th in threads:
             th.join(timeout=30)
         s = result.summary
-        speeds, thr, k = _bootstrap_trial(
+        speeds, thr, k = bootstrap_trial(
             result.records,
             s.window_start_ns,
             s.window_end_ns,
