@@ -28,12 +28,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final, Literal, cast
 
-PHASE_RAMP = "ramp"
-PHASE_BISECT = "bisect"
-PHASE_CONFIRM = "confirm"
-PHASE_REPEAT = "repeat"
+Phase = Literal["ramp", "bisect", "confirm", "repeat"]
+PHASE_RAMP: Final = "ramp"
+PHASE_BISECT: Final = "bisect"
+PHASE_CONFIRM: Final = "confirm"
+PHASE_REPEAT: Final = "repeat"
+PHASES: tuple[Phase, ...] = (PHASE_RAMP, PHASE_BISECT, PHASE_CONFIRM, PHASE_REPEAT)
 MARGINAL_TRIALS = 3  # a marginal verdict is settled by the majority of this many trials
 
 FLAG_NON_MONOTONE = "non_monotone"
@@ -43,13 +45,19 @@ FLAG_UNCONFIRMED = "unconfirmed"
 FLAG_BUDGET = "trial_budget_exhausted"
 
 
+def _phase(value: Any) -> Phase:
+    if value not in PHASES:
+        raise ValueError(f"unknown search phase {value!r}; one of {', '.join(PHASES)}")
+    return cast(Phase, value)
+
+
 @dataclass(slots=True)
 class SearchTrial:
     """One finished trial as the search sees it; ``data`` is whatever the executor stores."""
 
     index: int
     concurrency: int
-    phase: str
+    phase: Phase
     verdicts: dict[str, bool]
     data: dict[str, Any] = field(default_factory=dict)
     marginal: list[str] = field(default_factory=list)  # tiers whose verdict was marginal
@@ -76,7 +84,7 @@ class SearchTrial:
         return cls(
             index=int(d["index"]),
             concurrency=int(d["concurrency"]),
-            phase=str(d["phase"]),
+            phase=_phase(d["phase"]),
             verdicts={str(k): bool(v) for k, v in d["verdicts"].items()},
             data=data,
             marginal=[str(m) for m in marginal],
@@ -214,7 +222,7 @@ def next_step(
     cap: int,
     tolerance_frac: float = 0.05,
     confirm: bool = True,
-) -> tuple[str, int] | None:
+) -> tuple[Phase, int] | None:
     """(phase, concurrency) of the next trial to run, or None when the search is done."""
     if cap < 1:
         raise ValueError("cap must be >= 1")

@@ -210,8 +210,13 @@ def sharding_for(
 
     def executor() -> ShardExecutor:
         if queue:
-            return CeleryShards(api=api, queue=str(queue), dataset=spec["dataset"],
-                                api_key=endpoint.api_key, work_dir=work_dir)  # fmt: skip
+            return CeleryShards(
+                api=api,
+                queue=str(queue),
+                dataset=spec["dataset"],
+                api_key=endpoint.api_key,
+                work_dir=work_dir,
+            )
         return LocalShards(dataset_path=dataset_path, api_key=endpoint.api_key, work_dir=work_dir)
 
     ceiling = None
@@ -234,9 +239,11 @@ def _target(endpoint: Endpoint) -> Target:
     if endpoint.virtual:
         return Target(sim_profile=endpoint.sim_profile, seed=endpoint.seed)
     return Target(
-        base_url=endpoint.base_url, api_key=endpoint.api_key, seed=endpoint.seed,
+        base_url=endpoint.base_url,
+        api_key=endpoint.api_key,
+        seed=endpoint.seed,
         connect=endpoint.connect,
-    )  # fmt: skip
+    )
 
 
 def qualify(
@@ -249,12 +256,16 @@ def qualify(
         model = endpoint.served_model_name
         basic = await run_probes(transport, clock, model=model)
         extended = await extended_probes(
-            transport, clock, model=model, dataset=dataset,
+            transport,
+            clock,
+            model=model,
+            dataset=dataset,
             max_model_len=endpoint.info.get("max_model_len"),
-        )  # fmt: skip
+        )
         if reference and reference.get("distributions"):
-            extended.append(await distribution_probe(transport, clock, model=model,
-                                                     reference=reference))  # fmt: skip
+            extended.append(
+                await distribution_probe(transport, clock, model=model, reference=reference)
+            )
         return basic + extended
 
     if checks[0]["status"] != "fail":
@@ -275,8 +286,13 @@ def task_check(
         passing = [t.concurrency for t in result.trials if any(t.verdicts.values())]
         measured = [t.concurrency for t in result.trials]
         if not measured:
-            return check(f"task_{phase}", WARN, "the search ran no trial: nothing to load",
-                         fatal=False, evidence={})  # fmt: skip
+            return check(
+                f"task_{phase}",
+                WARN,
+                "the search ran no trial: nothing to load",
+                fatal=False,
+                evidence={},
+            )
         # no tier passed (a slow host): the lowest measured load still busies the server
         concurrency = max(passing) if passing else min(measured)
         load_note = "" if passing else " (no concurrency passed a tier: the lowest measured)"
@@ -284,15 +300,17 @@ def task_check(
 
     async def main(transport: Transport, clock: Clock) -> list[dict[str, Any]]:
         if load is None:
-            return await collect_completions(transport, clock, model=model, problems=problems,
-                                             tag=phase)  # fmt: skip
+            return await collect_completions(
+                transport, clock, model=model, problems=problems, tag=phase
+            )
         running = asyncio.ensure_future(
             run_trial(transport, clock, dataset.trajectories, config, tiers)
         )
         try:
             await clock.sleep(min(float(config.warmup_s), 30.0))  # the load is up first
-            return await collect_completions(transport, clock, model=model,
-                                             problems=problems, tag=phase)  # fmt: skip
+            return await collect_completions(
+                transport, clock, model=model, problems=problems, tag=phase
+            )
         finally:
             running.cancel()
             with contextlib.suppress(BaseException):
@@ -307,9 +325,13 @@ def task_check(
         if concurrency
         else " (idle)"
     )
-    return check(f"task_{phase}", "pass",
-                 f"HumanEval pass@1 {scored['passed']}/{scored['problems']}{where}",
-                 fatal=False, evidence=scored)  # fmt: skip
+    return check(
+        f"task_{phase}",
+        "pass",
+        f"HumanEval pass@1 {scored['passed']}/{scored['problems']}{where}",
+        fatal=False,
+        evidence=scored,
+    )
 
 
 def runner_info(
@@ -330,9 +352,11 @@ def runner_info(
         )
     if dataset is not None:
         info.dataset = contract.ReplayedDataset(
-            name=dataset.name, version=dataset.version, sha256=dataset.digest(),
+            name=dataset.name,
+            version=dataset.version,
+            sha256=dataset.digest(),
             trajectories=len(dataset.trajectories),
-        )  # fmt: skip
+        )
     return info
 
 
@@ -371,7 +395,7 @@ def trial_report(
     return contract.TrialReport(
         index=trial.index,
         concurrency=trial.concurrency,
-        phase=trial.phase,  # type: ignore[arg-type]  # the search's phases (SearchPhase)
+        phase=trial.phase,
         metrics=contract.TrialMetrics.model_validate({**summary, **extra}),
         verdicts={k: contract.TierVerdict.model_validate(v) for k, v in data["verdicts"].items()},
         telemetry=contract.TrialTelemetry.model_validate(telemetry),
@@ -485,9 +509,10 @@ class RunExecution:
         self.heartbeat.update(phase="qualification")
         # The model's reference ships with the runner's code; a twin has no weights to compare.
         reference = (
-            None if endpoint.virtual
+            None
+            if endpoint.virtual
             else load_reference(str(spec["model"]["slug"]), simulated=False)
-        )  # fmt: skip
+        )
         checks = qualify(endpoint, dataset, reference=reference)
         task_problems = self._task_problems(reference)
         if task_problems:
@@ -508,10 +533,12 @@ class RunExecution:
         sharding = sharding_for(spec, endpoint, self.api, tiers, self.work_dir)
 
         def on_attempt_failed(index: int, attempt: int, reason: str) -> None:
-            log.warning("run %s trial %s attempt %s failed: %s", spec["run_id"], index,
-                        attempt, reason)  # fmt: skip
-            self.heartbeat.update(last_failed_attempt={"trial": index, "attempt": attempt,
-                                                       "reason": reason[:500]})  # fmt: skip
+            log.warning(
+                "run %s trial %s attempt %s failed: %s", spec["run_id"], index, attempt, reason
+            )
+            self.heartbeat.update(
+                last_failed_attempt={"trial": index, "attempt": attempt, "reason": reason[:500]}
+            )
 
         def progress(phase: str, index: int, concurrency: int) -> None:
             self.heartbeat.check()
@@ -600,16 +627,22 @@ class RunExecution:
         self.sampler.stop()
         if task_problems:
             self.heartbeat.update(phase="task check (under load)")
-            checks.append(task_check(endpoint, task_problems, phase="under_load",
-                                     load=(dataset, base, tiers, result)))  # fmt: skip
+            checks.append(
+                task_check(
+                    endpoint, task_problems, phase="under_load", load=(dataset, base, tiers, result)
+                )
+            )
             self.api.report("qualification", qualification_report(checks, info))
         self.heartbeat.update(phase="completing")
         summary = contract.SearchSummary.of(result)
         logs = self._upload_log(launcher)
         inventory = self.sampler.inventory()
         if endpoint.virtual:
-            inventory = {"measured": False, "reason": "not measured: simulated on virtual time",
-                         "accelerators": []}  # fmt: skip
+            inventory = {
+                "measured": False,
+                "reason": "not measured: simulated on virtual time",
+                "accelerators": [],
+            }
         completion = contract.CompletionReport(
             search_summary=summary,
             telemetry=contract.HostInventory.model_validate(inventory),
@@ -617,8 +650,11 @@ class RunExecution:
             runner_info=runner_info(endpoint),
         )
         self.api.report("complete", completion)
-        return {"status": "completed", "trials": len(result.trials),
-                "max_agents": summary.max_agents}  # fmt: skip
+        return {
+            "status": "completed",
+            "trials": len(result.trials),
+            "max_agents": summary.max_agents,
+        }
 
 
 def execute_run(spec: dict[str, Any], *, work_dir: str | None = None) -> dict[str, Any]:

@@ -129,12 +129,22 @@ def run_shard_task(message: dict[str, Any]) -> dict[str, Any]:
         report["host"] = os.environ.get(HOST_ENV) or socket.gethostname()
         blob = gzip.compress(records.read_bytes(), compresslevel=6, mtime=0)
         digest = hashlib.sha256(blob).hexdigest()
-        meta = {"kind": "shard_records", "sha256": digest, "size": len(blob),
-                "trial_id": spec.trial_id, "shard": spec.shard}  # fmt: skip
+        meta = {
+            "kind": "shard_records",
+            "sha256": digest,
+            "size": len(blob),
+            "trial_id": spec.trial_id,
+            "shard": spec.shard,
+        }
         grant = await asyncio.to_thread(api.call, "POST", "uploads", meta)
         await asyncio.to_thread(api.upload, grant["upload"], blob)
-        body = {"trial_id": spec.trial_id, "shard": spec.shard, "report": report,
-                "sha256": digest, "size": len(blob)}  # fmt: skip
+        body = {
+            "trial_id": spec.trial_id,
+            "shard": spec.shard,
+            "report": report,
+            "sha256": digest,
+            "size": len(blob),
+        }
         await asyncio.to_thread(api.call, "POST", "shards", body)
 
     try:
