@@ -15,6 +15,7 @@ from django.core.files.storage import storages
 from django.db import IntegrityError, transaction
 
 from catalog.models import WORKLOAD_CHAT, WORKLOAD_CODING, WORKLOADS, Dataset
+from runner.engine.datasets.synthetic import ShapeParams
 
 log = logging.getLogger(__name__)
 
@@ -60,9 +61,7 @@ def test_set_spec(size: str, workload: str = WORKLOAD_CODING) -> TestSetSpec:
     )
 
 
-def _small_shape():
-    from runner.engine.datasets.synthetic import ShapeParams
-
+def small_shape() -> ShapeParams:
     # Prompts of a few hundred to ~2.5k tokens and short answers: sessions a CPU llama.cpp
     # server (4k-token slots) and the real-time simulator on two cores can carry.
     return ShapeParams(
@@ -84,10 +83,10 @@ def _generated(spec: TestSetSpec) -> tuple[bytes, str, dict]:
     """(file bytes, canonical digest, stats) of a synthetic test set; deterministic, so a
     process generates each one once."""
     from runner.engine.datasets.stats import dataset_stats
-    from runner.engine.datasets.synthetic import ShapeParams, generate_dataset
+    from runner.engine.datasets.synthetic import generate_dataset
     from runner.engine.trajectory import dataset_to_bytes, with_output_kind
 
-    params = _small_shape() if spec.small else ShapeParams()
+    params = small_shape() if spec.small else ShapeParams()
     log.info("generating synthetic dataset %s@%s", spec.name, spec.version)
     dataset = generate_dataset(
         seed=spec.seed,
@@ -111,17 +110,18 @@ def _generated(spec: TestSetSpec) -> tuple[bytes, str, dict]:
     return content, dataset.digest(), stats
 
 
-def private_test_set(*, size: str = SIZE_STANDARD, workload: str = WORKLOAD_CODING) -> Dataset:
-    """The private test set of `size` and `workload`; generated and stored the first time it
-    is needed."""
-    spec = test_set_spec(size, workload)
+def _stored(spec: TestSetSpec, visibility: str) -> Dataset:
+    """The dataset row of `spec`, its file generated and stored the first time it is asked
+    for; idempotent, also when two processes generate it at once (the same bytes)."""
     existing = Dataset.objects.filter(
-        name=spec.name, version=spec.version, visibility=Dataset.VISIBILITY_PRIVATE
+        name=spec.name, version=spec.version, visibility=visibility
     ).first()
     if existing is not None:
         return existing
     content, digest, stats = _generated(spec)
-    key = f"private/{spec.name}/{spec.version}/{digest}.jsonl.gz"
+    if Dataset.objects.filter(sha256=digest).exists():  # the same bytes under another name
+        return Dataset.objects.get(sha256=digest)
+    key = f"{visibility}/{spec.name}/{spec.version}/{digest}.jsonl.gz"
     storage = storages["datasets"]
     if not storage.exists(key):
         storage.save(key, ContentFile(content))
@@ -130,7 +130,7 @@ def private_test_set(*, size: str = SIZE_STANDARD, workload: str = WORKLOAD_CODI
             return Dataset.objects.create(
                 name=spec.name,
                 version=spec.version,
-                visibility=Dataset.VISIBILITY_PRIVATE,
+                visibility=visibility,
                 sha256=digest,
                 storage_key=key,
                 size=len(content),
@@ -140,6 +140,12 @@ def private_test_set(*, size: str = SIZE_STANDARD, workload: str = WORKLOAD_CODI
         return Dataset.objects.get(sha256=digest)
 
 
+def private_test_set(*, size: str = SIZE_STANDARD, workload: str = WORKLOAD_CODING) -> Dataset:
+    """The private test set of `size` and `workload`; generated and stored the first time it
+    is needed."""
+    return _stored(test_set_spec(size, workload), Dataset.VISIBILITY_PRIVATE)
+
+
 def file_sha256(dataset: Dataset) -> str:
     """sha256 of the stored file's bytes (recorded at creation; computed for older rows)."""
     recorded = (dataset.stats or {}).get("file_sha256")
@@ -147,8 +153,8 @@ def file_sha256(dataset: Dataset) -> str:
         return str(recorded)
     with storages["datasets"].open(dataset.storage_key, "rb") as handle:
         digest = hashlib.sha256(handle.read()).hexdigest()
-    Dataset.objects.filter(pk=dataset.pk).update(stats={**(dataset.stats or {}),
-                                                        "file_sha256": digest})  # fmt: skip
+    stats = {**(dataset.stats or {}), "file_sha256": digest}
+    Dataset.objects.filter(pk=dataset.pk).update(stats=stats)
     return digest
 
 
@@ -161,36 +167,13 @@ TUNING_TRAJECTORIES = 32
 
 
 def tuning_subset_spec() -> TestSetSpec:
-    return TestSetSpec(name=TUNING_NAME, seed=TUNING_SEED, trajectories=TUNING_TRAJECTORIES,
-                       small=True)  # fmt: skip
+    return TestSetSpec(
+        name=TUNING_NAME, seed=TUNING_SEED, trajectories=TUNING_TRAJECTORIES, small=True
+    )
 
 
 def public_tuning_subset() -> Dataset:
     """The downloadable tuning subset (visibility public), stored and listed the first time
     it is asked for; idempotent. Vendors tune on it; runs use the private test set only
     (docs/datasets.md "Public tuning subset")."""
-    spec = tuning_subset_spec()
-    version = spec.version
-    existing = Dataset.objects.filter(name=spec.name, version=version).first()
-    if existing is not None:
-        return existing
-    content, digest, stats = _generated(spec)
-    if Dataset.objects.filter(sha256=digest).exists():  # same bytes under another name
-        return Dataset.objects.get(sha256=digest)
-    key = f"public/{spec.name}/{version}/{digest}.jsonl.gz"
-    storage = storages["datasets"]
-    if not storage.exists(key):
-        storage.save(key, ContentFile(content))
-    try:
-        with transaction.atomic():
-            return Dataset.objects.create(
-                name=spec.name,
-                version=version,
-                visibility=Dataset.VISIBILITY_PUBLIC,
-                sha256=digest,
-                storage_key=key,
-                size=len(content),
-                stats=dict(stats),
-            )
-    except IntegrityError:  # created concurrently: the same bytes
-        return Dataset.objects.get(sha256=digest)
+    return _stored(tuning_subset_spec(), Dataset.VISIBILITY_PUBLIC)

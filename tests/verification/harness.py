@@ -13,8 +13,9 @@ import functools
 from types import SimpleNamespace
 from typing import Any
 
+from catalog.datasets import small_shape
 from runner import contract
-from runner.engine.datasets.synthetic import ShapeParams, generate_dataset
+from runner.engine.datasets.synthetic import generate_dataset
 from runner.engine.replay import ReplayConfig
 from runner.engine.runs import config_for_trial
 from runner.engine.search import TrialOutcome, run_search
@@ -39,18 +40,7 @@ TIERS = [
 def small_dataset(seed: int = 7, trajectories: int = 6) -> Dataset:
     """Prompts of a few hundred to ~2.5k tokens and short answers (catalog/datasets.py's
     small shape), generated once per process."""
-    params = ShapeParams(
-        turns_median=6,
-        initial_min=400,
-        initial_max=900,
-        output_median=40,
-        output_sigma=0.8,
-        output_max=256,
-        result_median=80,
-        result_max=400,
-        delay_median_s=0.5,
-        context_tokens=2500,
-    )
+    params = small_shape()
     return generate_dataset(
         seed=seed, trajectories=trajectories, params=params, name="verify-test", version="1"
     )
