@@ -63,7 +63,7 @@ def test_a_worker_killed_mid_search_is_replaced_and_the_search_resumes_without_l
         (t.index, t.concurrency) for t in trials
     ]
     resumed = AuditEvent.objects.get(
-        object_type="runner.benchmarkrun", object_id=str(run.pk), action="run_resumed"
+        object_type="runs.benchmarkrun", object_id=str(run.pk), action="run_resumed"
     )
     assert f"after {len(before)} trials" in resumed.reason
 
