@@ -74,7 +74,7 @@ class BenchmarkRunAdmin(admin.ModelAdmin):
             path(
                 "<int:run_id>/review/",
                 self.admin_site.admin_view(self.review_view),
-                name="runner_benchmarkrun_review",
+                name="runs_benchmarkrun_review",
             ),
             *super().get_urls(),
         ]
