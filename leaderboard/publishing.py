@@ -67,8 +67,10 @@ def point_intervals(metrics: contract.TrialMetrics) -> dict[str, dict]:
     {"p25_speed": {"low", "high", "confidence"}, "throughput_per_accelerator": {...}}; a
     statistic without a finite interval is left out (trials run with resamples = 0)."""
     out: dict[str, dict] = {}
-    pairs = (("p25_speed", "p25_output_speed"),
-             ("throughput_per_accelerator", "throughput_per_accelerator"))  # fmt: skip
+    pairs = (
+        ("p25_speed", "p25_output_speed"),
+        ("throughput_per_accelerator", "throughput_per_accelerator"),
+    )
     for key, name in pairs:
         interval = metrics.interval(name)
         if interval is None:
@@ -223,10 +225,13 @@ def quality_of(report: VerificationReport | None, *, simulated: bool) -> dict[st
     if simulated:
         return {"status": "simulated", "summary": "simulated: a twin has no weights to degrade"}
     check = next(
-        (ch for ch in (report.checks if report else None) or []
-         if ch.get("name") == "quality_distribution"),
+        (
+            ch
+            for ch in (report.checks if report else None) or []
+            if ch.get("name") == "quality_distribution"
+        ),
         None,
-    )  # fmt: skip
+    )
     if check is None:
         return {"status": "not_measured", "summary": "quality: not measured"}
     evidence = check.get("evidence") or {}
