@@ -43,14 +43,16 @@ from runner.ladder.attribution import (
     ladder_document,
     server_figures_parsed,
 )
-from runner.ladder.mergepatch import merge_patch, patch_paths
+from runner.mergepatch import merge_patch, patch_paths
 from submissions import constants as c
 from submissions.models import Organization, Submission
 from submissions.schema import ConfigError, parse_config
 from submissions.services.lifecycle import audit_record
 
 MAX_RUNGS = 12
-FIXED_PATHS = ("benchmark", "topology.roles", "model.id")  # identical conditions
+# identical conditions: the search settings and the model; the hardware (hence the pool) is
+# checked on each rung's config, so a rung may change the topology on the same system
+FIXED_PATHS = ("benchmark", "model.id")
 RESAMPLES = 200
 
 
@@ -179,23 +181,36 @@ def _applied_for(order: str, n: int) -> list[tuple[str, str, int | None, list[in
 
 
 def _rung_config(
-    baseline: dict[str, Any], changes: list[dict[str, Any]], applied: list[int]
+    baseline: dict[str, Any],
+    changes: list[dict[str, Any]],
+    applied: list[int],
+    hardware: str | None = None,
 ) -> dict[str, Any]:
+    """The rung's config: the baseline with the ``applied`` changes, validated; its
+    hardware must be ``hardware`` (identical conditions: the same system, hence pool)."""
     config = baseline
     for i in applied:
         config = merge_patch(config, changes[i]["patch"])
+
+    def owner(path: str) -> int | None:
+        for i in reversed(applied):
+            for p in patch_paths(changes[i]["patch"]):
+                if path == p or path.startswith(p + ".") or p.startswith(path + "."):
+                    return i
+        return None
+
     try:
         parsed = parse_config(json.dumps(config), "application/json")
     except ConfigError as exc:
-
-        def owner(path: str) -> int | None:
-            for i in reversed(applied):
-                for p in patch_paths(changes[i]["patch"]):
-                    if path == p or path.startswith(p + ".") or p.startswith(path + "."):
-                        return i
-            return None
-
         raise _prefixed(exc, "baseline.config.", owner) from None
+    if hardware is not None and parsed.hardware != hardware:
+        j = owner("topology.roles")
+        where = f"rungs[{j}].patch.topology.roles" if j is not None else "baseline.config.topology"
+        raise _err(
+            where,
+            f"every rung runs on the baseline's hardware {hardware!r} (identical conditions), "
+            f"not {parsed.hardware!r}",
+        )
     return parsed.model_dump(mode="json")
 
 
@@ -239,10 +254,13 @@ def ladder_create(*, org: Organization, body: Any, created_by: Any = None) -> La
     ):
         raise _err("speeds", "a list of speeds in tok/s per agent (0 < s < 100000)")
     orders = list(dict.fromkeys(orders))
+    hardware = parse_config(
+        json.dumps(_rung_config(baseline, changes, [])), "application/json"
+    ).hardware
     planned: list[tuple[str, int, str, str, int | None, list[int], dict[str, Any], str]] = []
     for order in orders:
         for k, (kind, _, change, applied) in enumerate(_applied_for(order, len(changes))):
-            config = _rung_config(baseline, changes, applied)
+            config = _rung_config(baseline, changes, applied, hardware)
             if kind == "baseline":
                 rung_name, desc = baseline_name, "baseline"
             elif kind == "all":

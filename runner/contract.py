@@ -66,6 +66,8 @@ class SimulatedLauncher(Contract):
     profile_label: str
     accelerators_used: Positive
     accelerators_total: Positive
+    # a JSON Merge Patch of the profile's deployment section (docs/simulator.md "Overrides")
+    overrides: dict[str, Any] | None = None
 
 
 class AttachedLauncher(Contract):

@@ -65,23 +65,27 @@ def _launcher(config: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 
 
 def _simulated_launcher(spec: dict[str, Any]) -> dict[str, Any]:
-    from runner.simulator.profile import ProfileError, load_profile
+    from runner.simulator.profile import ProfileError, load_profile_with
 
+    overrides = spec.get("overrides") or None
     try:
-        profile = load_profile(spec["profile"])
+        profile = load_profile_with(spec["profile"], overrides)
     except ProfileError as exc:
         raise DispatchError(f"simulator profile {spec['profile']!r}: {exc}") from exc
     small = profile.accelerators_used <= settings.SIM_REALTIME_MAX_ACCELERATORS
-    return {
+    launcher = {
         "kind": "simulated",
         "profile": spec["profile"],
         "seed": int(spec.get("seed") or 0),
         "clock": "real" if small else "virtual",
         "served_model_name": profile.served_model_names[0],
-        "profile_label": profile.label,
+        "profile_label": profile.label + (" with overrides" if overrides else ""),
         "accelerators_used": profile.accelerators_used,
         "accelerators_total": profile.accelerators_total,
     }
+    if overrides:  # docs/simulator.md "Overrides"
+        launcher["overrides"] = overrides
+    return launcher
 
 
 def _attached_launcher(submission: Submission, spec: dict[str, Any]) -> dict[str, Any]:

@@ -65,8 +65,8 @@ from runner.engine.runs import Target, config_for_trial, run_on_target, search_j
 from runner.engine.stats import group_by_session
 from runner.engine.trajectory import DatasetError, load_dataset, with_output_kind
 from runner.engine.trial import Tier, TrialConfig, parse_tiers, run_trial
-from runner.ladder.mergepatch import merge_patch, overlapping, patch_paths
 from runner.ladder.report import ladder_html
+from runner.mergepatch import merge_patch, overlapping, patch_paths
 from runner.simulator.profile import (
     OUTPUT_KINDS,
     ProfileError,

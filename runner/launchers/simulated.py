@@ -11,7 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import yaml
+
 from runner.launchers.base import Endpoint, LauncherError, die_with_parent, list_models
+from runner.simulator.profile import ProfileError, load_profile_with, profile_document
 
 if TYPE_CHECKING:  # the server module loads the cost model (numpy); import it to start one
     from runner.simulator.server import ServerProcess
@@ -26,15 +29,16 @@ class SimulatedLauncher:
         self.server: ServerProcess | None = None
 
     def start(self) -> Endpoint:
-        profile = str(self.config["profile"])
+        name = str(self.config["profile"])
         seed = int(self.config.get("seed") or 0)
-        served = str(self.config.get("served_model_name") or profile)
+        served = str(self.config.get("served_model_name") or name)
+        profile = self._profile(name, self.config.get("overrides"))
         if self.config.get("clock", "real") == "virtual":
             return Endpoint(
                 served_model_name=served,
                 sim_profile=profile,
                 seed=seed,
-                info={"launcher": "simulated", "profile": profile, "clock": "virtual"},
+                info={"launcher": "simulated", "profile": name, "clock": "virtual"},
             )
         from runner.simulator.server import start_server
 
@@ -54,8 +58,22 @@ class SimulatedLauncher:
             served_model_name=served,
             base_url=self.server.base_url,
             seed=seed,
-            info={"launcher": "simulated", "profile": profile, "clock": "real", "models": models},
+            info={"launcher": "simulated", "profile": name, "clock": "real", "models": models},
         )
+
+    def _profile(self, name: str, overrides: Any) -> str:
+        """The profile to serve: its name, or with overrides the patched profile written
+        beside the log (docs/simulator.md "Overrides")."""
+        if not overrides:
+            return name
+        try:
+            load_profile_with(name, overrides)  # refused at submission too; checked again here
+            doc = profile_document(name, overrides)
+        except ProfileError as exc:
+            raise LauncherError(f"simulator profile {name!r} with overrides: {exc}") from exc
+        path = self.log_path.with_name("profile-with-overrides.yaml")
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        return str(path)
 
     def stop(self) -> None:
         if self.server is not None:

@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from runner.catalog import Catalog, CatalogError, Figure, figure_from, load_catalog
+from runner.mergepatch import merge_patch, patch_paths
 
 PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
 PRECISIONS = ("fp4", "fp8", "bf16")
@@ -356,6 +357,46 @@ def load_profile(
     except yaml.YAMLError as exc:
         raise ProfileError(f"{path}: not valid YAML: {exc}") from exc
     return profile_from_dict(doc, path=path, catalog=catalog, catalog_dir=catalog_dir)
+
+
+OVERRIDE_SOURCE = "the deployment config's override (launcher.simulated.overrides): a what-if"
+
+
+def profile_document(
+    profile: str | Path, overrides: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The profile's YAML document with its ``deployment`` section patched by ``overrides``
+    (a JSON Merge Patch, RFC 7396; docs/simulator.md "Overrides"). The patch reaches only
+    ``deployment``: what the profile simulates (system, model, served names) stays."""
+    path = resolve_profile_path(profile)
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise ProfileError(f"{path}: expected a mapping")
+    if overrides:
+        if not isinstance(overrides, dict):
+            raise ProfileError("overrides: a JSON Merge Patch (a mapping) of deployment")
+        # a profile refuses unsourced figures: each overridden one is sourced by the override
+        sources = dict(doc.get("sources") or {})
+        for leaf in patch_paths(overrides):
+            sources.setdefault(f"deployment.{leaf}", OVERRIDE_SOURCE)
+        doc = {
+            **doc,
+            "deployment": merge_patch(doc.get("deployment"), overrides),
+            "sources": sources,
+        }
+    return doc
+
+
+def load_profile_with(profile: str | Path, overrides: dict[str, Any] | None = None) -> Profile:
+    """``load_profile`` with ``overrides`` applied to the ``deployment`` section first; a
+    patched value that does not fit is a ProfileError naming its field."""
+    if not overrides:
+        return load_profile(profile)
+    doc = profile_document(profile, overrides)
+    return profile_from_dict(doc, path=resolve_profile_path(profile))
 
 
 def _check_keys(obj: Any, allowed: set[str], where: str) -> dict[str, Any]:

@@ -30,7 +30,12 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from runner.simulator.profile import PROFILES_DIR, available_profiles
+from runner.simulator.profile import (
+    PROFILES_DIR,
+    ProfileError,
+    available_profiles,
+    load_profile_with,
+)
 from runner.verification.speculative import fake_acceptance_findings
 from submissions.schema.secrets import SECRET_NAME_SEGMENTS, clear_secrets
 
@@ -356,6 +361,12 @@ class SimulatedLauncher(_Strict):
 
     profile: Slug = Field(description="A profile in runner/simulator/profiles/ (file stem).")
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
+    overrides: dict[str, Any] | None = Field(
+        default=None,
+        description="A JSON Merge Patch (RFC 7396) of the profile's `deployment` section: a "
+        'what-if on the twin (docs/simulator.md "Overrides"), e.g. '
+        '{"speculative": {"k": 4}}. Every patched value is checked by the profile\'s rules.',
+    )
 
     @field_validator("profile")
     @classmethod
@@ -364,6 +375,21 @@ class SimulatedLauncher(_Strict):
         if value not in known:
             raise ValueError(f"unknown simulator profile; one of: {', '.join(known) or 'none'}")
         return value
+
+    @model_validator(mode="after")
+    def _overrides_fit(self) -> SimulatedLauncher:
+        if not self.overrides:
+            return self
+        try:
+            load_profile_with(self.profile, self.overrides)
+        except ProfileError as exc:
+            # "deployment.a.b: message" names the patched field
+            where, sep, message = str(exc).partition(": ")
+            if sep and (where == "deployment" or where.startswith("deployment.")):
+                path = "overrides" + where[len("deployment") :]
+                raise _field_error(path, message) from None
+            raise _field_error("overrides", str(exc)) from None
+        return self
 
 
 class Launcher(_Strict):

@@ -21,7 +21,7 @@ from runner.ladder.attribution import (
     run_ladder,
     value_at_speed,
 )
-from runner.ladder.mergepatch import merge_patch, overlapping
+from runner.mergepatch import merge_patch, overlapping
 from runner.simulator.profile import resolve_profile_path
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -281,7 +281,7 @@ def test_a_validated_config_round_trips_through_its_json_dump():
 
 
 def test_every_shipped_example_is_validated_here_and_each_launcher_has_one():
-    # ladder-*.yaml are engine ladders (tests/engine/test_ladder.py validates them)
+    # ladder-*.yaml are ladders (tests/engine/test_ladder.py, tests/ladders/test_gb300_platform.py)
     configs = [p for p in Path(EXAMPLES).glob("*.yaml") if not p.stem.startswith("ladder-")]
     assert sorted(p.stem for p in configs) == EXAMPLE_NAMES
     kinds = {

@@ -2,8 +2,9 @@
 
 A patch is a JSON object merged into the document: a key with ``null`` removes that key,
 an object merges recursively, anything else (a list, a number, a string) replaces the
-value. Used by the engine's ladders (a simulator profile patched per rung) and by the
-platform's ladder submissions (a deployment config patched per rung).
+value. Used by the engine's ladders (a simulator profile patched per rung), by the
+platform's ladder submissions (a deployment config patched per rung) and by a simulated
+deployment's profile overrides (docs/simulator.md "Overrides").
 """
 
 from __future__ import annotations
