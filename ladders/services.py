@@ -429,11 +429,10 @@ def _plans(ladder: Ladder) -> dict[str, list[RungPlan]]:
 
 
 def _tiers_of(run: Any) -> list[Any]:
-    from runner.engine.trial import Tier, parse_tiers
+    from runner.engine.trial import Tier
 
-    spec_tiers = (run.run_spec or {}).get("tiers")
-    if spec_tiers:
-        return parse_tiers(spec_tiers)
+    if run.run_spec:  # the run's own tiers, read through the contract (RunSpec)
+        return contract.RunSpec.model_validate(run.run_spec).engine_tiers()
     return [
         Tier(t.name, t.min_p25_output_speed, t.max_ttft_s, float(t.ttft_percentile),
              t.max_error_rate)

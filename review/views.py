@@ -148,8 +148,9 @@ def _tiers_for(run: BenchmarkRun | None) -> list[dict[str, Any]]:
         return []
     if run.tier_set_id:
         return run.tier_set.as_engine_tiers()
-    spec_tiers = (run.run_spec or {}).get("tiers")
-    return list(spec_tiers) if isinstance(spec_tiers, list) else []
+    if not run.run_spec:
+        return []
+    return [t.dump() for t in contract.RunSpec.model_validate(run.run_spec).tiers]
 
 
 def _artifact_link(artifact: Artifact) -> str:

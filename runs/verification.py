@@ -94,8 +94,8 @@ def check_output_lengths(trials) -> dict[str, Any]:
 
 
 def check_error_rate(run: Any, trials) -> dict[str, Any]:
-    limit = min((t.get("max_error_rate", 0.01) for t in run.run_spec.get("tiers") or []),
-                default=0.01)  # fmt: skip
+    spec = contract.RunSpec.model_validate(run.run_spec)
+    limit = min(t.max_error_rate for t in spec.tiers)
     summary = contract.search_summary(run.search_summary)
     passing_ns = {n for n in (summary.max_agents if summary else {}).values() if n}
     metrics = {t.index: contract.trial_metrics(t.metrics) for t in trials}
@@ -205,12 +205,12 @@ def report_checks(
     """Every check of the report, from a run (or anything with its fields: run_spec,
     search_summary, qualification, telemetry, runner_info, dataset, submission.config),
     its trials with raw records, and the dataset's trajectories."""
-    spec = run.run_spec or {}
-    slug = str((spec.get("model") or {}).get("slug") or "")
-    reference = load_reference(slug, simulated=bool(spec.get("simulated")))
+    spec = contract.RunSpec.model_validate(run.run_spec)  # docs/pipeline.md "The contract"
+    slug = spec.model.slug
+    reference = load_reference(slug, simulated=spec.simulated)
     summary = contract.search_summary(run.search_summary)
     result_ns = {n for n in (summary.max_agents if summary else {}).values() if n}
-    claimed = (spec.get("accelerators") or {}).get("used")
+    claimed = spec.accelerators.used
     precision = ((run.submission.config or {}).get("model") or {}).get("weight_precision")
     return [
         check_qualification(run),
@@ -228,7 +228,7 @@ def report_checks(
         ),
         *(
             []  # a twin has no weights to degrade: quality is not a simulated figure
-            if spec.get("simulated")
+            if spec.simulated
             else [
                 ext.check_quality_distribution(
                     run.qualification or [], reference, model=slug, weight_precision=precision
@@ -236,14 +236,12 @@ def report_checks(
                 ext.check_quality_task(run.qualification or [], reference, model=slug),
             ]
         ),
-        ext.check_repeatability(
-            trials, shared_host=bool((spec.get("search") or {}).get("shared_host"))
-        ),
+        ext.check_repeatability(trials, shared_host=spec.search.shared_host),
         ext.check_statistics(trials, result_ns),
         ext.check_load_generator(trials),
         check_raw_records(trials),
         check_private_test_set(run),
-        ext.check_accelerators(int(claimed) if claimed else None, run.telemetry or {}, trials),
+        ext.check_accelerators(claimed, run.telemetry or {}, trials),
         ext.check_power(trials),
     ]
 
