@@ -50,25 +50,47 @@ def run_spec(base: TrialConfig, *, cap: int, max_trials: int) -> dict[str, Any]:
     """The stored run spec of a simulated run with `base`'s settings (runner/contract.py
     RunSpec, as runs/dispatch.py stores it)."""
     search = {
-        "warmup_s": base.warmup_s, "duration_s": base.duration_s, "cap": cap,
-        "max_trials": max_trials, "min_requests": base.min_requests,
+        "warmup_s": base.warmup_s,
+        "duration_s": base.duration_s,
+        "cap": cap,
+        "max_trials": max_trials,
+        "min_requests": base.min_requests,
         "tool_delay_scale": base.replay.tool_delay_scale,
-        "request_timeout_s": base.replay.timeout_s, "max_loop_lag_ms": base.max_loop_lag_ms,
-        "max_cpu_percent": base.max_cpu_percent, "seed": base.replay.seed,
-        "ramp_s": base.replay.ramp_s, "prime_cache": base.replay.prime_cache,
-    }  # fmt: skip
-    return contract.RunSpec.model_validate({
-        "version": contract.SPEC_VERSION, "run_id": 1, "submission_id": 1, "pool": "simulated",
-        "launcher": {"kind": "simulated", "profile": "tiny", "seed": 0, "clock": "virtual",
-                     "served_model_name": MODEL, "profile_label": "Tiny",
-                     "accelerators_used": 1, "accelerators_total": 1},
-        "model": {"slug": MODEL, "served_model_name": MODEL},
-        "tier_set": {"slug": "verify-test", "version": 1},
-        "tiers": [t.to_dict() for t in TIERS], "accelerators": {"used": 1, "total": 1},
-        "search": search, "loadgen": {"shards": 1, "hosts": [], "queue": None},
-        "heartbeat_interval_s": 15, "telemetry_interval_s": 1.0,
-        "limits": {"soft_s": 900, "hard_s": 1000}, "simulated": True,
-    }).stored()  # fmt: skip
+        "request_timeout_s": base.replay.timeout_s,
+        "max_loop_lag_ms": base.max_loop_lag_ms,
+        "max_cpu_percent": base.max_cpu_percent,
+        "seed": base.replay.seed,
+        "ramp_s": base.replay.ramp_s,
+        "prime_cache": base.replay.prime_cache,
+    }
+    return contract.RunSpec.model_validate(
+        {
+            "version": contract.SPEC_VERSION,
+            "run_id": 1,
+            "submission_id": 1,
+            "pool": "simulated",
+            "launcher": {
+                "kind": "simulated",
+                "profile": "tiny",
+                "seed": 0,
+                "clock": "virtual",
+                "served_model_name": MODEL,
+                "profile_label": "Tiny",
+                "accelerators_used": 1,
+                "accelerators_total": 1,
+            },
+            "model": {"slug": MODEL, "served_model_name": MODEL},
+            "tier_set": {"slug": "verify-test", "version": 1},
+            "tiers": [t.to_dict() for t in TIERS],
+            "accelerators": {"used": 1, "total": 1},
+            "search": search,
+            "loadgen": {"shards": 1, "hosts": [], "queue": None},
+            "heartbeat_interval_s": 15,
+            "telemetry_interval_s": 1.0,
+            "limits": {"soft_s": 900, "hard_s": 1000},
+            "simulated": True,
+        }
+    ).stored()
 
 
 def simulated_run(
