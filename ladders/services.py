@@ -147,8 +147,10 @@ def _parse_rungs(body: Any) -> list[dict[str, Any]]:
         elif not isinstance(patch, dict) or not patch:
             raise _err(f"rungs[{i}].patch", "a JSON Merge Patch (RFC 7396) of the config")
         for path in patch_paths(patch):
-            if any(path == f or path.startswith(f + ".") or f.startswith(path + ".")
-                   for f in FIXED_PATHS):  # fmt: skip
+            if any(
+                path == f or path.startswith(f + ".") or f.startswith(path + ".")
+                for f in FIXED_PATHS
+            ):
                 raise _err(
                     f"rungs[{i}].patch.{path}",
                     "every rung runs on the same hardware, model and search settings "
@@ -285,7 +287,7 @@ def ladder_create(*, org: Organization, body: Any, created_by: Any = None) -> La
             document={
                 "baseline": {"name": baseline_name, "config": baseline},
                 "rungs": changes,
-            },  # fmt: skip
+            },
             orders=orders,
             speeds=[float(s) for s in speeds],
             created_by=created_by if getattr(created_by, "pk", None) else None,
@@ -325,9 +327,12 @@ def ladder_create(*, org: Organization, body: Any, created_by: Any = None) -> La
                 reused=reused,
             )
         audit_record(
-            actor=created_by, obj=ladder, action="create", to_state=Ladder.STATUS_RUNNING,
+            actor=created_by,
+            obj=ladder,
+            action="create",
+            to_state=Ladder.STATUS_RUNNING,
             data={"rungs": len(planned), "submissions": len(by_sha)},
-        )  # fmt: skip
+        )
     return ladder
 
 
@@ -351,8 +356,11 @@ def _trial_measure(trial: Any, accelerators: int, seed: int) -> TrialMeasure:
         from runs.timeline import record_lines
 
         try:
-            records = [RequestRecord.from_dict(json.loads(x)) for x in
-                       record_lines(trial.raw_records_key) if x.strip()]  # fmt: skip
+            records = [
+                RequestRecord.from_dict(json.loads(x))
+                for x in record_lines(trial.raw_records_key)
+                if x.strip()
+            ]
         except Exception:  # records not readable: the point without an interval
             records = []
         if records:
@@ -434,10 +442,11 @@ def _tiers_of(run: Any) -> list[Any]:
     if run.run_spec:  # the run's own tiers, read through the contract (RunSpec)
         return contract.RunSpec.model_validate(run.run_spec).engine_tiers()
     return [
-        Tier(t.name, t.min_p25_output_speed, t.max_ttft_s, float(t.ttft_percentile),
-             t.max_error_rate)
+        Tier(
+            t.name, t.min_p25_output_speed, t.max_ttft_s, float(t.ttft_percentile), t.max_error_rate
+        )
         for t in run.tier_set.tiers.order_by("order")
-    ]  # fmt: skip
+    ]
 
 
 def ladder_refresh(ladder: Ladder) -> Ladder:
@@ -446,11 +455,11 @@ def ladder_refresh(ladder: Ladder) -> Ladder:
     if ladder.status != Ladder.STATUS_RUNNING or ladder.source != Ladder.SOURCE_PLATFORM:
         return ladder
     subs = {r.submission_id: r.submission for r in ladder.rungs.select_related("submission")}
-    bad = [s for s in subs.values() if s.status in (c.FAILED, c.REJECTED, c.WITHDRAWN,
-                                                     c.INVALID)]  # fmt: skip
+    bad = [s for s in subs.values() if s.status in (c.FAILED, c.REJECTED, c.WITHDRAWN, c.INVALID)]
     if bad:
-        return _transition(ladder, Ladder.STATUS_FAILED,
-                           f"rung submission #{bad[0].pk} is {bad[0].status}")  # fmt: skip
+        return _transition(
+            ladder, Ladder.STATUS_FAILED, f"rung submission #{bad[0].pk} is {bad[0].status}"
+        )
     if any(s.status not in (c.IN_REVIEW, c.PUBLISHED) for s in subs.values()):
         return ladder
     runs = {pk: _latest_verified_run(s) for pk, s in subs.items()}
@@ -474,13 +483,16 @@ def ladder_refresh(ladder: Ladder) -> Ladder:
 
 
 def _document(
-    ladder: Ladder, tiers: list[Any], measured: dict[str, list[TrialMeasure]],
+    ladder: Ladder,
+    tiers: list[Any],
+    measured: dict[str, list[TrialMeasure]],
     extra_speeds: list[float] = (),
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     spec = _spec(ladder, tiers, list(extra_speeds))
     reused = {r.config_sha256: r.reused for r in ladder.rungs.all()}
-    doc = ladder_document(spec, _plans(ladder), measured, reused=reused,
-                          simulated=ladder.is_simulated)  # fmt: skip
+    doc = ladder_document(
+        spec, _plans(ladder), measured, reused=reused, simulated=ladder.is_simulated
+    )
     doc["conditions"]["trials"] = "the pool's search settings (dispatch), the same for every rung"
     for order_doc in doc["orders"].values():
         for row in order_doc["rungs"]:
@@ -520,8 +532,14 @@ def _transition(ladder: Ladder, to: str, reason: str, actor: Any = None) -> Ladd
             fresh.reviewed_by = actor if getattr(actor, "pk", None) else None
             fields += ["published_at", "reviewed_by"]
         fresh.save(update_fields=fields)
-        audit_record(actor=actor, obj=fresh, action="transition", from_state=before,
-                     to_state=to, reason=reason)  # fmt: skip
+        audit_record(
+            actor=actor,
+            obj=fresh,
+            action="transition",
+            from_state=before,
+            to_state=to,
+            reason=reason,
+        )
     return fresh
 
 
@@ -548,8 +566,11 @@ def ladder_review(*, ladder: Ladder, actor: Any, action: str, reason: str) -> La
             sub.refresh_from_db()
             if sub.status == c.IN_REVIEW:
                 try:
-                    review_publish(submission=sub, actor=actor,
-                                   reason=f"ladder #{ladder.pk} {ladder.name}: {reason}")  # fmt: skip
+                    review_publish(
+                        submission=sub,
+                        actor=actor,
+                        reason=f"ladder #{ladder.pk} {ladder.name}: {reason}",
+                    )
                 except ReviewError as exc:
                     raise LadderReviewError(f"rung submission #{sub.pk}: {exc}") from exc
         ladder = _transition(ladder, Ladder.STATUS_PUBLISHED, reason, actor)
@@ -557,8 +578,9 @@ def ladder_review(*, ladder: Ladder, actor: Any, action: str, reason: str) -> La
         from runner.engine.trial import parse_tiers
 
         if ladder.measurements and ladder.attribution:
-            measured = {k: [TrialMeasure.from_dict(t) for t in v]
-                        for k, v in ladder.measurements.items()}  # fmt: skip
+            measured = {
+                k: [TrialMeasure.from_dict(t) for t in v] for k, v in ladder.measurements.items()
+            }
             tiers = parse_tiers(ladder.attribution.get("tiers") or [])
             ladder.attribution = _document(ladder, tiers, measured)
             ladder.save(update_fields=["attribution"])
@@ -587,8 +609,12 @@ def ladder_import(*, org: Organization, doc: dict[str, Any], model: Any, hardwar
             attribution=doc,
             published_at=timezone.now(),
         )
-        audit_record(obj=ladder, action="import", to_state=Ladder.STATUS_PUBLISHED,
-                     actor_label="ladder_import")  # fmt: skip
+        audit_record(
+            obj=ladder,
+            action="import",
+            to_state=Ladder.STATUS_PUBLISHED,
+            actor_label="ladder_import",
+        )
     return ladder
 
 

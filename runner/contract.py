@@ -31,16 +31,17 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from runner.engine.metrics import ClientHealth as EngineClientHealth
 from runner.engine.metrics import TrialSummary
-from runner.engine.search import SearchResult
+from runner.engine.search import Phase, SearchResult
 from runner.engine.trial import Tier as EngineTier
 from runner.engine.trial import TierVerdict as EngineTierVerdict
+from runner.verification.status import Status
 
 SPEC_VERSION = 1
 
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 Count = Annotated[int, Field(ge=0)]
 Positive = Annotated[int, Field(ge=1)]
-SearchPhase = Literal["ramp", "bisect", "confirm", "repeat"]
+SearchPhase = Phase  # the engine's (runner/engine/search.py)
 
 
 class Contract(BaseModel):
@@ -318,7 +319,7 @@ class Check(Contract):
     """A qualification probe (runner/verification/probes.py): its evidence as measured."""
 
     name: str
-    status: Literal["pass", "warn", "fail"]
+    status: Status
     summary: str
     fatal: bool
     evidence: dict[str, Any]

@@ -179,12 +179,14 @@ def launch_approval(submission: Submission, identity: dict[str, Any]) -> LaunchA
     """The live approval of exactly this launch of this organization on this pool."""
     return (
         LaunchApproval.objects.filter(
-            pool=identity["pool"], org_id=submission.org_id,
-            launch_sha256=launch_digest(identity), revoked_at__isnull=True,
+            pool=identity["pool"],
+            org_id=submission.org_id,
+            launch_sha256=launch_digest(identity),
+            revoked_at__isnull=True,
         )
         .select_related("approved_by")
         .first()
-    )  # fmt: skip
+    )
 
 
 def search_options(submission: Submission, pool: str, launcher: dict[str, Any]) -> dict[str, Any]:

@@ -23,25 +23,27 @@ from runner.engine.metrics import RequestRecord
 from runner.engine.trajectory import Trajectory, dataset_from_bytes
 from runner.verification import checks as ext
 from runner.verification.fingerprint import load_reference
+from runner.verification.status import FAIL, PASS, WARN, worst_status
 from runs.models import BenchmarkRun, VerificationReport
 
 log = logging.getLogger(__name__)
 
-PASS, WARN, FAIL = "pass", "warn", "fail"
-_RANK = {PASS: 0, WARN: 1, FAIL: 2}
-
 
 def _check(name: str, status: str, summary: str, rule: str, evidence: dict) -> dict[str, Any]:
-    return {"name": name, "status": status, "summary": summary, "rule": rule,
-            "evidence": evidence}  # fmt: skip
+    return {"name": name, "status": status, "summary": summary, "rule": rule, "evidence": evidence}
 
 
 def check_qualification(run: Any) -> dict[str, Any]:
     probes = run.qualification or []
     if not probes:
-        return _check("qualification", FAIL, "no qualification probes were reported",
-                      "the runner probes the endpoint before load", {})  # fmt: skip
-    worst = max((p.get("status", FAIL) for p in probes), key=lambda s: _RANK.get(s, 2))
+        return _check(
+            "qualification",
+            FAIL,
+            "no qualification probes were reported",
+            "the runner probes the endpoint before load",
+            {},
+        )
+    worst = worst_status(p.get("status", FAIL) for p in probes)
     failed = [p["name"] for p in probes if p.get("status") != PASS]
     summary = (
         f"all {len(probes)} probes passed"
@@ -49,11 +51,13 @@ def check_qualification(run: Any) -> dict[str, Any]:
         else f"{len(probes) - len(failed)} of {len(probes)} probes passed; not: {', '.join(failed)}"
     )
     return _check(
-        "qualification", worst, summary,
+        "qualification",
+        worst,
+        summary,
         "claimed model served, streaming, exact output length with ignore_eos, usage and "
         "cached tokens reported",
         {"probes": [{k: p.get(k) for k in ("name", "status", "summary")} for p in probes]},
-    )  # fmt: skip
+    )
 
 
 def check_request_accounting(run: Any, trials) -> dict[str, Any]:
@@ -62,20 +66,28 @@ def check_request_accounting(run: Any, trials) -> dict[str, Any]:
     for t in trials:
         m = contract.trial_metrics(t.metrics)
         sent, ok, failed, total = m.requests, m.ok, m.failed, m.requests_total
-        row = {"trial": t.index, "sent": sent, "ok": ok, "failed": failed,
-               "records_total": total, "raw_records": t.raw_records_count}  # fmt: skip
+        row = {
+            "trial": t.index,
+            "sent": sent,
+            "ok": ok,
+            "failed": failed,
+            "records_total": total,
+            "raw_records": t.raw_records_count,
+        }
         rows.append(row)
         if sent != ok + failed:
             bad.append(f"trial {t.index}: sent {sent} != ok {ok} + failed {failed}")
         elif t.raw_records_count != total:
             bad.append(f"trial {t.index}: {t.raw_records_count} raw records, {total} requests")
     return _check(
-        "request_accounting", FAIL if bad else PASS,
-        "; ".join(bad[:5]) if bad else f"sent = ok + failed in all {len(rows)} trials, and "
-        "every request has its raw record",
+        "request_accounting",
+        FAIL if bad else PASS,
+        "; ".join(bad[:5])
+        if bad
+        else f"sent = ok + failed in all {len(rows)} trials, and every request has its raw record",
         "per trial: requests sent in the window = ok + failed; raw records = all requests",
         {"trials": rows},
-    )  # fmt: skip
+    )
 
 
 def check_output_lengths(trials) -> dict[str, Any]:
@@ -85,12 +97,14 @@ def check_output_lengths(trials) -> dict[str, Any]:
     sent = sum(m.requests for m in metrics.values())
     status = PASS if total == 0 else (WARN if sent and total / sent <= 0.001 else FAIL)
     return _check(
-        "output_lengths", status,
-        "every answer had exactly the requested length" if total == 0
+        "output_lengths",
+        status,
+        "every answer had exactly the requested length"
+        if total == 0
         else f"{total} of {sent} requests returned another length than requested",
         "completion_tokens == max_tokens (ignore_eos) for every request",
         {"wrong_length_by_trial": {str(k): v for k, v in wrong.items() if v}},
-    )  # fmt: skip
+    )
 
 
 def check_error_rate(run: Any, trials) -> dict[str, Any]:
@@ -107,22 +121,25 @@ def check_error_rate(run: Any, trials) -> dict[str, Any]:
         for k, v in m.errors_by_class.items():
             errors[k] = errors.get(k, 0) + v
     return _check(
-        "error_rate", PASS if worst <= limit else FAIL,
+        "error_rate",
+        PASS if worst <= limit else FAIL,
         f"worst error rate at a reported result: {worst:.2%} (limit {limit:.2%})",
         "the error rate at every concurrency reported as a result is within the tier limit",
         {"by_trial": {str(k): v for k, v in rates.items()}, "errors_by_class": errors},
-    )  # fmt: skip
+    )
 
 
 def check_raw_records(trials) -> dict[str, Any]:
     missing = [t.index for t in trials if not t.raw_records_key]
     return _check(
-        "raw_records_stored", FAIL if missing else PASS,
-        f"raw records of trials {missing} are missing" if missing
+        "raw_records_stored",
+        FAIL if missing else PASS,
+        f"raw records of trials {missing} are missing"
+        if missing
         else f"raw request records of all {len(trials)} trials are stored (sha256 checked)",
         "every trial's raw request records are in object storage before the run is done",
         {"keys": {str(t.index): t.raw_records_key for t in trials}},
-    )  # fmt: skip
+    )
 
 
 def check_private_test_set(run: Any) -> dict[str, Any]:
@@ -139,17 +156,33 @@ def check_private_test_set(run: Any) -> dict[str, Any]:
         "reports the canonical digest of what it replayed), never the public tuning subset"
     )
     if not private:
-        return _check("private_test_set", FAIL, "the run did not use a private test set", rule,
-                      evidence)  # fmt: skip
+        return _check(
+            "private_test_set", FAIL, "the run did not use a private test set", rule, evidence
+        )
     if reported is None:
-        return _check("private_test_set", WARN, f"{dataset.name}@{dataset.version} (private); "
-                      "the runner did not report the digest it replayed", rule,
-                      evidence)  # fmt: skip
+        return _check(
+            "private_test_set",
+            WARN,
+            f"{dataset.name}@{dataset.version} (private); "
+            "the runner did not report the digest it replayed",
+            rule,
+            evidence,
+        )
     if reported != dataset.sha256:
-        return _check("private_test_set", FAIL, f"the runner replayed {reported[:12]}…, not "
-                      f"the recorded {dataset.sha256[:12]}…", rule, evidence)  # fmt: skip
-    return _check("private_test_set", PASS, f"{dataset.name}@{dataset.version} (private), "
-                  f"digest {dataset.sha256[:12]}… replayed", rule, evidence)  # fmt: skip
+        return _check(
+            "private_test_set",
+            FAIL,
+            f"the runner replayed {reported[:12]}…, not the recorded {dataset.sha256[:12]}…",
+            rule,
+            evidence,
+        )
+    return _check(
+        "private_test_set",
+        PASS,
+        f"{dataset.name}@{dataset.version} (private), digest {dataset.sha256[:12]}… replayed",
+        rule,
+        evidence,
+    )
 
 
 def load_records(key: str) -> list[RequestRecord] | None:
@@ -249,7 +282,7 @@ def report_checks(
 def verification_build(*, run: BenchmarkRun) -> VerificationReport:
     """Compute and store (or replace) the run's report."""
     checks = verification_checks(run)
-    status = max((c["status"] for c in checks), key=lambda s: _RANK[s])
+    status = worst_status(c["status"] for c in checks)
     report, _ = VerificationReport.objects.update_or_create(
         run=run, defaults={"status": status, "checks": checks}
     )
