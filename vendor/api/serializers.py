@@ -6,6 +6,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from runner import contract
+from runs.models import latest_of
 from runs.progress import run_progress
 from submissions.models import Artifact, Submission
 
@@ -87,7 +88,7 @@ class SubmissionListSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(LatestRunSerializer(allow_null=True))
     def get_latest_run(self, obj: Submission) -> dict | None:
-        run = obj.runs.latest_first().first()
+        run = latest_of(obj.runs.all())  # the list view prefetches the runs
         if run is None:
             return None
         return LatestRunSerializer(run).data
