@@ -9,7 +9,6 @@ Cache directory: ``$AGENTPERF_CACHE`` or ``~/.cache/agentperf``.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -98,17 +97,15 @@ def start_llama_server(
     log_dir = log_dir or (cache_dir() / "logs")
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"llama-server-{port}.log"
-    config = {
-        "model": str(model),
-        "port": port,
-        "n_parallel": n_parallel,
-        "n_ctx": ctx_per_slot * n_parallel,
-        "n_threads": n_threads,
-        "alias": alias,
-    }
+    # the same server the process launcher runs (runner/launchers/llamacpp_server.py)
+    command = [
+        sys.executable, "-m", "runner.launchers.llamacpp_server", "--model", str(model),
+        "--port", str(port), "--alias", alias, "--parallel", str(n_parallel),
+        "--ctx-per-slot", str(ctx_per_slot), "--threads", str(n_threads),
+    ]  # fmt: skip
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.llamacpp", json.dumps(config)],
+            command,
             cwd=REPO_ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -129,44 +126,3 @@ def start_llama_server(
             server.kill()
             raise RuntimeError(f"llama.cpp server not ready after {startup_timeout_s}s")
         time.sleep(0.1)
-
-
-def _serve(config: dict[str, Any]) -> None:
-    """Child process: build the params, start the server, wait for a signal."""
-    import xllamacpp
-
-    params = xllamacpp.CommonParams()
-    params.model.path = config["model"]
-    params.model_alias = {config["alias"]}
-    params.hostnames = ["127.0.0.1"]
-    params.port = config["port"]
-    params.n_parallel = config["n_parallel"]
-    params.n_ctx = config["n_ctx"]
-    params.kv_unified = False
-    params.cont_batching = True
-    params.cache_prompt = True
-    params.n_gpu_layers = 0
-    params.warmup = False
-    params.use_jinja = True
-    params.endpoint_metrics = True
-    params.cpuparams.n_threads = config["n_threads"]
-    params.cpuparams_batch.n_threads = config["n_threads"]
-    params.n_threads_http = max(2, config["n_parallel"] + 2)
-    params.verbosity = 1
-    params.sampling.seed = 1234
-    server = xllamacpp.Server(params)
-    stop = False
-
-    def on_term(signum: int, frame: Any) -> None:
-        nonlocal stop
-        stop = True
-
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, on_term)
-    while not stop:
-        signal.pause()
-    del server
-
-
-if __name__ == "__main__":
-    _serve(json.loads(sys.argv[1]))
