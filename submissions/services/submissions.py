@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from dataclasses import dataclass
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
@@ -86,7 +88,21 @@ def _dispatch_on_commit(submission_id: int) -> None:
     )
 
 
-def submission_create(
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    """What an idempotent submit did: the submission, and whether it was a replay of one
+    already made with the same key and config (the API answers 200 instead of 201)."""
+
+    submission: Submission
+    replayed: bool
+
+
+def submission_create(**kwargs: Any) -> Submission:
+    """`submission_submit` for callers that do not care whether it was a replay."""
+    return submission_submit(**kwargs).submission
+
+
+def submission_submit(
     *,
     org: Organization,
     config_text: str | bytes,
@@ -97,14 +113,14 @@ def submission_create(
     source: str = c.SOURCE_VENDOR,
     previous: Submission | None = None,
     workload: str = WORKLOAD_CODING,
-) -> Submission:
+) -> Submitted:
     """Validate `config_text` and record a submission that goes on to the runner.
 
     `workload` is what its run replays (a ladder rung may ask for another than agentic
     coding: docs/ladders.md "Workloads"); not a field of the vendor's config.
 
     Same `idempotency_key` and the same parsed config (YAML or JSON alike) → the submission
-    already made (`replayed` is set on it); same key with another config →
+    already made (`Submitted.replayed`); same key with another config →
     IdempotencyConflict. An invalid config raises
     ConfigError (fields by path) and writes nothing. A valid one goes draft → submitted →
     validated and is dispatched after commit.
@@ -153,17 +169,15 @@ def submission_create(
         if existing is None:
             raise
         return _replay(existing, document)
-    submission.replayed = False  # type: ignore[attr-defined]
-    return submission
+    return Submitted(submission, replayed=False)
 
 
-def _replay(existing: Submission, document: dict) -> Submission:
+def _replay(existing: Submission, document: dict) -> Submitted:
     """The same key with the same *parsed* config is a replay, whatever the encoding (YAML
     or JSON, key order, comments, whitespace); another config is a conflict."""
     if existing.config != document:
         raise IdempotencyConflict(existing)
-    existing.replayed = True  # type: ignore[attr-defined]
-    return existing
+    return Submitted(existing, replayed=True)
 
 
 def submission_withdraw(
@@ -196,7 +210,7 @@ def submission_resubmit(
     idempotency_key: str | None = None,
     created_by=None,
     actor_label: str = "",
-) -> Submission:
+) -> Submitted:
     """A new submission linked to `previous` (its baseline for "what changed").
 
     A previous submission still on its way (not published, not decided) is withdrawn in
@@ -204,7 +218,7 @@ def submission_resubmit(
     """
     label = _actor_label(created_by, actor_label)
     with transaction.atomic():
-        new = submission_create(
+        submitted = submission_submit(
             org=previous.org,
             config_text=config_text,
             content_type=content_type,
@@ -214,10 +228,11 @@ def submission_resubmit(
             source=previous.source,
             previous=previous,
         )
-        if getattr(new, "replayed", False):
+        new = submitted.submission
+        if submitted.replayed:
             if new.previous_id != previous.pk:
                 raise IdempotencyConflict(new)
-            return new
+            return submitted
         fresh = Submission.objects.select_for_update().get(pk=previous.pk)
         if fresh.status in WITHDRAWABLE_STATES:
             submission_transition(
@@ -228,4 +243,4 @@ def submission_resubmit(
                 reason=f"replaced by resubmission #{new.pk}",
             )
             previous.status = fresh.status
-    return new
+    return submitted

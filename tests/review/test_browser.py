@@ -189,7 +189,9 @@ def test_changes_requested_then_the_vendor_resubmits_and_the_diff_shows_what_cha
     cap = document["benchmark"]["max_concurrency"]
     document["benchmark"]["max_concurrency"] = cap * 2
     amended = yaml.safe_dump(document, sort_keys=False)
-    second = submission_resubmit(previous=first, config_text=amended, created_by=cast.alice)
+    second = submission_resubmit(
+        previous=first, config_text=amended, created_by=cast.alice
+    ).submission
     assert second.previous_id == first.pk
     _run_through_the_runner(second)
 

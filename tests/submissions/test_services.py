@@ -10,6 +10,7 @@ from submissions.services.submissions import (
     IdempotencyConflict,
     submission_create,
     submission_resubmit,
+    submission_submit,
     submission_withdraw,
 )
 from tests.submissions.configs import as_json, as_yaml, example
@@ -80,9 +81,10 @@ def test_an_attached_endpoint_must_be_in_the_pools_allowlist_for_this_org():
 def test_the_same_idempotency_key_and_body_return_the_same_submission():
     catalog, org = make_catalog(), make_org()
     text = catalog.yaml()
-    first = submission_create(org=org, config_text=text, idempotency_key="k-1")
-    again = submission_create(org=org, config_text=text, idempotency_key="k-1")
-    assert again.pk == first.pk and again.replayed is True
+    first = submission_submit(org=org, config_text=text, idempotency_key="k-1")
+    again = submission_submit(org=org, config_text=text, idempotency_key="k-1")
+    assert first.replayed is False and again.replayed is True
+    assert again.submission.pk == first.submission.pk
     assert Submission.objects.count() == 1
 
 
@@ -130,7 +132,7 @@ def test_a_published_submission_cannot_be_withdrawn():
 def test_resubmit_links_the_new_submission_and_withdraws_the_live_one():
     catalog, org = make_catalog(), make_org()
     old = submission_create(org=org, config_text=catalog.yaml())
-    new = submission_resubmit(previous=old, config_text=catalog.yaml(notes="v2"))
+    new = submission_resubmit(previous=old, config_text=catalog.yaml(notes="v2")).submission
     old.refresh_from_db()
     assert (new.previous_id, new.baseline_id, new.status) == (old.pk, old.pk, c.VALIDATED)
     assert old.status == c.WITHDRAWN and f"#{new.pk}" in old.status_reason

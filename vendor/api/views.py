@@ -30,8 +30,9 @@ from submissions.services.attachments import (
 from submissions.services.lifecycle import TransitionError
 from submissions.services.submissions import (
     IdempotencyConflict,
-    submission_create,
+    Submitted,
     submission_resubmit,
+    submission_submit,
     submission_withdraw,
 )
 from vendor.api import serializers as s
@@ -168,7 +169,7 @@ class SubmissionListCreateView(VendorView):
     def post(self, request: Request) -> Response:
         body, content_type, key = _config_request(request)
         try:
-            submission = submission_create(
+            submitted = submission_submit(
                 org=self.org,
                 config_text=body,
                 content_type=content_type,
@@ -179,20 +180,19 @@ class SubmissionListCreateView(VendorView):
             raise config_api_error(exc) from None
         except IdempotencyConflict as exc:
             raise ApiError("idempotency_conflict", str(exc), status_code=409) from None
-        return _submission_response(submission, request)
+        return _submission_response(submitted, request)
 
 
 def _ctx(request: Request) -> dict:
     return {"request": request}
 
 
-def _submission_response(submission: Submission, request: Request) -> Response:
-    replayed = getattr(submission, "replayed", False)
+def _submission_response(submitted: Submitted, request: Request) -> Response:
     response = Response(
-        s.SubmissionDetailSerializer(submission, context=_ctx(request)).data,
-        status=status.HTTP_200_OK if replayed else status.HTTP_201_CREATED,
+        s.SubmissionDetailSerializer(submitted.submission, context=_ctx(request)).data,
+        status=status.HTTP_200_OK if submitted.replayed else status.HTTP_201_CREATED,
     )
-    if replayed:
+    if submitted.replayed:
         response["Idempotent-Replayed"] = "true"
     return response
 
@@ -255,7 +255,7 @@ class SubmissionResubmitView(VendorView):
         previous = self.own_submission(pk)
         body, content_type, key = _config_request(request)
         try:
-            submission = submission_resubmit(
+            submitted = submission_resubmit(
                 previous=previous,
                 config_text=body,
                 content_type=content_type,
@@ -266,7 +266,7 @@ class SubmissionResubmitView(VendorView):
             raise config_api_error(exc) from None
         except IdempotencyConflict as exc:
             raise ApiError("idempotency_conflict", str(exc), status_code=409) from None
-        return _submission_response(submission, request)
+        return _submission_response(submitted, request)
 
 
 def _run_queryset():
