@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 # One queue namespace per test session, so concurrent sessions on a shared broker never
-# consume each other's messages. Set before Django reads its settings.
+# consume each other's messages: tests/services.py sets it before pytest starts (pytest-
+# django reads the settings before this file runs); this covers a bare `pytest` run's
+# worker processes only.
 os.environ.setdefault("CELERY_QUEUE_PREFIX", f"test-{uuid.uuid4().hex[:8]}.")
 # Likewise one cache key prefix (tests/services.py points the session at a shared Redis).
 os.environ.setdefault("CACHE_KEY_PREFIX", f"test-{uuid.uuid4().hex[:8]}")

@@ -265,6 +265,10 @@ def main(argv: list[str]) -> int:
     env = dict(os.environ)
     env.update(services_env())
     env.setdefault("CACHE_KEY_PREFIX", f"test-{uuid.uuid4().hex[:8]}")
+    # One queue namespace per session, so concurrent sessions on the shared RabbitMQ never
+    # consume each other's messages (nor a demo's). In the environment before pytest starts:
+    # pytest-django reads the settings before tests/conftest.py runs.
+    env.setdefault("CELERY_QUEUE_PREFIX", f"test-{uuid.uuid4().hex[:8]}.")
     weed = None
     if not env.get("S3_ENDPOINT_URL"):
         weed = start_seaweedfs()
