@@ -53,6 +53,10 @@ def agentperf(*args: str, env: dict[str, str], stdin: str = "") -> subprocess.Co
     )
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Follower:
     """`agentperf ... --follow` in the background; its output lines collected as they come."""
 
@@ -64,6 +68,9 @@ class Follower:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            # as from a terminal: a suite started in the background (`make test &`) runs with
+            # SIGINT ignored, which children inherit, and Ctrl-C would then do nothing
+            preexec_fn=_default_sigint,
         )
         self.lines: list[str] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
