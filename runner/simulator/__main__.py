@@ -4,8 +4,10 @@ system's CLI."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
+import signal
 import sys
 
 import uvloop
@@ -140,8 +142,11 @@ def main(argv: list[str] | None = None) -> int:
     def announce(url: str) -> None:
         print(f"listening on {url}", flush=True)
 
-    with contextlib.suppress(KeyboardInterrupt):
-        uvloop.run(
+    async def until_signalled() -> None:
+        """Serve until SIGTERM or SIGINT, then close cleanly. Handled by the loop, not as a
+        KeyboardInterrupt (which a transport callback would swallow), and set here, so a
+        server started from a background job (SIGINT inherited ignored) stops too."""
+        task = asyncio.ensure_future(
             serve(
                 profile,
                 host=args.host,
@@ -152,6 +157,13 @@ def main(argv: list[str] | None = None) -> int:
                 cheat=args.cheat,
             )
         )
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, task.cancel)
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    uvloop.run(until_signalled())
     return 0
 
 

@@ -761,9 +761,9 @@ class ServerProcess:
             pass
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        """SIGINT (its whole process group when it has one), SIGKILL after ``timeout_s``."""
+        """SIGTERM (its whole process group when it has one), SIGKILL after ``timeout_s``."""
         if self.proc.poll() is None:
-            self._signal(signal.SIGINT)
+            self._signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout_s)
             except subprocess.TimeoutExpired:

@@ -73,3 +73,6 @@ def test_the_real_time_server_runs_the_patched_profile(tmp_path) -> None:
         assert load_profile(served).iteration_overhead_us == 4000
     finally:
         launcher.stop()
+    # it stopped on SIGTERM and closed cleanly (not killed after the grace period), also
+    # when the suite runs as a background job
+    assert launcher.server.proc.returncode == 0
