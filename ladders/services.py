@@ -489,20 +489,23 @@ def _document(
     extra_speeds: list[float] = (),
 ) -> dict[str, Any]:
     spec = _spec(ladder, tiers, list(extra_speeds))
-    reused = {r.config_sha256: r.reused for r in ladder.rungs.all()}
+    rungs = list(ladder.rungs.select_related("submission__result"))  # one query for all
+    reused = {r.config_sha256: r.reused for r in rungs}
+    by_digest: dict[str, LadderRung] = {}
+    for r in rungs:
+        by_digest.setdefault(r.config_sha256, r)
     doc = ladder_document(
         spec, _plans(ladder), measured, reused=reused, simulated=ladder.is_simulated
     )
     doc["conditions"]["trials"] = "the pool's search settings (dispatch), the same for every rung"
     for order_doc in doc["orders"].values():
         for row in order_doc["rungs"]:
-            rung = ladder.rungs.filter(config_sha256=row["digest"]).first()
+            rung = by_digest.get(row["digest"])
             if rung is not None:
                 row["submission"] = rung.submission_id
                 result = getattr(rung.submission, "result", None)
                 row["result"] = getattr(result, "pk", None)
                 row["workload"] = rung.submission.workload
-    rungs = ladder.rungs.select_related("submission")
     doc["workloads"] = sorted(
         {(r.name, r.submission.workload) for r in rungs if r.submission.workload != WORKLOAD_CODING}
     )
