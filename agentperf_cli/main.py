@@ -1,7 +1,7 @@
 """`agentperf` commands (docs/api.md "Vendor CLI").
 
 Exit codes: 0 ok; 1 the run failed or was rejected/withdrawn (or a download did not match
-its sha256); 2 bad input, an API refusal (4xx, with the field paths) or no answer from the
+its sha256, or a receipt does not verify); 2 bad input, an API refusal (4xx, with the field paths) or no answer from the
 API; 130 interrupted (Ctrl-C stops following, never the run).
 """
 
@@ -26,6 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from agentperf_cli import __version__
+from agentperf_cli import verify as verify_cmd
 from agentperf_cli.client import Api, ApiError, Unreachable
 from agentperf_cli.offline import content_type_for, validate_text
 from agentperf_cli.settings import (
@@ -114,6 +115,23 @@ def cmd_login(args: argparse.Namespace) -> int:
 
 # --- validate ------------------------------------------------------------------------------
 
+# docs/api.md "A config is public"
+PUBLIC_NOTE = (
+    "A config is public: once its result is published, every string in it is on the result "
+    "page, the public API and the data dump. Pass a credential by name only, {secret: NAME} "
+    "(the runner host supplies NAME's value); a clear credential is refused, naming its field"
+)
+
+
+def _suspicious(config: Any) -> list[dict[str, Any]]:
+    """The strings the secret detector rated suspicious (below the refusal threshold)."""
+    from agentperf.schema.secrets import suspicious_strings
+
+    return [
+        {"path": row["path"], "rules": row["rules"]}
+        for row in suspicious_strings(config.model_dump(mode="json"))
+    ]
+
 
 def cmd_validate(args: argparse.Namespace) -> int:
     text, content_type = _read_config_file(args.config)
@@ -125,8 +143,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
             body = error["error"]
             _print_fields(f"{args.config}: {body['code']}: {body['message']}", body["fields"])
         return EXIT_INPUT
+    suspicious = _suspicious(config)
     if args.json:
-        _print_json({"valid": True, "config": config.model_dump(mode="json")})
+        dumped = config.model_dump(mode="json")
+        _print_json({"valid": True, "config": dumped, "public": True, "suspicious": suspicious})
         return EXIT_OK
     launcher = config.launcher.kind
     out.print(
@@ -141,6 +161,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
         style="dim",
         soft_wrap=True,
     )
+    out.print(PUBLIC_NOTE, soft_wrap=True)
+    for row in suspicious:
+        out.print(
+            f"  suspicious: {row['path']} ({'; '.join(row['rules'])}): a reviewer will see it "
+            "highlighted; if it is a credential, pass it as {secret: NAME}",
+            soft_wrap=True,
+        )
     return EXIT_OK
 
 
@@ -557,7 +584,9 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--url", help="API base URL (else AGENTPERF_URL, else the login file)")
     parser = argparse.ArgumentParser(
         prog="agentperf",
-        description="AgentPerf vendor CLI: submit deployment configs and follow their runs.",
+        description="AgentPerf vendor CLI: submit deployment configs and follow their runs. "
+        + PUBLIC_NOTE
+        + ".",
         epilog="exit codes: 0 ok, 1 run failed/rejected/withdrawn (or a bad download), "
         "2 bad input or API refusal, 130 interrupted",
     )
@@ -569,7 +598,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-verify", action="store_true", help="store without calling the API")
     p.set_defaults(func=cmd_login)
 
-    p = sub.add_parser("validate", help="check a config offline (the API's own schema)")
+    p = sub.add_parser(
+        "validate",
+        help="check a config offline (the API's own schema and secret detector)",
+        description=f"Check a config offline. {PUBLIC_NOTE}.",
+    )
     p.add_argument("config", help="YAML or JSON deployment config")
     p.add_argument("--json", action="store_true", help="the API's error body as JSON")
     p.set_defaults(func=cmd_validate)
@@ -582,7 +615,12 @@ def build_parser() -> argparse.ArgumentParser:
             help=f"poll every S seconds (default {DEFAULT_INTERVAL_S:g}; the API throttles calls)",
         )
 
-    p = sub.add_parser("submit", parents=[common], help="submit a config")
+    p = sub.add_parser(
+        "submit",
+        parents=[common],
+        help="submit a config (public once published)",
+        description=f"Submit a config. {PUBLIC_NOTE}.",
+    )
     p.add_argument("config", help="YAML or JSON deployment config")
     p.add_argument("--follow", action="store_true", help="follow the run until review")
     p.add_argument("--idempotency-key", help="default: derived from the file's sha256")
@@ -616,6 +654,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("id", nargs="?", type=int, help="dataset id (optional when there is one)")
     d.add_argument("-o", "--output", help="file or folder (default: ./<name>)")
     d.set_defaults(func=cmd_datasets_download)
+
+    p = verify_cmd.add_parser(sub, common)
+    p.set_defaults(func=lambda args: verify_cmd.cmd_verify(args, out, err))
     return parser
 
 

@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.loadgen            # full run (~2 minutes)
     .venv/bin/python -m benchmarks.loadgen --quick    # smaller, for a smoke check
     .venv/bin/python -m benchmarks.loadgen --compare OLD_CLIENT.py   # + another client.py
-    .venv/bin/python -m benchmarks.loadgen --shards 1,2 [...]  # sharded trials (benchmarks/shards.py)
+    .venv/bin/python -m benchmarks.loadgen --shards 1,2 [...]  # sharded trials (benchmarks/shard_scaling.py)
 
 A fast streaming server runs in its own process pinned to one core, writing pre-rendered
 SSE chunks and recording, on the same monotonic clock (CLOCK_MONOTONIC via
@@ -36,8 +36,8 @@ from typing import Any
 
 import uvloop
 
-from runner.engine.stub import pin as _pin
-from runner.engine.stub import serve as _serve_stub
+from agentperf.engine.stub import pin as _pin
+from agentperf.engine.stub import serve as _serve_stub
 
 
 def _server_main(port_queue: Any, core: int) -> None:
@@ -57,7 +57,7 @@ def _fetch_stats(port: int) -> dict[str, Any]:
 def _transport_class(kind: str) -> Any:
     """Our HttpTransport, or (kind ``file:PATH``) the one in another copy of client.py."""
     if not kind.startswith("file:"):
-        from runner.engine.client import HttpTransport
+        from agentperf.engine.client import HttpTransport
 
         return HttpTransport
     import importlib.util
@@ -77,7 +77,7 @@ async def _ours(
     ramp_s: float = 0.0,
     kind: str = "ours",
 ) -> list[dict[str, Any]]:
-    from runner.engine.transport import RequestSpec
+    from agentperf.engine.transport import RequestSpec
 
     transport = _transport_class(kind)(f"http://127.0.0.1:{port}/v1")
     results: list[dict[str, Any]] = []
@@ -186,7 +186,7 @@ def _client_main(kind: str, port: int, case: dict[str, Any], core: int, out: Any
     if ours:
         # What runs.py does before a trial: long-lived setup objects out of the cyclic GC's
         # scans, and fewer collections (parsing allocates many short-lived dicts).
-        from runner.engine.runs import quiet_gc
+        from agentperf.engine.loop import quiet_gc
 
         quiet_gc()
     cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -240,7 +240,7 @@ def _run_case(kind: str, port: int, case: dict[str, Any], core: int) -> dict[str
 def main(argv: list[str] | None = None) -> int:
     args_in = sys.argv[1:] if argv is None else argv
     if any(a == "--shards" or a.startswith("--shards=") or a == "--memory" for a in args_in):
-        from benchmarks.shards import main as shards_main  # sharded trials: K side by side
+        from benchmarks.shard_scaling import main as shards_main  # sharded trials: K side by side
 
         return shards_main(args_in)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

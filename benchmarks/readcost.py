@@ -1,6 +1,6 @@
 """CPU per network read of HttpTransport versions, side by side (uvloop).
 
-    .venv/bin/python -m benchmarks.readcost 5 runner/engine/client.py /tmp/client_before.py
+    .venv/bin/python -m benchmarks.readcost 5 agentperf/engine/client.py /tmp/client_before.py
 
 Starts the loadgen benchmark's streaming server (its own process, core 1), then, for K rounds,
 runs each given ``client.py`` in a fresh process on core 0: 128 streams of 500 events, one
@@ -33,8 +33,8 @@ def _load(path: str) -> Any:
 def _client(path: str, port: int, out: Any) -> None:
     import uvloop
 
-    from runner.engine.runs import quiet_gc
-    from runner.engine.transport import RequestSpec
+    from agentperf.engine.loop import quiet_gc
+    from agentperf.engine.transport import RequestSpec
 
     loadgen._pin(0)
     transport_class = _load(path)

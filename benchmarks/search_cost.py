@@ -4,7 +4,7 @@
         [--profile gb300-nvl72-dsv41-flash] [--cap 16384] [--duration 120]
         [--work /tmp/search-cost] [--against OTHER/cost.json]
 
-Runs ``python -m runner.engine search --target sim:PROFILE`` (the documented rack-scale
+Runs ``python -m agentperf.engine search --target sim:PROFILE`` (the documented rack-scale
 command, docs/benchmarks.md "Rack scale": synthetic dataset seed 1, 200 trajectories,
 stdlib text; tiers 20/60/100/180/300 tok/s p25 with TTFT p75 ≤ 10/10/5/5/3 s; shipped
 defaults otherwise) once per source tree (default: this checkout), each in its own process
@@ -14,6 +14,11 @@ of every trial's ``trial.json`` and ``requests.jsonl`` (the records are deleted 
 unless ``--keep-records``: a full search writes ~1.5 GB of them). Virtual time is
 deterministic, so two trees that compute the same thing give the same digests for every
 trial; the report says which trials differ.
+
+Each tree's engine runs with that tree's own simulator registered for ``sim:`` (``TREE_MAIN``):
+the installed ``agentperf.targets`` entry point would load whichever checkout the venv was
+installed from, for every tree alike. The CPU figures include the processes a search forks
+to write its trial files (``os.wait4`` counts waited-for descendants).
 
 ``--parallel`` runs the trees at the same time (one core each; on a machine with other work
 both are slowed alike), else one after the other. ``--against FILE`` also compares with the
@@ -43,6 +48,22 @@ TIERS = [
     {"name": "t300", "min_p25_output_speed": 300, "max_ttft_s": 3},
 ]
 TRIAL_LINE = re.compile(rb"trial (\d+) \[(\w+)\] N=(\d+):")
+# The engine's CLI with the tree's own simulator serving ``sim:``: the installed
+# ``agentperf.targets`` entry point names whatever package the venv was installed from
+# (docs/engine.md "Targets"), which is not the tree being measured; registering the
+# tree's runner first makes each tree run its own simulator (checked by its file's path).
+# The tree's domain package: agentperf/ since the split (docs/architecture.md "Packages"),
+# runner/ in trees from before it, so an old commit can be measured beside a new one.
+TREE_MAIN = (
+    "import importlib, os, sys; "
+    "pkg = 'agentperf' if os.path.isdir(os.path.join(sys.argv[1], 'agentperf')) else 'runner'; "
+    "targets = importlib.import_module(pkg + '.engine.targets'); "
+    "virtual = importlib.import_module(pkg + '.simulator.virtual'); "
+    "assert virtual.__file__.startswith(sys.argv[1]), virtual.__file__; "
+    "targets.register('sim', virtual.sim_target); "
+    "main = importlib.import_module(pkg + '.engine.cli').main; "
+    "sys.argv = [pkg + '.engine', *sys.argv[2:]]; raise SystemExit(main())"
+)
 
 
 def _sha256(path: Path) -> str:
@@ -60,7 +81,7 @@ def _dataset(work: Path) -> Path:
             [
                 sys.executable,
                 "-m",
-                "runner.engine",
+                "agentperf.engine",
                 "dataset",
                 "generate",
                 "--seed",
@@ -88,8 +109,9 @@ class Run:
         tiers = Path(a.work) / "tiers.json"
         cmd = [
             sys.executable,
-            "-m",
-            "runner.engine",
+            "-c",
+            TREE_MAIN,
+            str(self.tree),
             "search",
             "--target",
             f"sim:{a.profile}",
@@ -197,6 +219,16 @@ def _compare(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _ratio(a: dict[str, Any], b: dict[str, Any]) -> str:
+    cpu_a = a["cpu_user_s"] + a["cpu_system_s"]
+    cpu_b = b["cpu_user_s"] + b["cpu_system_s"]
+    return (
+        f"{b['label']} vs {a['label']}: wall {b['wall_s'] / a['wall_s']:.2f}x "
+        f"({a['wall_s'] / b['wall_s']:.2f}x faster), CPU {cpu_b / cpu_a:.2f}x "
+        f"({cpu_a / cpu_b:.2f}x less)"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tree", action="append", default=[], help="PATH[=LABEL] (repeatable)")
@@ -235,6 +267,7 @@ def main() -> None:
     everything = earlier + reports
     for other in everything[1:]:
         print("\n".join(_compare(everything[0], other)))
+        print(_ratio(everything[0], other))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
     PYTHONPATH=. .venv/bin/python benchmarks/simulator.py [--streams 64] [--tokens 300]
 
-Starts ``python -m runner.simulator serve --profile tiny --ground-truth`` in its own process,
+Starts ``python -m runner.simulator --profile tiny --ground-truth`` in its own process,
 sends N concurrent streaming requests with the engine's client, and prints, against the
 server's record of when it wrote each token (same monotonic clock): the first-token timestamp
 error (client t_first − server write of the first token), the output-speed relative error,
@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from runner.engine.client import HttpTransport
-from runner.engine.transport import Exchange, RequestSpec
+from agentperf.engine.client import HttpTransport
+from agentperf.engine.transport import Exchange, RequestSpec
 from runner.simulator.server import start_server
 
 

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from catalog.models import AIModel, Dataset, HardwareSystem, SloTier, SloTierSet
+from catalog.models import AIModel, Dataset, HardwarePrice, HardwareSystem, SloTier, SloTierSet
 
 
 @admin.register(AIModel)
@@ -29,8 +29,22 @@ class SloTierInline(admin.TabularInline):
 
 @admin.register(SloTierSet)
 class SloTierSetAdmin(admin.ModelAdmin):
-    list_display = ("name", "model", "version", "effective_date")
+    list_display = ("name", "model", "version", "effective_date", "criterion")
     inlines = [SloTierInline]
+
+
+@admin.register(HardwarePrice)
+class HardwarePriceAdmin(admin.ModelAdmin):
+    list_display = (
+        "system",
+        "price_class",
+        "date",
+        "usd_per_accelerator_hour",
+        "capex_usd_per_system",
+        "usd_per_kwh",
+        "pue",
+    )
+    list_filter = ("price_class",)
 
 
 @admin.register(Dataset)

@@ -14,16 +14,17 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import storages
 from django.db import IntegrityError, transaction
 
-from catalog.models import WORKLOAD_CHAT, WORKLOAD_CODING, WORKLOADS, Dataset
-from runner.engine.datasets.synthetic import ShapeParams
+from agentperf.engine.datasets.synthetic import DECODE_HEAVY, ShapeParams
+from catalog.models import WORKLOAD_CHAT, WORKLOAD_CODING, WORKLOAD_DECODE_HEAVY, WORKLOADS, Dataset
 
 log = logging.getLogger(__name__)
 
 SIZE_STANDARD = "standard"
 SIZE_SMALL = "small"
 
-# "chat" replays the same sessions with every turn's text labelled prose
-_OUTPUT_KIND = {WORKLOAD_CHAT: "prose"}
+# "chat" replays the same sessions with every turn's text labelled prose; "decode-heavy"
+# sessions of its own shape whose long answers (reasoning) are prose too
+_OUTPUT_KIND = {WORKLOAD_CHAT: "prose", WORKLOAD_DECODE_HEAVY: "prose"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,15 +79,37 @@ def small_shape() -> ShapeParams:
     )
 
 
+def decode_heavy_small_shape() -> ShapeParams:
+    # The small set's prompts with answers long for their context: 256-2,048 tokens (p50
+    # ~600) in a 4,096-token context, what a CPU llama.cpp slot and the real-time simulator
+    # carry; the standard set uses DECODE_HEAVY (2,048-16,384 tokens, docs/datasets.md).
+    return dataclasses.replace(
+        small_shape(),
+        turns_median=4,
+        output_min=256,
+        output_median=600,
+        output_sigma=0.6,
+        output_max=2_048,
+        context_tokens=4_096,
+    )
+
+
+def shape_of(spec: TestSetSpec) -> ShapeParams:
+    """The generator's shape of a test set: its workload's, at its size."""
+    if spec.workload == WORKLOAD_DECODE_HEAVY:
+        return decode_heavy_small_shape() if spec.small else DECODE_HEAVY
+    return small_shape() if spec.small else ShapeParams()
+
+
 @functools.lru_cache(maxsize=4)
 def _generated(spec: TestSetSpec) -> tuple[bytes, str, dict]:
     """(file bytes, canonical digest, stats) of a synthetic test set; deterministic, so a
     process generates each one once."""
-    from runner.engine.datasets.stats import dataset_stats
-    from runner.engine.datasets.synthetic import generate_dataset
-    from runner.engine.trajectory import dataset_to_bytes, with_output_kind
+    from agentperf.engine.datasets.stats import dataset_stats
+    from agentperf.engine.datasets.synthetic import generate_dataset
+    from agentperf.engine.trajectory import dataset_to_bytes, with_output_kind
 
-    params = small_shape() if spec.small else ShapeParams()
+    params = shape_of(spec)
     log.info("generating synthetic dataset %s@%s", spec.name, spec.version)
     dataset = generate_dataset(
         seed=spec.seed,

@@ -75,19 +75,43 @@ class SloTierSet(models.Model):
     version = models.PositiveIntegerField(default=1)
     effective_date = models.DateField()
     source = models.CharField(max_length=500)
+    # How a trial passes a tier (docs/engine.md "Session SLOs"): "requests" (the request-level
+    # p25, the default) or "sessions" (at least min_session_share of the window's sessions
+    # met the tier on their own p25 speed and TTFT percentile)
+    CRITERION_REQUESTS = "requests"
+    CRITERION_SESSIONS = "sessions"
+    CRITERION_CHOICES = [(CRITERION_REQUESTS, "requests"), (CRITERION_SESSIONS, "sessions")]
+    criterion = models.CharField(
+        max_length=10, choices=CRITERION_CHOICES, default=CRITERION_REQUESTS
+    )
+    min_session_share = models.FloatField(default=0.95)
 
     class Meta:
         ordering = ["-effective_date", "slug"]
         constraints = [
             models.UniqueConstraint(fields=["model", "version"], name="tierset_model_version"),
+            models.CheckConstraint(
+                condition=Q(criterion__in=["requests", "sessions"]), name="tierset_criterion"
+            ),
+            models.CheckConstraint(
+                condition=Q(min_session_share__gt=0) & Q(min_session_share__lte=1),
+                name="tierset_min_session_share_range",
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.name} v{self.version}"
 
     def as_engine_tiers(self) -> list[dict]:
-        """Tiers in the engine's JSON shape, easiest first."""
-        return [tier.as_engine_tier() for tier in self.tiers.all()]
+        """Tiers in the engine's JSON shape, easiest first, each with the set's criterion."""
+        return [
+            {
+                **tier.as_engine_tier(),
+                "criterion": self.criterion,
+                "min_session_share": self.min_session_share,
+            }
+            for tier in self.tiers.all()
+        ]
 
 
 class SloTier(models.Model):
@@ -131,13 +155,80 @@ class SloTier(models.Model):
         }
 
 
+class HardwarePrice(models.Model):
+    """What running a hardware system costs, by price class (docs/catalog.md "Prices"); seeded
+    from agentperf/catalog/prices.yaml. A null figure is unknown and shows as "—"."""
+
+    CLASS_ON_DEMAND = "on-demand"
+    CLASS_NEOCLOUD = "neocloud"
+    CLASS_OWNED = "owned"
+    CLASS_CHOICES = [
+        (CLASS_ON_DEMAND, "on-demand cloud"),
+        (CLASS_NEOCLOUD, "neocloud"),
+        (CLASS_OWNED, "owned (3-year capex + power)"),
+    ]
+
+    system = models.ForeignKey(HardwareSystem, on_delete=models.CASCADE, related_name="prices")
+    slug = models.SlugField(max_length=120, unique=True)
+    price_class = models.CharField(max_length=10, choices=CLASS_CHOICES)
+    date = models.DateField(help_text="date of the quote")
+    # rental classes: $ per accelerator-hour
+    usd_per_accelerator_hour = models.FloatField(null=True, blank=True)
+    # owned: capex per system, straight-line over amortization_years, plus power
+    capex_usd_per_system = models.FloatField(null=True, blank=True)
+    amortization_years = models.FloatField(null=True, blank=True)
+    usd_per_kwh = models.FloatField(null=True, blank=True)
+    pue = models.FloatField(null=True, blank=True)
+    # {figure: {"source", "note"}}
+    sources = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["system", "price_class"]
+        constraints = [
+            models.UniqueConstraint(fields=["system", "price_class"], name="price_system_class"),
+            models.CheckConstraint(
+                condition=Q(price_class__in=["on-demand", "neocloud", "owned"]),
+                name="price_class_valid",
+            ),
+            *[
+                models.CheckConstraint(
+                    condition=Q(**{f"{f}__isnull": True}) | Q(**{f"{f}__gt": 0}),
+                    name=f"price_{f}_positive",
+                )
+                for f in (
+                    "usd_per_accelerator_hour",
+                    "capex_usd_per_system",
+                    "amortization_years",
+                    "usd_per_kwh",
+                    "pue",
+                )
+            ],
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.system.name}: {self.price_class}"
+
+    @property
+    def source(self) -> str:
+        """The source of the class's main figure (the rental rate or the capex)."""
+        main = (
+            "capex_usd_per_system"
+            if self.price_class == self.CLASS_OWNED
+            else ("usd_per_accelerator_hour")
+        )
+        return str((self.sources.get(main) or {}).get("source") or "")
+
+
 # The workloads a run can replay (docs/datasets.md "Workloads"). Agentic coding is the
 # benchmark's; "chat" is the same sessions with every turn's text labelled prose, for a
-# ladder rung that asks whether a change's gain holds off agentic coding (docs/ladders.md).
-# Only agentic-coding results are ranked.
+# ladder rung that asks whether a change's gain holds off agentic coding (docs/ladders.md);
+# "decode-heavy" is sessions whose turns carry long reasoning outputs (2k-16k tokens,
+# docs/datasets.md "Decode-heavy variant") with a tier set of its own (agentperf/catalog/
+# tiers.yaml). Only agentic-coding results are ranked.
 WORKLOAD_CODING = "agentic-coding"
 WORKLOAD_CHAT = "chat"
-WORKLOADS = (WORKLOAD_CODING, WORKLOAD_CHAT)
+WORKLOAD_DECODE_HEAVY = "decode-heavy"
+WORKLOADS = (WORKLOAD_CODING, WORKLOAD_CHAT, WORKLOAD_DECODE_HEAVY)
 WORKLOAD_CHOICES = [(w, w) for w in WORKLOADS]
 
 

@@ -1,17 +1,34 @@
 """Catalog writes: the database rows of the catalog files, read and checked by the one
-loader (runner.catalog)."""
+loader (agentperf.catalog)."""
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from pathlib import Path
 from typing import Any
 
 from django.db import transaction
 
+from agentperf.catalog import (
+    PRICE_FIGURES,
+    CatalogError,
+    as_date,
+    catalog_dir,
+    figure_from,
+    load_catalog,
+    lookup,
+)
 from catalog.fields import HARDWARE_FIELDS, MODEL_FIELDS
-from catalog.models import AIModel, HardwareSystem, SloTier, SloTierSet
-from runner.catalog import CatalogError, as_date, figure_from, load_catalog, lookup
+from catalog.models import (
+    WORKLOAD_CODING,
+    WORKLOADS,
+    AIModel,
+    HardwarePrice,
+    HardwareSystem,
+    SloTier,
+    SloTierSet,
+)
 
 
 def _fields(entry: dict, fields: list[tuple[str, str, str]], where: str) -> tuple[dict, dict]:
@@ -37,9 +54,10 @@ def _fields(entry: dict, fields: list[tuple[str, str, str]], where: str) -> tupl
 @transaction.atomic
 def catalog_seed(*, directory: Path | None = None) -> dict[str, int]:
     """Create or update every catalog entry from the data files (as shipped, or those in
-    ``directory``); raises runner.catalog.CatalogError naming the file and entry. Idempotent."""
+    ``directory``); raises agentperf.catalog.CatalogError naming the file and entry. Idempotent."""
     catalog = load_catalog(directory)
-    counts = {"models": 0, "hardware": 0, "tier_sets": 0}
+    workload_tier_sets(directory)  # checks each tier set's workload
+    counts = {"models": 0, "hardware": 0, "tier_sets": 0, "prices": 0}
     for entry in catalog.models.values():
         where = f"models.yaml:{entry['slug']}"
         values, sources = _fields(entry, MODEL_FIELDS, where)
@@ -88,6 +106,8 @@ def catalog_seed(*, directory: Path | None = None) -> dict[str, int]:
                 "effective_date": as_date(entry.get("effective_date"), path=where)
                 or dt.date.today(),
                 "source": entry.get("source") or "",
+                "criterion": entry.get("criterion", SloTierSet.CRITERION_REQUESTS),
+                "min_session_share": entry.get("min_session_share", 0.95),
             },
         )
         names = []
@@ -108,12 +128,74 @@ def catalog_seed(*, directory: Path | None = None) -> dict[str, int]:
         for order, name in enumerate(names):
             SloTier.objects.filter(tier_set=tier_set, name=name).update(order=order)
         counts["tier_sets"] += 1
+    kept = []
+    for entry in catalog.prices.values():
+        where = f"prices.yaml:{entry['slug']}"
+        values: dict[str, Any] = {}
+        sources: dict[str, dict] = {}
+        for name in PRICE_FIGURES[entry["class"]]:
+            figure = figure_from(entry[name], path=f"{where}.{name}")
+            values[name] = None if figure.value is None else float(figure.value)
+            sources[name] = {"source": figure.source, "note": figure.note}
+        system = HardwareSystem.objects.get(slug=entry["system"])
+        price, _ = HardwarePrice.objects.update_or_create(
+            system=system,
+            price_class=entry["class"],
+            defaults={
+                "slug": entry["slug"],
+                "date": as_date(entry["date"], path=f"{where}.date"),
+                "usd_per_accelerator_hour": None,
+                "capex_usd_per_system": None,
+                "amortization_years": None,
+                "usd_per_kwh": None,
+                "pue": None,
+                "sources": sources,
+                **values,
+            },
+        )
+        kept.append(price.pk)
+        counts["prices"] += 1
+    # a price taken out of the file is gone: its figures show "—", never a stale number
+    HardwarePrice.objects.exclude(pk__in=kept).delete()
     return counts
 
 
-def default_tier_set_for(model: AIModel | None = None) -> SloTierSet | None:
+def workload_tier_sets(directory: Path | None = None) -> dict[str, str]:
+    """Slug → workload of the catalog's tier sets made for a workload other than agentic
+    coding (a tier set's ``workload`` in agentperf/catalog/tiers.yaml, e.g. decode-heavy)."""
+    return dict(_workload_tier_sets(str(catalog_dir(directory) or "")))
+
+
+@functools.lru_cache(maxsize=8)
+def _workload_tier_sets(directory: str) -> tuple[tuple[str, str], ...]:
+    sets = load_catalog(Path(directory) if directory else None).tier_sets
+    out = []
+    for slug, entry in sets.items():
+        workload = entry.get("workload", WORKLOAD_CODING)
+        if workload not in WORKLOADS:
+            raise CatalogError(
+                f"tiers.yaml:{slug}.workload: expected one of {', '.join(WORKLOADS)}, "
+                f"got {workload!r}"
+            )
+        if workload != WORKLOAD_CODING:
+            out.append((slug, str(workload)))
+    return tuple(out)
+
+
+def default_tier_set_for(
+    model: AIModel | None = None, workload: str = WORKLOAD_CODING
+) -> SloTierSet | None:
     """The model's newest sourced tier set, else the project's default set (the one with
-    no model); newest by effective date, then version. Tiers prefetched."""
+    no model); newest by effective date, then version. Tiers prefetched. A workload with a
+    tier set of its own (``workload_tier_sets``: decode-heavy) gets that set; those sets are
+    never the default of agentic coding (or of a workload without one)."""
     sets = SloTierSet.objects.prefetch_related("tiers").order_by("-effective_date", "-version")
+    special = workload_tier_sets()
+    if workload != WORKLOAD_CODING:
+        own_sets = [slug for slug, w in special.items() if w == workload]
+        found = sets.filter(slug__in=own_sets).first() if own_sets else None
+        if found is not None:
+            return found
+    sets = sets.exclude(slug__in=list(special))
     own = sets.filter(model=model).first() if model is not None else None
     return own or sets.filter(model__isnull=True).first()

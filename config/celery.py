@@ -19,6 +19,10 @@ def _configure(sender: Celery, **_: object) -> None:
     from django.conf import settings
 
     visibility = settings.CELERY_BROKER_VISIBILITY_TIMEOUT_S
+    # A pool host started with these settings derives run tokens with the default key,
+    # unless its operator gave it its pool's own (docs/security.md "Run tokens and upload
+    # grants"); runner/ reads only the environment.
+    os.environ.setdefault("RUNNER_TOKEN_KEY", settings.RUNNER_TOKEN_KEY)
     sender.conf.update(
         broker_url=settings.CELERY_BROKER_URL,
         result_backend=settings.CELERY_RESULT_BACKEND,

@@ -10,7 +10,11 @@ Artifact storage is the `STORAGES["artifacts"]` entry; code never branches on th
 
 from __future__ import annotations
 
+import datetime as _dt
+import hashlib
 from pathlib import Path
+
+from csp import constants as _csp_constants
 
 from core.env import (
     check_broker_url,
@@ -36,6 +40,17 @@ if len(SECRET_KEY) < 32:
     raise ImproperlyConfiguredEnv("SECRET_KEY", "<hidden>", "must be at least 32 characters")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+# The site's public address and its MCP server's, for absolute links in Open Graph tags,
+# /llms.txt and the embeds (docs/api.md "Machines as readers"); empty: the address each
+# request came in on, and no MCP address given.
+PUBLIC_BASE_URL = (
+    check_http_url("PUBLIC_BASE_URL", env_str("PUBLIC_BASE_URL")).rstrip("/")
+    if env_str("PUBLIC_BASE_URL")
+    else ""
+)
+PUBLIC_MCP_URL = (
+    check_http_url("PUBLIC_MCP_URL", env_str("PUBLIC_MCP_URL")) if env_str("PUBLIC_MCP_URL") else ""
+)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -54,23 +69,32 @@ INSTALLED_APPS = [
     "submissions",
     "runs",
     "leaderboard",
-    "vendor",
+    "portal",
     "review",
     "ladders",
     "demo",
+    # login throttle per account and per address (docs/security.md "Login"); its own tables
+    "axes",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Content-Security-Policy on every response, cached ones too (docs/security.md "Headers")
+    "csp.middleware.CSPMiddleware",
     # before anything looks a URL's values up (docs/security.md "Input limits")
     "core.middleware.RefuseControlCharactersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Cache-Control, ETag/304, surrogate keys and the anonymous fast path; before the
+    # session middleware, which a repeated public read skips (docs/caching.md)
+    "leaderboard.httpcache.HttpCacheMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # last: answers a locked-out login with a 429 (docs/security.md "Login")
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -108,14 +132,15 @@ if _database_url:
             "CONN_MAX_AGE": env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0),
         }
     }
-    if _db.engine.endswith("sqlite3"):
-        DATABASES["default"].pop("CONN_MAX_AGE")
 else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": VAR_DIR / "db.sqlite3",
             "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
+            # a connection per thread kept open: a new SQLite connection reads the whole
+            # schema on its first statement (~1 ms, 3/4 of a cached page's time; docs/caching.md)
+            "CONN_MAX_AGE": env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0),
         }
     }
 DATABASE_PROFILE = "postgresql" if "postgresql" in DATABASES["default"]["ENGINE"] else "sqlite"
@@ -209,6 +234,12 @@ CELERY_QUEUE_PREFIX = env_str("CELERY_QUEUE_PREFIX", "")
 HEALTH_CACHE_S = env_int("HEALTH_CACHE_S", 5, minimum=1)
 
 # --- Runner pipeline (dispatch, runner API, reaper) ------------------------------------
+# Registries the platform's pools pull `engine.image` from (comma-separated host[:port],
+# http:// for a registry without TLS), as the pool hosts' own RUNNER_REGISTRIES: a
+# `container` config naming another registry is refused at submit (400 at engine.image).
+# Empty: not checked at submit; the pool host still refuses (docs/security.md "Container
+# launcher").
+RUNNER_REGISTRIES = env_str("RUNNER_REGISTRIES", "")
 # Where pool workers reach the runner API (`<base>/api/v1/runner/...`); the web tier's own
 # public address as the runner hosts see it.
 RUNNER_API_BASE_URL = check_http_url(
@@ -223,6 +254,19 @@ RUN_DATASET_TRAJECTORIES = env_int("RUN_DATASET_TRAJECTORIES", 64, minimum=1)
 RUN_DATASET_SMALL_TRAJECTORIES = env_int("RUN_DATASET_SMALL_TRAJECTORIES", 24, minimum=1)
 RUN_PRESIGN_SECONDS = env_int("RUN_PRESIGN_SECONDS", 6 * 3600, minimum=60)
 RUN_UPLOAD_MAX_BYTES = env_int("RUN_UPLOAD_MAX_BYTES", 1024 * 1024 * 1024, minimum=1)
+# An upload grant (runner API `uploads`) is good for this long, for its declared size only.
+RUN_UPLOAD_GRANT_SECONDS = env_int("RUN_UPLOAD_GRANT_SECONDS", 900, minimum=10)
+# The key a pool host derives its runs' tokens with (docs/security.md "Run tokens and upload
+# grants"): the task message carries a seed, never the token. RUNNER_TOKEN_KEYS gives a
+# pool its own key ("pool=key,pool2=key2"), e.g. a vendor-operated pool; the rest use
+# RUNNER_TOKEN_KEY (default: derived from SECRET_KEY, for hosts that share the settings).
+RUNNER_TOKEN_KEY = (
+    env_str("RUNNER_TOKEN_KEY")
+    or hashlib.sha256(f"agentperf.runner-token-key:{SECRET_KEY}".encode()).hexdigest()
+)
+RUNNER_TOKEN_KEYS = dict(
+    item.split("=", 1) for item in env_list("RUNNER_TOKEN_KEYS", []) if "=" in item
+)
 # Simulated profiles with at most this many accelerators run as the real-time HTTP server;
 # larger (rack-scale) ones run in process on virtual time.
 SIM_REALTIME_MAX_ACCELERATORS = env_int("SIM_REALTIME_MAX_ACCELERATORS", 1, minimum=0)
@@ -332,13 +376,16 @@ CACHES = {
         }
         if _redis_cache
         else {
-            "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+            "BACKEND": "core.cache.DatabaseCache",  # Django's, a cheaper read
             "LOCATION": "agentperf_cache",
             "KEY_PREFIX": CACHE_KEY_PREFIX,
             "OPTIONS": {"MAX_ENTRIES": env_int("CACHE_MAX_ENTRIES", 20000, minimum=100)},
         }
     )
 }
+# The reverse proxies (Varnish with xkey, deploy/varnish/) a publish or a status change
+# purges by surrogate key; comma-separated purge URLs, none = no proxy (docs/caching.md).
+VARNISH_PURGE_URLS = env_list("VARNISH_PURGE_URL", [])
 
 # --- Auth, i18n, static ---------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
@@ -348,6 +395,64 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/portal/"
 LOGOUT_REDIRECT_URL = "/"
+
+# Login throttle (django-axes; docs/security.md "Login"): after LOGIN_FAILURE_LIMIT wrong
+# passwords for one account, or from one address, that account or address is refused (429)
+# for LOGIN_COOLOFF_MINUTES, even with the right password. Counted in the database, so
+# every web process shares the count; the portal's, the console's and the admin's logins
+# all go through django.contrib.auth.authenticate, where the backend checks it.
+AUTHENTICATION_BACKENDS = [
+    "core.logins.AxesBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10, minimum=1)
+AXES_COOLOFF_TIME = _dt.timedelta(minutes=env_int("LOGIN_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each on its own, not the pair
+AXES_RESET_ON_SUCCESS = True
+AXES_HTTP_RESPONSE_CODE = 429
+# Behind a proxy (deploy/varnish) every login arrives from its address: TRUSTED_PROXY_COUNT
+# (the proxies in front of Django, each appending to X-Forwarded-For) makes the throttle
+# count the address the outermost one saw (core.logins.client_address), so one client's
+# wrong passwords never lock everyone out. 0: REMOTE_ADDR, for a site reached directly.
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0)
+AXES_CLIENT_IP_CALLABLE = "core.logins.client_address"
+
+# HTTPS (docs/security.md "Headers"): on in the services profile (DATABASE_URL names
+# PostgreSQL), or as HTTPS says. Cookies are then Secure and HSTS is sent on HTTPS
+# requests; behind a TLS-terminating proxy, SECURE_PROXY_SSL_HEADER names the header it
+# sets (X-Forwarded-Proto) so a request it forwarded counts as HTTPS.
+HTTPS = env_bool("HTTPS", DATABASE_PROFILE == "postgresql")
+SESSION_COOKIE_SECURE = HTTPS
+CSRF_COOKIE_SECURE = HTTPS
+SESSION_COOKIE_HTTPONLY = True
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 365 * 24 * 3600 if HTTPS else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+_proxy_ssl = env_str("SECURE_PROXY_SSL_HEADER")
+if _proxy_ssl:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_" + _proxy_ssl.upper().replace("-", "_"), "https")
+
+# Content-Security-Policy (django-csp; docs/security.md "Headers"). Scripts only from this
+# site, or an inline one carrying the response's nonce (`request.csp_nonce`; the nonce is
+# in the header only on a page that used it); no 'unsafe-inline' or 'unsafe-eval' for
+# scripts. Styles allow inline: plotly.js draws with style attributes and one injected
+# <style>. A view that must be framed (the embeds) sends its own header, which is kept.
+_SELF, _NONE = "'self'", "'none'"
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [_SELF],
+        "script-src": [_SELF, _csp_constants.NONCE],
+        "style-src": [_SELF, "'unsafe-inline'"],
+        "img-src": [_SELF, "data:"],
+        "font-src": [_SELF, "data:"],
+        "connect-src": [_SELF],
+        "object-src": [_NONE],
+        "base-uri": [_NONE],
+        "form-action": [_SELF],
+        "frame-ancestors": [_NONE],
+    },
+}
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -365,6 +470,21 @@ DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "agentperf@localhost")
 
 # Secrets such as endpoint API keys are encrypted at rest with this key (Fernet, urlsafe b64).
 FIELD_ENCRYPTION_KEY = env_str("FIELD_ENCRYPTION_KEY")
+
+# Signed measurement receipts (docs/verification.md "Receipt"): the platform's Ed25519 key as
+# a PKCS#8 PEM file (`manage.py receipt_key` creates one; `make demo` does under var/), and
+# the hex public keys of retired keys, still listed so their receipts keep verifying.
+RECEIPT_SIGNING_KEY_FILE = env_str(
+    "RECEIPT_SIGNING_KEY_FILE", str(VAR_DIR / "receipt-signing-key.pem")
+)
+RECEIPT_RETIRED_PUBLIC_KEYS = env_list("RECEIPT_RETIRED_PUBLIC_KEYS", [])
+for _key in RECEIPT_RETIRED_PUBLIC_KEYS:
+    if len(_key) != 64 or any(ch not in "0123456789abcdefABCDEF" for ch in _key):
+        from core.env import ImproperlyConfiguredEnv
+
+        raise ImproperlyConfiguredEnv(
+            "RECEIPT_RETIRED_PUBLIC_KEYS", _key, "expected 64 hex digits per key"
+        )
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -404,7 +524,7 @@ SPECTACULAR_SETTINGS = {
     # The deployment-config and ladder schemas as components the request bodies reference.
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "vendor.api.openapi.deployment_config_components",
+        "portal.api.openapi.deployment_config_components",
         "ladders.openapi.ladder_components",  # the ladder body (docs/api.md "Ladders")
     ],
 }

@@ -1,12 +1,18 @@
 """What `make demo` does once the site is up: real benchmark runs through the real pipeline.
 
 - `prepare_environment(base_url)` (before the worker starts): where the runner API is, the
-  tiny GGUF's path for the `process` example (`${AGENTPERF_TINY_GGUF}`), and this venv's
-  `python` first on PATH for the launched server.
+  tiny GGUF's path for the llama.cpp example (`${AGENTPERF_TINY_GGUF}`), and this venv's
+  `python` first on PATH for the launched server. Where Podman and docker-registry are
+  installed (`make containers`), the llama.cpp run goes through the `container` launcher:
+  the image is built from local files (demo/container_image.py), pushed to a loopback
+  registry kept under var/registry, and docs/examples/container.yaml is submitted with its
+  digest; otherwise docs/examples/process.yaml runs as a host process ("host process, image
+  not run"). `stop_environment()` stops the registry.
 - `run_demo_steps(base_url)`: the admin account, then — in a background thread, so the site
   is usable meanwhile — a demo organization and token submit the runnable examples of
   docs/examples/ through the vendor API (`simulated`: the real-time simulator; `process`:
-  a real llama.cpp server on this CPU). The demo's worker runs them; a demo reviewer account
+  a real llama.cpp server on this CPU; the H100 dry run asks for the open loop beside the
+  closed one). The demo's worker runs them; a demo reviewer account
   approves each finished run. Results of the simulator are labelled simulated; llama.cpp's
   is measured, on the `local-cpu` hardware entry. Idempotent: an example whose submission
   is published or still on its way is not submitted again; runs left unfinished by a
@@ -33,10 +39,14 @@ DEMO_REVIEWER = "demo-reviewer"
 # Examples the demo machine can run; `attached` needs an operator-registered endpoint.
 # The GB300 rack runs first (the worker takes one run at a time): a newcomer sees a
 # rack-scale curve on virtual time within the demo's first minutes (docs/simulator.md).
-RUNNABLE = ("gb300-nvl72-dry-run.yaml", "simulated.yaml", "process.yaml")
+# The H100 dry run is simulated.yaml with `benchmark.arrival: open`: its result carries both
+# loops (docs/engine.md "Arrival modes"). Every result shows its session SLOs; the two
+# simulated ones have catalog prices (agentperf/catalog/prices.yaml), so their cost tables have
+# figures, and llama.cpp's `local-cpu` has none, so its cost is "—" (docs/catalog.md "Prices").
+RUNNABLE = ("gb300-nvl72-dry-run.yaml", "simulated-open-loop.yaml", "process.yaml")
 LABELS = {
     "gb300-nvl72-dry-run.yaml": "GB300 NVL72 dry run, 28 Oct stack (simulated, demo)",
-    "simulated.yaml": "H100 SXM ×8 dry run (simulated, demo)",
+    "simulated-open-loop.yaml": "H100 SXM ×8 dry run, closed and open loop (simulated, demo)",
     "process.yaml": "llama.cpp on this CPU (measured, demo)",
 }
 ON_ITS_WAY = (
@@ -67,6 +77,71 @@ def prepare_environment(*, base_url: str) -> None:
     bindir = os.path.dirname(sys.executable)
     if not os.environ.get("PATH", "").startswith(bindir + os.pathsep):
         os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
+    # The platform's receipt signing key (docs/verification.md "Receipt"): created once under
+    # var/ (RECEIPT_SIGNING_KEY_FILE); the web server and this process read the same file.
+    from leaderboard.receipts import ensure_key
+
+    path, key, created = ensure_key()
+    _say(f"receipt signing key {'created' if created else 'found'}: {path} (key id {key.keyid})")
+    prepare_container_launcher(Path(settings.VAR_DIR))
+
+
+_REGISTRY: list = []  # the demo's loopback registry, while it runs
+
+
+def prepare_container_launcher(var: Path) -> str | None:
+    """The container launcher for the demo's llama.cpp run, where this host has Podman: the
+    image pushed to a loopback registry, the pool settings a pool host would have; the
+    image's reference (also in AGENTPERF_DEMO_IMAGE), or None (the process launcher runs)."""
+    import shutil
+
+    if not (shutil.which("podman") and shutil.which("docker-registry")):
+        _say("no Podman here: llama.cpp runs as a host process (host process, image not run)")
+        return None
+    from demo.container_image import push_image, start_registry
+    from runner.launchers.base import free_port
+    from runner.launchers.container import podman_global_argv
+
+    os.environ.setdefault("RUNNER_PODMAN_ROOT", str(var / "podman" / "root"))
+    os.environ.setdefault("RUNNER_PODMAN_RUNROOT", str(var / "podman" / "runroot"))
+    port = int(os.environ.get("DEMO_REGISTRY_PORT") or 15055)
+    # a port found free by bind and a registry of this process answering /v2/ on it; the
+    # port taken (another registry would get the image), another one: the reference changes
+    for attempt in range(3):
+        try:
+            registry = start_registry(var / "registry", port if attempt == 0 else free_port())
+            break
+        except RuntimeError:
+            if attempt == 2:
+                raise
+    _REGISTRY.append(registry)
+    os.environ["RUNNER_REGISTRIES"] = f"http://{registry.host}"
+    model = Path(os.environ["AGENTPERF_TINY_GGUF"])
+    model.parent.mkdir(parents=True, exist_ok=True)
+    # the pool's weights folder, mounted read-only in the container
+    os.environ.setdefault("RUNNER_SANDBOX_RO_PATHS", str(model.parent))
+    _say(f"building the llama.cpp image and pushing it to {registry.host}")
+    image = push_image(podman_global_argv(), registry.host)
+    os.environ["AGENTPERF_DEMO_IMAGE"] = image
+    _say(f"llama.cpp runs in {image} (container launcher)")
+    return image
+
+
+def stop_environment() -> None:
+    """Stop what prepare_environment started (the registry)."""
+    while _REGISTRY:
+        _REGISTRY.pop().stop()
+
+
+def example_text(name: str) -> str:
+    """What the demo submits for `name`: the llama.cpp example through the container
+    launcher, pinned to the demo image's digest, where Podman is present."""
+    image = os.environ.get("AGENTPERF_DEMO_IMAGE")
+    if name != "process.yaml" or not image:
+        return (EXAMPLES / name).read_text()
+    text = (EXAMPLES / "container.yaml").read_text()
+    placeholder = text.split("image: ", 1)[1].split("\n", 1)[0]
+    return text.replace(placeholder, image)
 
 
 def run_demo_steps(*, base_url: str) -> threading.Thread | None:
@@ -141,31 +216,42 @@ def _recover_unfinished(org) -> None:
             _say(f"submission #{submission.pk} was unfinished; dispatched again")
 
 
-GB300_LADDER = EXAMPLES / "ladder-gb300.json"
+# The GB300 8 Oct → 28 Oct ladder on agentic coding, and the same six changes re-run on
+# decode-heavy work (docs/ladders.md "Workloads"): how much of each gain survives when decode
+# dominates.
+GB300_LADDERS = (
+    ("GB300 ladder", EXAMPLES / "ladder-gb300.json"),
+    ("GB300 ladder on decode-heavy work", EXAMPLES / "ladder-gb300-decode-heavy.json"),
+)
 
 
-def _publish_gb300_ladder(org) -> None:
-    """The GB300 8 Oct → 28 Oct ladder (docs/examples/ladder-gb300.yaml), as the engine's
-    ladder command measured it on the twin (docs/examples/ladder-gb300.json, regenerated by
-    `python -m runner.engine ladder --steps docs/examples/ladder-gb300.yaml --out DIR`, about
-    15 min on one core): published labelled simulated and as an engine ladder, since its 18
-    rack-scale rungs would take the demo's worker that long again."""
+def _publish_gb300_ladders(org) -> None:
+    """The GB300 8 Oct → 28 Oct ladders (docs/examples/ladder-gb300.yaml and
+    ladder-gb300-decode-heavy.yaml), as the engine's ladder command measured them on the twin
+    (the .json beside each, regenerated by `python -m agentperf.engine ladder --steps FILE.yaml
+    --out DIR`: about 15 min on one core for the coding ladder's 18 rungs, a few minutes for
+    the decode-heavy one's 7): published labelled simulated and as engine ladders, since
+    their rack-scale rungs would take the demo's worker that long again."""
     from catalog.models import AIModel, HardwareSystem
     from ladders.models import Ladder
     from ladders.services import ladder_import
 
-    doc = json.loads(GB300_LADDER.read_text())
-    existing = Ladder.objects.filter(org=org, source=Ladder.SOURCE_ENGINE, name=doc["name"])
-    if existing.exists():
-        _say(f"GB300 ladder already published: /ladders/{existing.first().pk}/")
-        return
     model = AIModel.objects.filter(slug="deepseek-v4.1-flash-max").first()
     hardware = HardwareSystem.objects.filter(slug="gb300-nvl72").first()
-    if model is None or hardware is None:
-        _say("GB300 ladder skipped: the catalog lacks deepseek-v4.1-flash-max or gb300-nvl72")
-        return
-    ladder = ladder_import(org=org, doc=doc, model=model, hardware=hardware)
-    _say(f"GB300 ladder published (simulated): /ladders/{ladder.pk}/")
+    for what, path in GB300_LADDERS:
+        if not path.exists():
+            _say(f"{what} skipped: {path.relative_to(REPO)} is missing")
+            continue
+        doc = json.loads(path.read_text())
+        existing = Ladder.objects.filter(org=org, source=Ladder.SOURCE_ENGINE, name=doc["name"])
+        if existing.exists():
+            _say(f"{what} already published: /ladders/{existing.first().pk}/")
+            continue
+        if model is None or hardware is None:
+            _say(f"{what} skipped: the catalog lacks deepseek-v4.1-flash-max or gb300-nvl72")
+            continue
+        ladder = ladder_import(org=org, doc=doc, model=model, hardware=hardware)
+        _say(f"{what} published (simulated): /ladders/{ladder.pk}/")
 
 
 def demo_runs(*, base_url: str) -> dict[int, str]:
@@ -187,13 +273,13 @@ def demo_runs(*, base_url: str) -> dict[int, str]:
     vendor_user, _ = get_user_model().objects.get_or_create(username="demo-vendor")
     Membership.objects.get_or_create(user=vendor_user, org=org)
     _recover_unfinished(org)
-    _publish_gb300_ladder(org)
+    _publish_gb300_ladders(org)
     _, token = api_token_create(org=org, name=f"demo {time.strftime('%Y-%m-%d %H:%M:%S')}")
 
     labels: dict[int, str] = {}
     started: dict[int, float] = {}
     for name in RUNNABLE:
-        text = (EXAMPLES / name).read_text()
+        text = example_text(name)
         digest = hashlib.sha256(text.encode()).hexdigest()
         existing = (
             Submission.objects.filter(org=org, config_sha256=digest, status__in=ON_ITS_WAY)

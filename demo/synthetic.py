@@ -125,11 +125,11 @@ def trial_metrics(
     **extra: Any,
 ) -> dict:
     """``Trial.metrics`` as the worker stores it: the engine's own TrialSummary
-    (runner.engine.metrics) with the contract's named extras, through
+    (agentperf.engine.metrics) with the contract's named extras, through
     ``contract.TrialMetrics`` (docs/pipeline.md "The contract"), so a change of either shape
     breaks the tests that use it."""
-    from runner import contract
-    from runner.engine.metrics import NS, ClientHealth, TrialSummary
+    from agentperf import contract
+    from agentperf.engine.metrics import NS, ClientHealth, TrialSummary
 
     window_s = 120.0
     output_tokens = speed * 0.5 * window_s  # what a half-busy agent generates
@@ -201,8 +201,8 @@ def modelled_energy(
     """A simulated trial's ``metrics["modelled_energy"]`` as the worker makes it: the
     simulator's /metrics text at the window's start and end (its counter names), parsed by
     the worker's parser and turned into power by runner.telemetry.modelled."""
+    from agentperf.verification.speculative import parse_metrics
     from runner.telemetry.modelled import modelled_power
-    from runner.verification.speculative import parse_metrics
 
     idle = power_w / accelerators * idle_fraction
     dynamic = (power_w - idle * accelerators) * window_s
@@ -227,7 +227,7 @@ def run_spec(*, run, accelerators: int, cap: int, **search: Any) -> dict:
     simulated launcher for a simulated submission and an attached endpoint otherwise."""
     from django.conf import settings
 
-    from runner import contract
+    from agentperf import contract
     from runs.dispatch import loadgen_section
 
     submission = run.submission
@@ -295,9 +295,9 @@ def make_run(
 ):
     """A finished run whose trials are `points` [(N, speed, throughput, ttft_p75)], with
     verdicts against `tier_set` and the engine's own search summary."""
-    from runner import contract
-    from runner.engine.search import SearchResult, SearchTrial, tier_results
-    from runner.engine.trial import TierVerdict
+    from agentperf import contract
+    from agentperf.engine.search import SearchResult, SearchTrial, tier_results
+    from agentperf.engine.trial import TierVerdict
     from runs.models import BenchmarkRun, Trial, VerificationReport
 
     tiers = list(tier_set.tiers.all())
@@ -318,7 +318,7 @@ def make_run(
         }
         watts = power_w * (0.5 + 0.5 * n / points[-1][0]) if power_w else None
         extra: dict[str, Any] = {"power_w": watts} if watts else {}
-        if modelled_power_w:  # what a simulated run's worker stores (runner/worker/execute.py)
+        if modelled_power_w:  # what a simulated run's worker stores (runner/worker/director.py)
             extra["modelled_energy"] = modelled_energy(
                 power_w=modelled_power_w * (0.5 + 0.5 * n / points[-1][0]),
                 accelerators=accelerators,

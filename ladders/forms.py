@@ -1,12 +1,12 @@
 """The portal's ladder form (docs/ladders.md "Submitting (portal)"): the submit form's rules
-(vendor/portal/forms.py: paste or upload, the size limit, UTF-8, JSON by file extension,
+(portal/web/forms.py: paste or upload, the size limit, UTF-8, JSON by file extension,
 one key per rendered form) with the ladder's labels."""
 
 from __future__ import annotations
 
 from django import forms
 
-from vendor.portal.forms import SubmitConfigForm
+from portal.web.forms import SubmitConfigForm
 
 
 class LadderForm(SubmitConfigForm):

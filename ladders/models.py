@@ -21,7 +21,7 @@ class Ladder(models.Model):
         (STATUS_FAILED, "failed"),
     ]
     SOURCE_PLATFORM = "platform"  # every rung a run of this platform
-    SOURCE_ENGINE = "engine"  # imported ladder.json of `python -m runner.engine ladder`
+    SOURCE_ENGINE = "engine"  # imported ladder.json of `python -m agentperf.engine ladder`
     SOURCE_CHOICES = [(SOURCE_PLATFORM, "platform runs"), (SOURCE_ENGINE, "engine ladder")]
 
     org = models.ForeignKey(
@@ -39,7 +39,7 @@ class Ladder(models.Model):
     document = models.JSONField(default=dict)
     orders = models.JSONField(default=list)
     speeds = models.JSONField(default=list)
-    # ladder.json (runner.ladder.attribution.ladder_document), once every rung is verified
+    # ladder.json (agentperf.ladder.attribute.ladder_document), once every rung is verified
     attribution = models.JSONField(null=True, blank=True)
     # per rung digest: the trials' points, limits and session-bootstrap replicates, so a
     # reader's speed is attributed without reading raw records again

@@ -2,7 +2,7 @@
 
 The request body is the ladder JSON Schema of ``ladders/schema.py`` (the one served at
 /api/v1/schema/ladder.json) as the ``LadderBody`` component, with ``baseline.config``
-referring to the ``DeploymentConfig`` component (vendor/api/openapi.py), wired the way the
+referring to the ``DeploymentConfig`` component (portal/api/openapi.py), wired the way the
 deployment config's schema is: a POSTPROCESSING_HOOKS entry (config/settings.py). The
 responses are described by the serializers below; the views build them with
 ``ladders.views.ladder_json`` and ``_rungs_summary`` (tests/ladders/test_openapi.py checks
@@ -15,9 +15,9 @@ from typing import Any
 
 from rest_framework import serializers
 
+from agentperf.ladder.spec import ORDERS
 from ladders.models import Ladder
-from runner.ladder.attribution import ORDERS
-from vendor.api.openapi import CONFIG_REF, to_oas30
+from portal.api.openapi import CONFIG_REF, to_oas30
 
 BODY_COMPONENT = "LadderBody"
 BODY_REF = {"$ref": f"#/components/schemas/{BODY_COMPONENT}"}

@@ -1,19 +1,20 @@
 """The vendor portal's ladder pages (docs/ladders.md "Submitting (portal)"): the form, the
 organization's ladders, and one ladder with each rung's submission.
 
-They live here, not in vendor/portal/, because ladders sit above the vendor app in the
-layers (docs/architecture.md); the portal's rules are vendor.portal's own: login required,
+They live here, not in portal/web/, because ladders sit above the vendor app in the
+layers (docs/architecture.md); the portal's rules are portal.web's own: login required,
 the organization from ``portal_org`` (another organization's ladder is a 404), CSRF on the
 form. The body goes through the API's service (``ladders.services.ladder_create``), so the
 rules and the field paths are the API's; the text is read by the deployment config's
 reader (``load_document``: the size limit, strict YAML or JSON), and its errors are shown
-beside their lines as the submit form shows a config's (vendor.portal.annotate).
+beside their lines as the submit form shows a config's (portal.web.annotate).
 """
 
 from __future__ import annotations
 
 import datetime
 import re
+from math import ceil
 from typing import Any
 
 from django.contrib import messages
@@ -24,14 +25,15 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
+from agentperf.ladder.report import ORDER_TITLES
 from ladders.forms import LadderForm
 from ladders.models import Ladder
 from ladders.services import LadderError, ladder_create, ladder_refresh
-from runner.ladder.report import ORDER_TITLES
+from portal.api.access import submit_allowed
+from portal.web.annotate import annotate
+from portal.web.views import portal_org
 from submissions.models import Organization
 from submissions.schema import ConfigError, load_document
-from vendor.portal.annotate import annotate
-from vendor.portal.views import portal_org
 
 # One submit per rendered form (a double click or a browser retry): the form's key is
 # claimed in the cache before the ladder is created, and then names it.
@@ -103,10 +105,14 @@ def ladder_new(request: HttpRequest) -> HttpResponse:
     org = portal_org(request)
     lines, unplaced, error, status = None, None, None, 200
     form = LadderForm(request.POST, request.FILES) if request.method == "POST" else LadderForm()
+    wait = None
     if request.method == "POST" and form.is_valid():
         text = form.cleaned_data["config_text"]
         key = _form_key(org, form)
-        if key is not None and not cache.add(key, 0, FORM_KEY_TTL_S):
+        if (wait := submit_allowed(request, org)) is not None:
+            # the API's vendor_submit budget (docs/security.md "Throttles"), as POST /ladders/
+            error, status = f"Too many submissions; try again in {ceil(wait)} s.", 429
+        elif key is not None and not cache.add(key, 0, FORM_KEY_TTL_S):
             earlier = cache.get(key)
             if earlier:
                 return redirect("portal-ladder", pk=earlier)
@@ -131,7 +137,10 @@ def ladder_new(request: HttpRequest) -> HttpResponse:
     if form.errors:  # nothing pasted or uploaded, or an unreadable file
         status = 400
     context = {"org": org, "form": form, "lines": lines, "unplaced": unplaced, "error": error}
-    return render(request, "ladders/portal_new.html", context, status=status)
+    response = render(request, "ladders/portal_new.html", context, status=status)
+    if wait is not None:
+        response["Retry-After"] = str(ceil(wait))
+    return response
 
 
 @login_required

@@ -11,7 +11,7 @@ review once, publish.
   rungs with equal configs share one submission.
 - ``ladder_refresh``: once every rung's run is verified (its submission in review or
   published), the attribution is computed from the stored trials (raw records read back
-  for the session bootstrap) with the runner's ladder maths (``runner.ladder.attribution``).
+  for the session bootstrap) with the runner's ladder maths (``agentperf.ladder.attribute``).
 - ``ladder_review``: one decision for the whole ladder; approving publishes every rung
   still in review.
 """
@@ -25,31 +25,25 @@ from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
+from pydantic import ValidationError
 
-from catalog.models import WORKLOAD_CODING, WORKLOADS
+from agentperf.engine.metrics import RequestRecord
+from agentperf.ladder.attribute import TrialMeasure, attribute, bootstrap_trial, ladder_document
+from agentperf.ladder.measure import server_figures_parsed
+from agentperf.ladder.plan import RungConfig, RungPlan
+from agentperf.ladder.spec import Change, LadderSpec, TrialPlan
+from agentperf.mergepatch import merge_patch, patch_paths
+from catalog.models import WORKLOAD_CODING
 from ladders.models import Ladder, LadderRung
-from runner import contract
-from runner.engine.metrics import RequestRecord
-from runner.ladder.attribution import (
-    ORDERS,
-    Change,
-    LadderSpec,
-    RungConfig,
-    RungPlan,
-    TrialMeasure,
-    TrialPlan,
-    attribute,
-    bootstrap_trial,
-    ladder_document,
-    server_figures_parsed,
-)
-from runner.mergepatch import merge_patch, patch_paths
+from ladders.schema import BaselineConfig, BaselineResult, LadderBody, Rung
+from ladders.schema import error_fields as ladder_body_errors
+from leaderboard.purge import purge_on_commit
+from runs.models import BenchmarkRun, Trial
 from submissions import constants as c
 from submissions.models import Organization, Submission
 from submissions.schema import ConfigError, parse_config
 from submissions.services.lifecycle import audit_record
 
-MAX_RUNGS = 12
 # identical conditions: the search settings and the model; the hardware (hence the pool) is
 # checked on each rung's config, so a rung may change the topology on the same system
 FIXED_PATHS = ("benchmark", "model.id")
@@ -68,20 +62,11 @@ def _sha(doc: Any) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
-def _str(body: dict[str, Any], key: str, where: str, *, limit: int, required: bool = True) -> str:
-    value = body.get(key, "" if not required else None)
-    if not isinstance(value, str) or (required and not value.strip()):
-        raise _err(f"{where}{key}", "a non-empty string")
-    if len(value) > limit or "\n" in value.strip():
-        raise _err(f"{where}{key}", f"one line of at most {limit} characters")
-    return value.strip()
-
-
-def _baseline(org: Organization, body: Any) -> tuple[dict[str, Any], str, str]:
-    if not isinstance(body, dict) or ("config" in body) == ("result" in body):
-        raise _err("baseline", "give exactly one of config (a mapping) or result (an id)")
-    if "config" in body:
-        config = body["config"]
+def _baseline(
+    org: Organization, baseline: BaselineConfig | BaselineResult
+) -> tuple[dict[str, Any], str, str]:
+    if isinstance(baseline, BaselineConfig):
+        config = baseline.config
         if isinstance(config, str):
             try:
                 config = parse_config(config, "application/yaml").model_dump(mode="json")
@@ -89,20 +74,21 @@ def _baseline(org: Organization, body: Any) -> tuple[dict[str, Any], str, str]:
                 raise _prefixed(exc, "baseline.config.", None) from None
         if not isinstance(config, dict):
             raise _err("baseline.config", "a deployment config (mapping or YAML text)")
-        return config, str(body.get("name") or "baseline"), WORKLOAD_CODING
+        return config, baseline.name or "baseline", WORKLOAD_CODING
     from leaderboard.models import Result
 
-    rid = body["result"]
     result = (
-        Result.objects.filter(pk=rid, submission__org=org).select_related("submission").first()
-        if isinstance(rid, int) and not isinstance(rid, bool)
-        else None
+        Result.objects.filter(pk=baseline.result, submission__org=org)
+        .select_related("submission")
+        .first()
     )
     if result is None:
-        raise _err("baseline.result", f"no published result {rid!r} of your organization")
+        raise _err(
+            "baseline.result", f"no published result {baseline.result!r} of your organization"
+        )
     return (
         dict(result.submission.config),
-        str(body.get("name") or result.label),
+        baseline.name or result.label,
         result.submission.workload,
     )
 
@@ -119,34 +105,34 @@ def _prefixed(exc: ConfigError, prefix: str, owner: Any) -> LadderError:
     return LadderError(f"{first}: {fields[first][0]}", fields=fields)
 
 
-def _parse_rungs(body: Any) -> list[dict[str, Any]]:
-    if not isinstance(body, list) or not body:
-        raise _err("rungs", "a non-empty list of changes {name, description, patch}")
-    if len(body) > MAX_RUNGS:
-        raise _err("rungs", f"at most {MAX_RUNGS} changes")
+def _no_clear_secrets(body: dict[str, Any]) -> None:
+    """A ladder is public once published: its and its rungs' names and descriptions go
+    through the config's secret detector (each rung's patch does, in its rung's config)
+    (docs/security.md "Secrets in configs")."""
+    from submissions.schema.secrets import clear_secrets
+
+    texts: dict[str, Any] = {k: body[k] for k in ("name", "description") if k in body}
+    rungs = body.get("rungs")
+    for i, rung in enumerate(rungs if isinstance(rungs, list) else []):
+        if isinstance(rung, dict):
+            texts[f"rungs[{i}]"] = {k: rung[k] for k in ("name", "description") if k in rung}
+    found = clear_secrets(texts)
+    if found:
+        first = next(iter(found))
+        raise LadderError(f"{first}: {found[first][0]}", fields=found)
+
+
+def _changes(rungs: list[Rung]) -> list[dict[str, Any]]:
+    """The rungs' changes, each named once and leaving the fixed paths alone (identical
+    conditions)."""
     out = []
     names: set[str] = set()
-    for i, raw in enumerate(body):
-        where = f"rungs[{i}]."
-        if not isinstance(raw, dict):
-            raise _err(f"rungs[{i}]", "a mapping {name, description, patch and/or workload}")
-        extra = sorted(set(raw) - {"name", "description", "patch", "workload"})
-        if extra:
-            raise _err(f"rungs[{i}].{extra[0]}", "unknown key (name, description, patch, workload)")
-        name = _str(raw, "name", where, limit=200)
-        if name in names:
-            raise _err(f"rungs[{i}].name", f"{name!r} names another rung")
-        names.add(name)
-        description = _str(raw, "description", where, limit=500)
-        workload = raw.get("workload")
-        if workload is not None and workload not in WORKLOADS:
-            raise _err(f"rungs[{i}].workload", f"one of {', '.join(WORKLOADS)}")
-        patch = raw.get("patch")
-        if patch is None and workload is not None:
-            patch = {}  # a change of workload alone
-        elif not isinstance(patch, dict) or not patch:
-            raise _err(f"rungs[{i}].patch", "a JSON Merge Patch (RFC 7396) of the config")
-        for path in patch_paths(patch):
+    for i, rung in enumerate(rungs):
+        if rung.name in names:
+            raise _err(f"rungs[{i}].name", f"{rung.name!r} names another rung")
+        names.add(rung.name)
+        change = rung.change()
+        for path in patch_paths(change["patch"]):
             if any(
                 path == f or path.startswith(f + ".") or f.startswith(path + ".")
                 for f in FIXED_PATHS
@@ -156,9 +142,6 @@ def _parse_rungs(body: Any) -> list[dict[str, Any]]:
                     "every rung runs on the same hardware, model and search settings "
                     "(identical conditions); this field may not change",
                 )
-        change: dict[str, Any] = {"name": name, "description": description, "patch": patch}
-        if workload is not None:
-            change["workload"] = workload
         out.append(change)
     return out
 
@@ -233,29 +216,27 @@ def ladder_create(*, org: Organization, body: Any, created_by: Any = None) -> La
     submissions; nothing is written when any rung is invalid."""
     from submissions.services.submissions import config_resolve_catalog, submission_create
 
-    if not isinstance(body, dict):
-        raise _err("body", "a JSON object {name, baseline, rungs, orders?, speeds?}")
-    extra = sorted(set(body) - {"name", "description", "baseline", "rungs", "orders", "speeds"})
-    if extra:
-        raise _err(extra[0], "unknown key")
-    name = _str(body, "name", "", limit=200)
-    description = _str(body, "description", "", limit=500, required=False)
-    baseline, baseline_name, baseline_workload = _baseline(org, body.get("baseline"))
-    changes = _parse_rungs(body.get("rungs"))
-    orders = body.get("orders", ["forward"])
-    if (
-        not isinstance(orders, list)
-        or not orders
-        or any(o not in ORDERS for o in orders)
-        or orders[0] != "forward"
-    ):
-        raise _err("orders", f"a list starting with forward, of {', '.join(ORDERS)}")
-    speeds = body.get("speeds", [])
-    if not isinstance(speeds, list) or not all(
-        isinstance(s, int | float) and not isinstance(s, bool) and 0 < s < 100_000 for s in speeds
-    ):
-        raise _err("speeds", "a list of speeds in tok/s per agent (0 < s < 100000)")
-    orders = list(dict.fromkeys(orders))
+    if isinstance(body, dict):
+        _no_clear_secrets(body)
+    try:
+        doc = LadderBody.model_validate(body)
+    except ValidationError as exc:
+        fields = ladder_body_errors(exc)
+        raw = body.get("baseline") if isinstance(body, dict) else None
+        if (
+            isinstance(raw, dict)
+            and "result" in raw
+            and not any(f.startswith("baseline") for f in fields)
+        ):
+            try:  # a well-formed baseline that names no result of the org is named too
+                _baseline(org, BaselineResult.model_validate(raw))
+            except LadderError as missing:
+                fields = {**(missing.fields or {}), **fields}
+        first = next(iter(fields))
+        raise LadderError(f"{first}: {fields[first][0]}", fields=fields) from None
+    name, description, orders, speeds = doc.name, doc.description, doc.orders, doc.speeds
+    baseline, baseline_name, baseline_workload = _baseline(org, doc.baseline)
+    changes = _changes(doc.rungs)
     hardware = parse_config(
         json.dumps(_rung_config(baseline, changes, [])), "application/json"
     ).hardware
@@ -345,10 +326,10 @@ def _latest_verified_run(sub: Submission) -> Any:
     return BenchmarkRun.objects.done().latest_for(sub)
 
 
-def _trial_measure(trial: Any, accelerators: int, seed: int) -> TrialMeasure:
+def _trial_measure(trial: Trial, accelerators: int, seed: int) -> TrialMeasure:
     """A stored trial as the engine's ladder measures one: point, limits, server counters
     (the worker's window scrapes) and, when its raw records are stored, the replicates."""
-    m = contract.trial_metrics(trial.metrics)  # docs/pipeline.md "The contract"
+    m = trial.summary  # docs/pipeline.md "The contract"
     speeds: list[float] = []
     thr: list[float] = []
     sessions = 0
@@ -373,8 +354,8 @@ def _trial_measure(trial: Any, accelerators: int, seed: int) -> TrialMeasure:
                 seed=seed,
                 concurrency=trial.concurrency,
             )
-    scraped = contract.TrialTelemetry.model_validate(trial.telemetry).server_metrics
-    verdicts = {name: v.passed for name, v in contract.trial_verdicts(trial.verdicts).items()}
+    scraped = trial.window_telemetry.server_metrics
+    verdicts = {name: v.passed for name, v in trial.tier_verdicts.items()}
     ttft = {k: (None if v is None or not math.isfinite(v) else v) for k, v in m.ttft_s.items()}
     return TrialMeasure(
         index=trial.index,
@@ -436,11 +417,11 @@ def _plans(ladder: Ladder) -> dict[str, list[RungPlan]]:
     return plans
 
 
-def _tiers_of(run: Any) -> list[Any]:
-    from runner.engine.trial import Tier
+def _tiers_of(run: BenchmarkRun) -> list[Any]:
+    from agentperf.engine.trial import Tier
 
     if run.run_spec:  # the run's own tiers, read through the contract (RunSpec)
-        return contract.RunSpec.model_validate(run.run_spec).engine_tiers()
+        return run.spec.engine_tiers()
     return [
         Tier(
             t.name, t.min_p25_output_speed, t.max_ttft_s, float(t.ttft_percentile), t.max_error_rate
@@ -516,7 +497,7 @@ def ladder_at_speeds(ladder: Ladder, speeds: list[float]) -> dict[str, Any] | No
     """The attribution with the reader's speeds added, from the stored measurements."""
     if not ladder.measurements or not ladder.attribution:
         return ladder.attribution
-    from runner.engine.trial import parse_tiers
+    from agentperf.engine.trial import parse_tiers
 
     measured = {k: [TrialMeasure.from_dict(t) for t in v] for k, v in ladder.measurements.items()}
     tiers = parse_tiers(ladder.attribution.get("tiers") or [])
@@ -535,6 +516,8 @@ def _transition(ladder: Ladder, to: str, reason: str, actor: Any = None) -> Ladd
             fresh.reviewed_by = actor if getattr(actor, "pk", None) else None
             fields += ["published_at", "reviewed_by"]
         fresh.save(update_fields=fields)
+        # the public ladder pages and answers drop from the reverse proxy (docs/caching.md)
+        purge_on_commit(["ladders", f"ladder:{fresh.pk}"])
         audit_record(
             actor=actor,
             obj=fresh,
@@ -578,7 +561,7 @@ def ladder_review(*, ladder: Ladder, actor: Any, action: str, reason: str) -> La
                     raise LadderReviewError(f"rung submission #{sub.pk}: {exc}") from exc
         ladder = _transition(ladder, Ladder.STATUS_PUBLISHED, reason, actor)
         # result links on the rows, now that every rung has one
-        from runner.engine.trial import parse_tiers
+        from agentperf.engine.trial import parse_tiers
 
         if ladder.measurements and ladder.attribution:
             measured = {
@@ -591,10 +574,10 @@ def ladder_review(*, ladder: Ladder, actor: Any, action: str, reason: str) -> La
 
 
 def ladder_import(*, org: Organization, doc: dict[str, Any], model: Any, hardware: Any) -> Ladder:
-    """Publish an engine ladder.json (``python -m runner.engine ladder``) as it is: its rungs
+    """Publish an engine ladder.json (``python -m agentperf.engine ladder``) as it is: its rungs
     ran outside the platform (labelled so on the page), so it has no rung runs to review."""
     if doc.get("kind") != "agentperf-ladder":
-        raise _err("kind", "not a ladder.json of python -m runner.engine ladder")
+        raise _err("kind", "not a ladder.json of python -m agentperf.engine ladder")
     with transaction.atomic():
         ladder = Ladder.objects.create(
             org=org,
@@ -612,6 +595,7 @@ def ladder_import(*, org: Organization, doc: dict[str, Any], model: Any, hardwar
             attribution=doc,
             published_at=timezone.now(),
         )
+        purge_on_commit(["ladders", f"ladder:{ladder.pk}"])
         audit_record(
             obj=ladder,
             action="import",

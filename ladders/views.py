@@ -32,10 +32,10 @@ from ladders.services import (
     ladder_review,
 )
 from leaderboard.api import PublicApi
+from portal.api.access import VendorSubmitThrottle
+from portal.api.views import VendorView, config_api_error
 from review.views import staff_required
 from submissions.schema import ConfigError
-from vendor.api.access import VendorSubmitThrottle
-from vendor.api.views import VendorView, config_api_error
 
 MAX_PICKED_SPEEDS = 4
 # The OpenAPI description of these endpoints: ladders/openapi.py (docs/api.md "Ladders").
@@ -218,7 +218,7 @@ def _figure_json(fig: dict[str, Any]) -> str:
 
 @require_GET
 def ladder_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    from runner.ladder.report import (
+    from agentperf.ladder.report import (
         ORDER_TITLES,
         frontiers_figure,
         ladder_table_html,

@@ -13,14 +13,21 @@ from rest_framework.response import Response
 from rest_framework.throttling import AnonRateThrottle
 from rest_framework.views import APIView
 
+from agentperf import contract
+from agentperf.engine import frontier
 from catalog.models import AIModel, HardwareSystem, SloTier, SloTierSet
 from catalog.services import default_tier_set_for
-from leaderboard import configview, pages
+from leaderboard import configview
 from leaderboard.cache import cached
+from leaderboard.cost import CLASSES as COST_CLASSES
+from leaderboard.cost import cost_at_speed, result_cost
 from leaderboard.energy import power_source, result_energy
+from leaderboard.inventory import public_inventory
+from leaderboard.launch import result_launch
 from leaderboard.models import Result
-from runner import contract
-from runner.engine import frontier
+from leaderboard.pages.common import result_url
+from leaderboard.pages.compare import MAX_COMPARE
+from leaderboard.sessions import result_sessions
 
 # --- output serializers --------------------------------------------------------------
 
@@ -111,7 +118,7 @@ class ResultSummaryOut(serializers.Serializer):
     url = serializers.SerializerMethodField()
 
     def get_url(self, obj: Result) -> str:
-        return pages.result_url(obj.pk)
+        return result_url(obj.pk)
 
     def get_power_source(self, obj: Result) -> str | None:
         return power_source(obj)
@@ -126,15 +133,49 @@ class ResultDetailOut(ResultSummaryOut):
     engine = serializers.SerializerMethodField()
     provenance = serializers.SerializerMethodField()
     config = serializers.SerializerMethodField()
+    launch = serializers.SerializerMethodField(
+        help_text="how the run started the deployment (leaderboard/launch.py): launcher "
+        "(container | process | attached | simulated | slurm), image_run (true only when "
+        "engine.image was pulled by digest and run), image, note ('host process, image not "
+        "run' for the process launcher); null when the run reported none"
+    )
     verification = serializers.SerializerMethodField()
+    inventory = serializers.SerializerMethodField(
+        help_text="what served the run, read on the pool host (docs/verification.md "
+        "'inventory'): {recorded, document: accelerators (model, UUID, serial, VBIOS, clocks, "
+        "power limit, ECC), driver, CUDA, topology, runtime (launcher, image digest as "
+        "resolved, entrypoint, user), server (engine name and version it reports), machine "
+        "(CPU, memory, kernel); check: the inventory check's status, summary and mismatches}; "
+        "{recorded: false, reason} when none was recorded; null for a simulated result"
+    )
     energy = serializers.SerializerMethodField(
         help_text="measured energy per tier at max agents (power, agents_per_mw, "
         "tokens_per_joule, coverage) with tools, methods, denominators and accelerators "
         "measured / used; {measured: false, reason} when not measured (never modelled)"
     )
 
+    sessions = serializers.SerializerMethodField(
+        help_text="session SLOs per tier at max agents (docs/engine.md 'Session SLOs'): met, "
+        "sessions, share with its session-bootstrap interval (low, high, confidence) and the "
+        "whole-task model time (median, p90, s); the tier set's criterion (requests | "
+        "sessions) and min_session_share"
+    )
+    cost = serializers.SerializerMethodField(
+        help_text="cost per tier at max agents for each price class (on-demand, neocloud, "
+        "owned): usd_per_m_output_tokens, usd_per_m_total_tokens, usd_per_agent_hour, "
+        "usd_per_hour; null where the catalog has no price or an owned system no power; "
+        "owned figures say their power_source (measured | modelled); the catalog prices "
+        "(class, date, source, figures) under prices. Computed from the catalog when read."
+    )
+
     def get_energy(self, obj: Result) -> dict:
         return result_energy(obj)
+
+    def get_sessions(self, obj: Result) -> dict:
+        return result_sessions(obj)
+
+    def get_cost(self, obj: Result) -> dict:
+        return result_cost(obj)
 
     def get_engine(self, obj: Result) -> dict:
         return {"name": obj.engine_name, "version": obj.engine_version}
@@ -155,8 +196,16 @@ class ResultDetailOut(ResultSummaryOut):
             "search_flags": s.flags if (s := contract.search_summary(run.search_summary)) else [],
         }
 
-    def get_config(self, obj: Result) -> dict:
-        return configview.redact(obj.submission.config or {})
+    def get_config(self, obj: Result) -> dict | None:
+        # null once the result is invalidated or withdrawn; a reviewer's redactions applied
+        # (docs/security.md "Secrets in configs")
+        return configview.public_config(obj)
+
+    def get_inventory(self, obj: Result) -> dict | None:
+        return public_inventory(obj)
+
+    def get_launch(self, obj: Result) -> dict | None:
+        return result_launch(obj)
 
     def get_verification(self, obj: Result) -> dict | None:
         report = getattr(obj.run, "verification", None)
@@ -287,7 +336,8 @@ class ResultDetailApi(PublicApi):
                     "model", "hardware", "submission__org", "run__dataset", "run__verification"
                 )
                 .prefetch_related(
-                    Prefetch("tier_set__tiers", queryset=SloTier.objects.order_by("order"))
+                    Prefetch("tier_set__tiers", queryset=SloTier.objects.order_by("order")),
+                    "hardware__prices",
                 )
                 .filter(pk=pk)
                 .first()
@@ -318,8 +368,8 @@ class CompareApi(PublicApi):
                     raise ValidationError({"r": [f"{part!r} is not a result id"]})
                 if int(part) not in ids:
                     ids.append(int(part))
-        if not 2 <= len(ids) <= pages.MAX_COMPARE:
-            raise ValidationError({"r": [f"give 2 to {pages.MAX_COMPARE} result ids"]})
+        if not 2 <= len(ids) <= MAX_COMPARE:
+            raise ValidationError({"r": [f"give 2 to {MAX_COMPARE} result ids"]})
         speed = _positive(request, "speed")
         n = _positive(request, "n")
         return Response(cached(f"api:compare:{ids}:{speed}:{n}", lambda: _compare(ids, speed, n)))
@@ -339,7 +389,12 @@ def _positive(request: Request, name: str) -> float | None:
 
 
 def _compare(ids: list[int], speed: float | None, n: float | None) -> dict:
-    results = {r.pk: r for r in Result.objects.for_listing().filter(pk__in=ids)}
+    results = {
+        r.pk: r
+        for r in Result.objects.for_listing()
+        .prefetch_related("hardware__prices")
+        .filter(pk__in=ids)
+    }
     missing = [i for i in ids if i not in results]
     if missing:
         raise NotFound(f"no result {missing[0]}")
@@ -358,11 +413,22 @@ def _compare(ids: list[int], speed: float | None, n: float | None) -> dict:
     out_speed = []
     for s in speeds:
         values = [frontier.throughput_at_speed(p, s) for p in points]
+        cost: dict[str, dict] = {}
+        for kind in COST_CLASSES:  # docs/catalog.md "Prices"
+            usd = [
+                cost_at_speed(r, s, {p.price_class: p for p in r.hardware.prices.all()}.get(kind))
+                for r in ordered
+            ]
+            cost[kind] = {
+                "usd_per_m_total_tokens": usd,
+                "ratio_to_first": [frontier.ratio(v, usd[0]) for v in usd],
+            }
         out_speed.append(
             {
                 "speed": s,
                 "throughput_per_accelerator": values,
                 "ratio_to_first": [frontier.ratio(v, values[0]) for v in values],
+                "cost": cost,
             }
         )
     ns = frontier.common_concurrencies(*points) + ([int(n)] if n else [])

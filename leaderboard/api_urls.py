@@ -1,6 +1,6 @@
 from django.urls import path
 
-from leaderboard import api, timeline_api
+from leaderboard import api, receipt_views, timeline_api
 
 urlpatterns = [
     path("models/", api.ModelListApi.as_view(), name="public-api-models"),
@@ -14,5 +14,11 @@ urlpatterns = [
         timeline_api.ResultTrialTimelineApi.as_view(),
         name="public-api-result-timeline",
     ),
+    path(
+        "results/<int:pk>/receipt/",
+        receipt_views.ResultReceiptApi.as_view(),
+        name="public-api-result-receipt",
+    ),
+    path("keys/", receipt_views.KeysApi.as_view(), name="public-api-receipt-keys"),
     path("compare/", api.CompareApi.as_view(), name="public-api-compare"),
 ]

@@ -21,6 +21,7 @@ import hashlib
 import time
 import uuid
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from django.core.cache import cache
@@ -32,6 +33,9 @@ TIMEOUT_S = 3600
 # rebuild takes well under a second; this bounds staleness if no worker picks it up).
 STALE_GRACE_S = 60.0
 T = TypeVar("T")
+# set when `cached_page` answers with the previous generation's value: the HTTP fast path
+# (leaderboard.httpcache) never stores such a response under the new generation
+served_stale: ContextVar[bool] = ContextVar("served_stale", default=False)
 
 
 def _new_generation() -> str:
@@ -112,6 +116,7 @@ def cached_page(key: str, build: Callable[[], T], *, refresh: bool = False) -> T
             and previous[0] == epoch
             and time.time() - _bumped_at(gen) < STALE_GRACE_S
         ):
+            served_stale.set(True)
             return previous[1]
     else:
         epoch = removal_epoch()

@@ -90,10 +90,15 @@ def _error_bars(values: list[float], bounds: list[tuple[float | None, float | No
 
 
 def result_series(
-    result: Any, *, points: list[list] | None = None, name: str | None = None
+    result: Any,
+    *,
+    points: list[list] | None = None,
+    name: str | None = None,
+    band: dict | None = None,
 ) -> dict:
-    """Chart data of one Result (plain data, cacheable); `points` as compact_points gives."""
-    return {
+    """Chart data of one Result (plain data, cacheable); `points` as compact_points gives;
+    `band`: a simulated result's Result.band, drawn around its frontier (the result page)."""
+    series = {
         "id": result.pk,
         "name": name or result.label,
         "model": result.model.name,
@@ -102,6 +107,83 @@ def result_series(
         "status": result.status,
         "points": points if points is not None else compact_points(result.points),
     }
+    if band and result.is_simulated:
+        series["band"] = band_curve(series["points"], band)
+    return series
+
+
+def _frontier_at(points: list[list], speed: float) -> float | None:
+    """Throughput at p25 ``speed`` between the two trials (by concurrency) that bracket it."""
+    pts = sorted(points, key=lambda p: p[0])
+    for a, b in zip(pts, pts[1:], strict=False):
+        hi, lo = (a, b) if a[1] >= b[1] else (b, a)
+        if lo[1] <= speed <= hi[1]:
+            if hi[1] == lo[1]:
+                return max(a[2], b[2])
+            f = (hi[1] - speed) / (hi[1] - lo[1])
+            return hi[2] + f * (lo[2] - hi[2])
+    return None
+
+
+def band_curve(points: list[list], band: dict) -> dict | None:
+    """The band in this result's units: its frontier at each band speed times the band's
+    low and high ratios to the profile's nominal frontier (agentperf.simulator.bands)."""
+    xs, lows, highs = [], [], []
+    for speed, lo, hi, _line in band.get("ratios") or []:
+        y = _frontier_at(points, speed)
+        if y is None:
+            continue
+        xs.append(speed)
+        lows.append(y * lo)
+        highs.append(y * hi)
+    if len(xs) < 2:
+        return None
+    return {
+        "x": xs,
+        "low": lows,
+        "high": highs,
+        "treatment": band.get("treatment", "envelope"),
+        "open": [p["name"] for p in band.get("open_parameters") or []],
+    }
+
+
+def _band_traces(index: int, s: dict) -> list[dict]:
+    """A filled band around a simulated result's frontier: a lower edge, then an upper edge
+    filled down to it (``tonexty``)."""
+    b = s.get("band")
+    if not b:
+        return []
+    colour = OKABE_ITO[index % len(OKABE_ITO)]
+    r, g, bl = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
+    what = (
+        "envelope over open parameters and fit"
+        if b["treatment"] == "envelope"
+        else ("fit uncertainty around the vendor-optimal choice")
+    )
+    edge = {"type": "scatter", "mode": "lines", "line": {"width": 0, "color": colour}}
+    meta = {"result_id": s["id"], "band": True, "treatment": b["treatment"]}
+    return [
+        {
+            **edge,
+            "x": b["x"],
+            "y": b["low"],
+            "showlegend": False,
+            "hoverinfo": "skip",
+            "legendgroup": str(s["id"]),
+            "meta": meta,
+        },
+        {
+            **edge,
+            "x": b["x"],
+            "y": b["high"],
+            "fill": "tonexty",
+            "fillcolor": f"rgba({r},{g},{bl},0.18)",
+            "name": f"{s['name']} band ({what})",
+            "legendgroup": str(s["id"]),
+            "hovertemplate": "band edge %{y:,.0f} tok/s/accel. at %{x:.0f} tok/s<extra></extra>",
+            "meta": meta,
+        },
+    ]
 
 
 def _ttft_text(value: float | None) -> str:
@@ -231,8 +313,9 @@ def frontier_figure(
     title: str = "",
 ) -> dict:
     """The frontier chart as a Plotly figure dict ({"data": [...], "layout": {...}})."""
+    bands = [t for i, s in enumerate(series) for t in _band_traces(i, s)]
     return {
-        "data": [_trace(i, s) for i, s in enumerate(series)],
+        "data": [_trace(i, s) for i, s in enumerate(series)] + bands,
         "layout": frontier_layout(
             tiers=tiers,
             log=log,

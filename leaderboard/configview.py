@@ -7,18 +7,14 @@ redacts anything that looks like a secret before it reaches a page or an export.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from leaderboard.configdiff import ABSENT, config_table
-from submissions.schema.secrets import (
-    credential_kind,
-    is_secret_ref,
-    looks_secret_name,
-    secret_flag_values,
-)
+from submissions.schema.secrets import REFUSE, is_secret_ref, looks_secret_name, scan
 
 REDACTED = "[redacted]"
 SECRET_REFERENCE = "secret (resolved on the runner host)"
@@ -52,22 +48,101 @@ def humanize(key: str) -> str:
 
 
 def redact(value: Any, key: str = "") -> Any:
-    """Secrets out: a {secret: true} reference is named as such, a clear value is hidden.
+    """Secrets out: a {secret: …} reference is named as such, a clear value is hidden.
 
-    The same detector that refuses clear secrets at submission (docs/security.md) decides
-    here, so a config stored before a rule existed is still shown without the value."""
+    The same detector that refuses clear secrets at submission (docs/security.md "Secrets
+    in configs") decides here, over the whole document with its real field paths, so a
+    config stored before a rule existed is still shown without the value."""
+    refused = {f.path for f in scan(value if not key else {key: value}) if f.severity == REFUSE}
+    if key:
+        refused = {p.removeprefix(f"{key}.") if p != key else "" for p in refused}
+    return _redacted(value, "", refused, key)
+
+
+def _redacted(value: Any, path: str, refused: set[str], key: str) -> Any:
     if is_secret_ref(value) and len(value) <= 2:
         return SECRET_REFERENCE
+    if isinstance(value, str) and value in (SECRET_REFERENCE, REDACTED):
+        return value  # already redacted: redact is idempotent (a public config is redacted)
+    if path in refused:
+        return REDACTED
     if key and looks_secret_name(key) and value not in (None, "", False, True):
         return REDACTED
     if isinstance(value, dict):
-        return {k: redact(v, str(k)) for k, v in value.items()}
+        out = {}
+        for i, (k, v) in enumerate(value.items()):
+            child = f"{path}.{k}" if path else str(k)
+            if _key_carries(k):  # a key that is itself a credential: key and value hidden
+                out[f"{REDACTED} #{i + 1}"] = REDACTED
+                continue
+            out[k] = _redacted(v, child, refused, str(k))
+        return out
     if isinstance(value, list):
-        flagged = set(secret_flag_values(value))
-        return [REDACTED if i in flagged else redact(v) for i, v in enumerate(value)]
-    if isinstance(value, str) and credential_kind(value):
-        return REDACTED
+        return [
+            _redacted(v, f"{path}.{i}" if path else str(i), refused, "")
+            for i, v in enumerate(value)
+        ]
     return value
+
+
+def _key_carries(key: Any) -> bool:
+    """A mapping key that is itself a credential (its name is redacted too)."""
+    return isinstance(key, str) and any(
+        f.rule == "a field name carries a credential" for f in scan({key: None})
+    )
+
+
+def config_withheld(result: Any) -> str | None:
+    """Why a result no longer serves its config publicly, or None while it does: an
+    invalidated result, or one whose submission was withdrawn (docs/security.md "Secrets
+    in configs")."""
+    status = getattr(result, "status", "")
+    submission = getattr(result, "submission", None)
+    if status == "invalidated" or getattr(submission, "status", "") in (
+        "invalidated",
+        "withdrawn",
+    ):
+        return "The configuration of an invalidated or withdrawn result is no longer published."
+    return None
+
+
+def public_config(result: Any) -> dict | None:
+    """The config every public surface serves for `result` (the result page, the public API,
+    the export dump, the compare page): None once withheld; else the stored public config
+    (redacted at publish, rewritten by a reviewer's redact), or for a result published
+    before that field, the submission's config through `redact`."""
+    if config_withheld(result):
+        return None
+    stored = getattr(result, "public_config", None)
+    if stored is not None:
+        return stored
+    return redact(getattr(getattr(result, "submission", None), "config", None) or {})
+
+
+def redact_paths(config: dict, paths: list[str]) -> tuple[dict, list[str]]:
+    """`config` with the value at each dotted path replaced by REDACTED (a mapping or list
+    there becomes one REDACTED value); returns (the new config, the paths not found)."""
+    out = copy.deepcopy(config)
+    missing = []
+    for path in paths:
+        parts = [p for p in path.split(".") if p]
+        node: Any = out
+        for part in parts[:-1]:
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                node = None
+                break
+        last = parts[-1] if parts else ""
+        if isinstance(node, dict) and last in node:
+            node[last] = REDACTED
+        elif isinstance(node, list) and last.isdigit() and int(last) < len(node):
+            node[int(last)] = REDACTED
+        else:
+            missing.append(path)
+    return out, missing
 
 
 def _scalar(value: Any) -> str:

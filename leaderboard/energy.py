@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from runner.contract import TrialMetrics, TrialTelemetry
+from agentperf.contract import TrialMetrics, TrialTelemetry
 
 MEASURED_TOOLS = ("nvml", "nvidia-smi", "amd-smi")
 

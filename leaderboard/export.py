@@ -30,6 +30,9 @@ from django.db.models import Prefetch
 from django.utils import timezone
 
 from catalog.models import SloTier
+from leaderboard.cost import CLASSES as COST_CLASSES
+from leaderboard.cost import COST_COLUMNS
+from leaderboard.cost import FIGURES as COST_FIGURES
 from leaderboard.models import Result
 
 FORMAT = "agentperf-public-results"
@@ -62,6 +65,18 @@ RESULT_COLUMNS = (
     "power_source",
     "modelled_agents_per_mw",
     "modelled_tokens_per_joule",
+    # session SLOs at max agents (docs/engine.md "Session SLOs")
+    "criterion",
+    "sessions_met",
+    "sessions",
+    "session_share",
+    "session_share_low",
+    "session_share_high",
+    "whole_task_model_time_median_s",
+    "whole_task_model_time_p90_s",
+    # cost at max agents per price class, from the catalog when exported (leaderboard.cost)
+    *COST_COLUMNS,
+    "owned_power_source",
 )
 POINT_COLUMNS = (
     "result_id",
@@ -89,6 +104,32 @@ POINT_COLUMNS = (
 )
 
 
+def _cost_cells(cost: dict, tier: str) -> dict[str, Any]:
+    classes = ((cost.get("tiers") or {}).get(tier) or {}).get("classes") or {}
+    cells = {
+        f"{figure}_{kind.replace('-', '_')}": (classes.get(kind) or {}).get(figure)
+        for kind in COST_CLASSES
+        for figure in COST_FIGURES
+    }
+    cells["owned_power_source"] = (classes.get("owned") or {}).get("power_source")
+    return cells
+
+
+def _session_cells(sessions: dict, tier: str) -> dict[str, Any]:
+    share = (sessions.get("tiers") or {}).get(tier) or {}
+    task = share.get("whole_task_model_time_s") or {}
+    return {
+        "criterion": sessions.get("criterion"),
+        "sessions_met": share.get("met"),
+        "sessions": share.get("sessions"),
+        "session_share": share.get("share"),
+        "session_share_low": share.get("low"),
+        "session_share_high": share.get("high"),
+        "whole_task_model_time_median_s": task.get("median"),
+        "whole_task_model_time_p90_s": task.get("p90"),
+    }
+
+
 def _results():
     return (
         Result.objects.select_related(
@@ -99,7 +140,10 @@ def _results():
             "run__verification",
             "tier_set",
         )
-        .prefetch_related(Prefetch("tier_set__tiers", queryset=SloTier.objects.order_by("order")))
+        .prefetch_related(
+            Prefetch("tier_set__tiers", queryset=SloTier.objects.order_by("order")),
+            "hardware__prices",
+        )
         .order_by("pk")
     )
 
@@ -160,6 +204,8 @@ def bundle_files(*, now: dt.datetime) -> tuple[dict[str, bytes], dict[str, int]]
                     "modelled_tokens_per_joule": modelled.get(tier.name, {}).get(
                         "tokens_per_joule"
                     ),
+                    **_session_cells(doc.get("sessions") or {}, tier.name),
+                    **_cost_cells(doc.get("cost") or {}, tier.name),
                 }
             )
         for p in result.points or []:
@@ -227,6 +273,9 @@ def export_public(*, storage: Storage | None = None, now: dt.datetime | None = N
     if storage.exists(LATEST_KEY):
         storage.delete(LATEST_KEY)
     storage.save(LATEST_KEY, ContentFile(body))
+    from leaderboard.purge import purge_on_commit
+
+    purge_on_commit(["dump"])  # the data page and its file links (docs/caching.md)
     return manifest
 
 

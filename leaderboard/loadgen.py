@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from agentperf import contract
 from leaderboard.tables import Column, Table
-from runner import contract
 
 COLUMNS = [
     Column("trial", "Trial", "int"),

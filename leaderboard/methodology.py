@@ -1,7 +1,7 @@
 """The methodology page's figures, read from the code that applies them.
 
 Nothing here restates a number: percentiles, window defaults, client-health limits and the
-search's tolerance come from `runner.engine` (plain Python), tiers from the database.
+search's tolerance come from `agentperf.engine` (plain Python), tiers from the database.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import dataclasses
 import inspect
 import re
 
-from runner.engine import metrics, search
-from runner.engine.cli import build_parser
-from runner.engine.trial import TrialConfig
+from agentperf.engine import metrics, search
+from agentperf.engine.cli import REAL_DURATION_S, REAL_WARMUP_S, build_parser
+from agentperf.engine.trial import TrialConfig
 
 
 def _subparser(name: str) -> argparse.ArgumentParser:
@@ -50,8 +50,10 @@ def engine_constants() -> dict:
     return {
         "ttft_percentiles": list(metrics.TTFT_PERCENTILES),
         "percentile_doc": _paragraphs(inspect.getdoc(metrics) or "", "Percentiles"),
-        "warmup_s": cli_defaults["warmup"],
-        "duration_s": cli_defaults["duration"],
+        # the CLI's --warmup/--duration default to None and resolve per target: the figures
+        # a real endpoint gets (a run's own settings are on its result page)
+        "warmup_s": REAL_WARMUP_S,
+        "duration_s": REAL_DURATION_S,
         "cap": cap,
         "max_trials": cli_defaults["max_trials"],
         "ramp": search.ramp_points(cap),

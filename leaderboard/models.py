@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from django.db import models
 from django.db.models import Q
 
 from catalog.models import WORKLOAD_CHOICES, WORKLOAD_CODING, AIModel, HardwareSystem, SloTierSet
+from leaderboard.points import PublishedPoint, published_points
 
 CHART_FIELDS = (
     "label",
@@ -46,7 +49,7 @@ class ResultQuerySet(models.QuerySet):
     def for_chart(self) -> ResultQuerySet:
         """The columns charts, result tables and the API's result summary read, and the
         catalog names and slugs: no points document (charts read compact points from the
-        per-result cache, `leaderboard.pages.chart_points`), no provenance. A page rebuild
+        per-result cache, `leaderboard.pages.common.chart_points`), no provenance. A page rebuild
         loads hundreds of these rows, so every column left out is decoding saved."""
         return self.select_related("model", "hardware").only(*CHART_FIELDS)
 
@@ -90,8 +93,12 @@ class Result(models.Model):
     # "tokens_per_joule"}}} from the simulator's power model (leaderboard.energy); null on
     # every measured result and where the profile models no power.
     modelled_power = models.JSONField(null=True, blank=True)
-    # [{"concurrency", "p25_speed", "ttft_p75_s", "throughput_per_accelerator", ...,
-    #   "intervals": {"p25_speed": {"low", "high", "confidence"}, ...}}]
+    # Simulated results only: the twin's band (agentperf.simulator.bands; the frontier over the
+    # profile's open parameters and its fit's uncertainty, as ratios to the profile's
+    # nominal frontier) and the open parameters; null for measured results and for a
+    # profile without a committed band (docs/simulator.md "Bands").
+    band = models.JSONField(null=True, blank=True)
+    # [leaderboard.points.PublishedPoint.dump()]: read them as models with published_points
     points = models.JSONField(default=list)
     engine_name = models.CharField(max_length=50, blank=True)
     engine_version = models.CharField(max_length=100, blank=True)
@@ -100,7 +107,17 @@ class Result(models.Model):
     # for a twin, {"status": "no_reference"} for a model without a reference deployment.
     quality = models.JSONField(default=dict, blank=True)
     dataset_sha256 = models.CharField(max_length=64, blank=True)
+    # The config as the public sees it once a reviewer redacted values in it (docs/security.md
+    # "Secrets in configs"); null until then: the submission's config is shown through the
+    # detector's redaction (leaderboard.configview.public_config). Never served once the
+    # result is invalidated or its submission withdrawn.
+    public_config = models.JSONField(null=True, blank=True)
     published_at = models.DateTimeField()
+    # The signed measurement receipt (docs/verification.md "Receipt"): the DSSE envelope of
+    # the in-toto Statement signed at publish ({} when the platform had no signing key), and
+    # of the latest status Statement (superseded / invalidated; {} while published).
+    receipt = models.JSONField(default=dict, blank=True)
+    receipt_status = models.JSONField(default=dict, blank=True)
 
     objects = ResultQuerySet.as_manager()
 
@@ -124,8 +141,13 @@ class Result(models.Model):
     def display_label(self) -> str:
         return f"{self.label} [simulated]" if self.is_simulated else self.label
 
+    @cached_property
+    def published_points(self) -> list[PublishedPoint]:
+        """``points`` as models (leaderboard/points.py), parsed once."""
+        return published_points(self.points)
+
     def frontier_points(self) -> list:
-        from runner.engine.frontier import Point
+        from agentperf.engine.frontier import Point
 
         return [
             Point(

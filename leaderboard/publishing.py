@@ -16,8 +16,13 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from agentperf import contract
+from agentperf.engine import frontier
+from agentperf.engine.search import SearchTrial, tier_results
+from agentperf.verification.status import WARN
 from catalog.models import SloTierSet
 from catalog.services import default_tier_set_for
+from leaderboard import receipts
 from leaderboard.energy import (
     point_power_w,
     result_modelled_power,
@@ -25,11 +30,8 @@ from leaderboard.energy import (
     trial_modelled_energy,
 )
 from leaderboard.models import Result
-from leaderboard.rebuild import result_pages_changed
-from runner import contract
-from runner.engine import frontier
-from runner.engine.search import SearchTrial, tier_results
-from runner.verification.status import WARN
+from leaderboard.points import PublishedPoint
+from leaderboard.tasks import result_pages_changed
 from runs.models import BenchmarkRun, Trial, VerificationReport
 from submissions import constants as c
 from submissions.models import Submission
@@ -46,17 +48,16 @@ def _num(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def _trial_power_w(run: BenchmarkRun, trial: Trial) -> float | None:
+def _trial_power_w(trial: Trial) -> float | None:
     """Power measured over this trial's window on the runner host, over every accelerator
     the deployment used (leaderboard.energy); None otherwise. Never a modelled figure."""
-    accelerators = contract.trial_metrics(trial.metrics).accelerators
-    return point_power_w({"energy": _trial_energy(trial, accelerators)})
+    return point_power_w({"energy": _trial_energy(trial, trial.summary.accelerators)})
 
 
 def _trial_energy(trial: Trial, accelerators: int) -> dict:
-    throughput = _num(contract.trial_metrics(trial.metrics).throughput_per_accelerator)
+    throughput = _num(trial.summary.throughput_per_accelerator)
     return trial_energy(
-        contract.TrialTelemetry.model_validate(trial.telemetry),
+        trial.window_telemetry,
         accelerators=accelerators,
         throughput_tok_s=throughput * accelerators if throughput is not None else None,
     )
@@ -82,13 +83,21 @@ def point_intervals(metrics: contract.TrialMetrics) -> dict[str, dict]:
     return out
 
 
+def _verdicts(trial: Any) -> dict[str, contract.TierVerdict]:
+    """A trial's verdicts through the contract: a Trial row's parsed once
+    (``Trial.tier_verdicts``), the migration's historical row's parsed here."""
+    if isinstance(trial, Trial):
+        return trial.tier_verdicts
+    return contract.trial_verdicts(trial.verdicts)
+
+
 def _passed(trial: Any) -> dict[str, bool]:
     """A stored trial's verdict per tier, read through the contract (TierVerdict)."""
-    return {name: v.passed for name, v in contract.trial_verdicts(trial.verdicts).items()}
+    return {name: v.passed for name, v in _verdicts(trial).items()}
 
 
 def _marginal_tiers(trial: Any) -> set[str]:
-    return {name for name, v in contract.trial_verdicts(trial.verdicts).items() if v.marginal}
+    return {name for name, v in _verdicts(trial).items() if v.marginal}
 
 
 def tier_brackets(summary: dict, trials: Iterable[Any], tier_names: list[str]) -> dict[str, dict]:
@@ -146,14 +155,14 @@ def tier_brackets(summary: dict, trials: Iterable[Any], tier_names: list[str]) -
 
 def trial_point(
     trial: Trial, *, accelerators: int, power_w: float | None, simulated: bool = False
-) -> dict | None:
+) -> PublishedPoint | None:
     """The public frontier point of one trial; None when it has no speed or throughput.
 
     A simulated result's point carries the simulator's modelled power (``modelled_energy``,
     labelled "modelled") and never a measured figure: the host running a twin measures
     nothing of the system it stands for. A measured result's point never carries a
     modelled one."""
-    m = contract.trial_metrics(trial.metrics)
+    m = trial.summary
     speed = _num(m.p25_output_speed)
     throughput = _num(m.throughput_per_accelerator)
     if speed is None or throughput is None:
@@ -163,35 +172,40 @@ def trial_point(
         power_w = None
         energy = {"measured": False, "reason": "simulated: power is modelled, not measured"}
     ttft = {k: _num(v) for k, v in m.ttft_s.items()}
-    return {
-        "index": trial.index,
-        "concurrency": trial.concurrency,
-        "phase": trial.phase,
-        "p25_speed": speed,
-        "median_speed": _num(m.median_output_speed),
-        "ttft_s": ttft,
-        "ttft_p75_s": ttft.get("p75"),
-        "throughput_per_accelerator": throughput,
-        "agents_per_accelerator": trial.concurrency / accelerators,
-        "error_rate": _num(m.error_rate),
-        "cache_hit_ratio": _num(m.cache_hit_ratio),
-        "mean_in_flight": _num(m.mean_in_flight),
-        "requests": m.requests,
-        "power_w": power_w,
-        "energy": energy,
-        "modelled_energy": trial_modelled_energy(
+    return PublishedPoint(
+        index=trial.index,
+        concurrency=trial.concurrency,
+        phase=trial.phase,
+        p25_speed=speed,
+        median_speed=_num(m.median_output_speed),
+        ttft_s=ttft,
+        ttft_p75_s=ttft.get("p75"),
+        throughput_per_accelerator=throughput,
+        # cost per output token (leaderboard.cost); absent on points published before it
+        output_throughput_per_accelerator=(
+            o / accelerators if (o := _num(m.output_throughput_tok_s)) is not None else None
+        ),
+        agents_per_accelerator=trial.concurrency / accelerators,
+        error_rate=_num(m.error_rate),
+        cache_hit_ratio=_num(m.cache_hit_ratio),
+        mean_in_flight=_num(m.mean_in_flight),
+        requests=m.requests,
+        power_w=power_w,
+        energy=energy,
+        modelled_energy=trial_modelled_energy(
             m, simulated=simulated, throughput_tok_s=throughput * accelerators
         ),
-        "verdicts": _passed(trial),
-        "intervals": point_intervals(m),
-    }
+        verdicts=_passed(trial),
+        intervals=point_intervals(m),
+        # the trial's session SLOs (docs/engine.md "Session SLOs"); None: not summarised
+        sessions=m.sessions.dump() if m.sessions is not None else None,
+    )
 
 
 def max_agents_of(run: BenchmarkRun, trials: Iterable[Trial], tier_names: list[str]) -> dict:
     """Max agents per tier: the search summary's, else recomputed from the trials."""
-    if run.search_summary:
-        stored = contract.SearchSummary.model_validate(run.search_summary).max_agents
-        return {k: n for k, n in stored.items() if n > 0}
+    if run.summary is not None:
+        return {k: n for k, n in run.summary.max_agents.items() if n > 0}
     search_trials = [
         SearchTrial(index=t.index, concurrency=t.concurrency, phase=t.phase, verdicts=_passed(t))
         for t in trials
@@ -275,7 +289,7 @@ def result_publish(
     tier_set = _tier_set_of(run, submission)
     tier_names = [t.name for t in tier_set.tiers.all()]
     trials = list(run.trials.order_by("index"))
-    metrics = [contract.trial_metrics(t.metrics) for t in trials]
+    metrics = [t.summary for t in trials]  # each trial's metrics, parsed once
     accelerators = max((m.accelerators for m in metrics), default=0)
     if accelerators < 1:
         raise PublishError(f"run #{run.pk}: no trial says how many accelerators it used")
@@ -286,31 +300,26 @@ def result_publish(
         if totals
         else topology.get("accelerators_in_system") or submission.hardware.accelerators_per_system
     )
-    points = []
+    published: list[PublishedPoint] = []
     for trial in trials:
         point = trial_point(
             trial,
             accelerators=accelerators,
-            power_w=_trial_power_w(run, trial),
+            power_w=_trial_power_w(trial),
             simulated=submission.is_simulated,
         )
         if point is not None:
-            points.append(point)
-    if not points:
+            published.append(point)
+    if not published:
         raise PublishError(f"run #{run.pk} has no trial with a speed and a throughput")
-    on_frontier = {
-        (p.concurrency, p.speed, p.throughput)
-        for p in frontier.pareto_frontier(
-            frontier.Point(p["concurrency"], p["p25_speed"], p["throughput_per_accelerator"])
-            for p in points
-        )
+    candidates = {
+        id(p): frontier.Point(p.concurrency, p.p25_speed, p.throughput_per_accelerator)
+        for p in published
     }
-    for p in points:
-        p["frontier"] = (
-            p["concurrency"],
-            p["p25_speed"],
-            p["throughput_per_accelerator"],
-        ) in on_frontier
+    on_frontier = set(frontier.pareto_frontier(candidates.values()))
+    for p in published:
+        p.frontier = candidates[id(p)] in on_frontier
+    points = [p.dump() for p in published]
     max_agents = max_agents_of(run, trials, tier_names)
     brackets = tier_brackets(run.search_summary or {}, trials, tier_names)
     per_accel = {name: n / accelerators for name, n in max_agents.items()}
@@ -319,6 +328,10 @@ def result_publish(
         simulated=submission.is_simulated, max_agents=max_agents, points=points
     )
     engine_name, engine_version = engine_of(submission.config)
+    try:  # raw files hashed as stored, outside the transaction (docs/verification.md "Receipt")
+        prepared = receipts.prepare(run)
+    except receipts.ReceiptDataError as exc:
+        raise PublishError(f"raw records changed or missing since upload: {exc}") from exc
     now = timezone.now()
     with transaction.atomic():
         locked = Submission.objects.select_for_update().get(pk=submission.pk)
@@ -342,6 +355,7 @@ def result_publish(
             agents_per_accelerator=per_accel,
             agents_per_mw=agents_per_mw,
             modelled_power=modelled_power,
+            band=simulated_band(submission),
             points=points,
             engine_name=engine_name,
             engine_version=engine_version,
@@ -349,6 +363,7 @@ def result_publish(
             quality=quality_of(report, simulated=submission.is_simulated),
             published_at=now,
         )
+        receipts.attach_receipt(result, prepared)
         try:
             submission_transition(
                 submission=submission,
@@ -364,6 +379,17 @@ def result_publish(
             functools.partial(result_pages_changed, result_ids=[result.pk], removed=False)
         )
     return result
+
+
+def simulated_band(submission: Submission) -> dict | None:
+    """A simulated result's band: its profile's committed band (docs/simulator.md "Bands");
+    None for a measured result, a profile without one or one patched by overrides."""
+    if not submission.is_simulated:
+        return None
+    from agentperf.simulator.bands import result_band
+
+    spec = ((submission.config or {}).get("launcher") or {}).get("simulated") or {}
+    return result_band(spec.get("profile"), spec.get("overrides"))
 
 
 def _agents_per_mw(max_agents: dict[str, int], points: list[dict]) -> dict | None:
@@ -395,6 +421,7 @@ def result_set_status(*, result: Result, to: str, actor=None, reason: str) -> Re
         )
         if updated != 1:
             raise PublishError(f"result #{result.pk} is no longer published; nothing changed")
+        receipts.sign_status(result_id=result.pk, to=to, reason=reason)
         try:
             submission_transition(
                 submission=result.submission,

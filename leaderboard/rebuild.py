@@ -1,10 +1,11 @@
 """Rebuilding the cached pages a publish or a status change affects, off the request path.
 
-`result_pages_changed` runs when the change commits: it bumps the page cache (a removal with
-no stale grace, see `leaderboard.cache`) and queues `leaderboard.rebuild_pages` on the web
-queue, whose worker renders each affected anonymous page through its own view, so a visitor
-gets a finished page instead of paying the rebuild (~0.1–0.5 s for a model page with
-hundreds of results).
+When the change commits, `leaderboard.tasks.result_pages_changed` bumps the page cache (a
+removal with no stale grace, see `leaderboard.cache`) and queues `leaderboard.rebuild_pages`
+on the web queue, whose worker calls `pages_rebuild`: each affected anonymous page is built
+by its page function and rendered with its template (`leaderboard.views.REBUILT_PAGES`,
+`page_html`), so a visitor gets a finished page instead of paying the rebuild (~0.1–0.5 s
+for a model page with hundreds of results).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from django.contrib.auth.models import AnonymousUser
 from django.http import HttpRequest, QueryDict
 from django.urls import resolve, reverse
 
-from leaderboard.cache import chart_cache_added, chart_cache_invalidate
 from leaderboard.models import Result
+from leaderboard.views import REBUILT_PAGES, page_html
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +42,10 @@ def affected_paths(results: Iterable[Result]) -> list[str]:
     return list(dict.fromkeys(paths))
 
 
-def _anonymous_get(path: str) -> HttpRequest:
-    from leaderboard.views import REBUILD_ATTR
-
+def _anonymous_visitor(path: str) -> HttpRequest:
+    """The context an anonymous visitor's page is rendered in (the template context
+    processors read the request and its user; the page's links read its query). It has no
+    host: absolute links fall back to paths (`leaderboard.links`)."""
     request = HttpRequest()
     request.method = "GET"
     request.path, _, query = path.partition("?")
@@ -51,7 +53,6 @@ def _anonymous_get(path: str) -> HttpRequest:
     request.GET = QueryDict(query)
     request.META = {"REQUEST_METHOD": "GET", "QUERY_STRING": query}
     request.user = AnonymousUser()
-    setattr(request, REBUILD_ATTR, True)
     return request
 
 
@@ -62,23 +63,8 @@ def pages_rebuild(*, result_ids: list[int]) -> list[str]:
     paths = affected_paths(results) if results else []
     for path in paths:
         match = resolve(path.partition("?")[0])
-        response = match.func(_anonymous_get(path), *match.args, **match.kwargs)
-        if response.status_code != 200:  # pragma: no cover - every path above exists
-            log.warning("page rebuild: %s answered %s", path, response.status_code)
+        request = _anonymous_visitor(path)
+        page = REBUILT_PAGES[match.url_name](request, *match.args, **match.kwargs)
+        if page_html(request, page, refresh=True) is None:  # pragma: no cover - all exist
+            log.warning("page rebuild: %s is not found", path)
     return paths
-
-
-def result_pages_changed(*, result_ids: list[int], removed: bool) -> None:
-    """On commit of a publish (`removed=False`) or a status change (`removed=True`): bump the
-    page cache, then queue the rebuild. The bump never waits on the broker; a failed send
-    only leaves the first visitor to rebuild, as before."""
-    if removed:
-        chart_cache_invalidate()
-    else:
-        chart_cache_added()
-    from leaderboard.tasks import rebuild_pages
-
-    try:
-        rebuild_pages.apply_async(args=[result_ids], retry=False)
-    except Exception:  # the broker is down: the change is committed and the cache bumped
-        log.exception("could not queue the page rebuild for results %s", result_ids)

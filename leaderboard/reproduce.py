@@ -2,11 +2,12 @@
 search with the run's own settings (docs/engine.md "CLI").
 
 Everything comes from the stored run spec, read through the contract
-(`runner/contract.py` RunSpec): the search options dispatch gave the run, its SLO tiers
+(`agentperf/contract.py` RunSpec): the search options dispatch gave the run, its SLO tiers
 and its accelerator counts. The private test set stays private, so the block downloads the
 public tuning subset instead (docs/datasets.md "Public tuning subset"). A simulated run is
 reproduced exactly on the simulator's virtual time (`--target sim:PROFILE`); a measured one
-against the reader's own endpoint.
+against the reader's own endpoint. The block starts with the install of the engine's own
+distribution (packages/agentperf-engine), so it needs no web app and no database.
 """
 
 from __future__ import annotations
@@ -14,11 +15,16 @@ from __future__ import annotations
 import json
 import shlex
 
-from runner.contract import RunSpec, SearchOptions, SimulatedLauncher
+from agentperf.contract import RunSpec, SearchOptions, SimulatedLauncher
+
+# The engine and the vendor CLI as their own distribution, no Django (docs/engine.md
+# "Install"); tests/cli/test_engine_wheel.py runs the printed block in a fresh venv.
+INSTALL_COMMENT = "# the engine and the agentperf CLI, from a clone of the repository"
+INSTALL = "pip install ./packages/agentperf-engine"
 
 
 def search_flags(search: SearchOptions) -> list[str]:
-    """The engine CLI's flags for the run's search options (`runner/engine/cli.py`)."""
+    """The engine CLI's flags for the run's search options (`agentperf/engine/cli.py`)."""
     flags = [
         f"--warmup {search.warmup_s:g}",
         f"--duration {search.duration_s:g}",
@@ -66,9 +72,11 @@ def reproduce_command(run_spec: dict) -> str:
     ]
     search = " \\\n  ".join(" ".join(group) for group in groups)
     return (
+        f"{INSTALL_COMMENT}\n"
+        f"{INSTALL}\n"
         "# the public tuning subset (the private test set stays private)\n"
         "agentperf datasets download -o tuning.jsonl.gz\n"
         f"# this run's SLO tiers: tier set {spec.tier_set.slug} v{spec.tier_set.version}\n"
         f"cat > tiers.json <<'EOF'\n{tiers}\nEOF\n"
-        f"python -m runner.engine search {search}\n"
+        f"agentperf-engine search {search}\n"
     )

@@ -1,10 +1,12 @@
 """Public pages. Each parses its query string, fetches its cached page data from
-`leaderboard.pages` and renders it, or exports one of its tables as CSV (`?format=csv`)."""
+`leaderboard.pages` (one module per page) and renders it, or exports one of its tables as
+CSV (`?format=csv`)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
@@ -13,16 +15,22 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET
 
 from catalog.models import AIModel, HardwareSystem
-from leaderboard import pages
+from leaderboard import receipts
 from leaderboard.cache import cached_page
+from leaderboard.launch import result_launch
 from leaderboard.models import Result
+from leaderboard.pages.compare import MAX_COMPARE, compare_page
+from leaderboard.pages.hardware import hardware_page
+from leaderboard.pages.history import history_page as history_data
+from leaderboard.pages.home import home as home_data
+from leaderboard.pages.methodology import methodology_page
+from leaderboard.pages.model import model_page
+from leaderboard.pages.result import result_page
 from leaderboard.tables import csv_requested, prerender
 from submissions.models import Artifact
 from submissions.services.artifacts import artifact_url
 
 MAX_SELECTED = 200
-# set on the anonymous requests `leaderboard.rebuild` makes: build and store, never serve stale
-REBUILD_ATTR = "leaderboard_rebuild"
 
 
 def want_simulated(request: HttpRequest) -> bool:
@@ -77,53 +85,118 @@ def _context(request: HttpRequest, data: dict) -> dict:
     return context
 
 
-def _page(
-    request: HttpRequest, *, build: Callable[[], dict | None], template: str, stem: str
-) -> HttpResponse:
-    """Render `build()`'s data with `template`, or export a table of it as CSV.
+@dataclass(frozen=True)
+class Page:
+    """A public page: the function that builds its data, its template and the stem of its
+    CSV exports' file names."""
 
-    Anonymous visitors get the finished HTML from the cache (one lookup, no query) until the
-    next publish, and the previous HTML while the background rebuild after a publish runs
-    (`leaderboard.cache.cached_page`); signed-in users get a fresh render, so nothing personal
-    is ever cached. A request marked `REBUILD_ATTR` (`leaderboard.rebuild`) rebuilds the entry.
-    """
-    if request.GET.get("format") == "csv":
-        data = build()
-        if data is None:
-            raise Http404("not found")
-        export = csv_requested(request, data.get("tables") or {}, stem)
-        if export is not None:
-            return export
+    build: Callable[[], dict | None]
+    template: str
+    stem: str
+
+
+def page_html(request: HttpRequest, page: Page, *, refresh: bool = False) -> str | None:
+    """The page's HTML for an anonymous visitor, through the page cache keyed by the request's
+    path and query: the finished HTML (one lookup, no query) until the next publish, and the
+    previous HTML while the background rebuild after a publish runs
+    (`leaderboard.cache.cached_page`). `refresh` builds and stores it, never serving stale:
+    the rebuild's call (`leaderboard.rebuild`). None: the page does not exist."""
 
     def render_html() -> str | None:
-        data = prerender(build())
+        data = prerender(page.build())
         if data is None:
             return None
-        return render_to_string(template, _context(request, data), request)
+        return render_to_string(page.template, _context(request, data), request)
 
-    if request.user.is_authenticated:
-        html = render_html()
-    else:
-        html = cached_page(
-            f"page:{request.get_full_path()}",
-            render_html,
-            refresh=getattr(request, REBUILD_ATTR, False),
-        )
+    if request.user.is_authenticated:  # a fresh render, so nothing personal is ever cached
+        return render_html()
+    return cached_page(f"page:{request.get_full_path()}", render_html, refresh=refresh)
+
+
+def _page(request: HttpRequest, page: Page) -> HttpResponse:
+    """Render the page (`page_html`), or export a table of its data as CSV."""
+    if request.GET.get("format") == "csv":
+        data = page.build()
+        if data is None:
+            raise Http404("not found")
+        export = csv_requested(request, data.get("tables") or {}, page.stem)
+        if export is not None:
+            return export
+    html = page_html(request, page)
     if html is None:
         raise Http404("not found")
     return HttpResponse(html)
 
 
-@require_GET
-def home(request: HttpRequest) -> HttpResponse:
+def home_page(request: HttpRequest) -> Page:
     sim = want_simulated(request)
     tier = request.GET.get("tier") or None
-    return _page(
-        request,
-        build=lambda: pages.home(tier=tier, include_simulated=sim),
+    return Page(
+        build=lambda: home_data(tier=tier, include_simulated=sim),
         template="leaderboard/home.html",
         stem="leaderboard",
     )
+
+
+def model_detail_page(request: HttpRequest, slug: str) -> Page:
+    sim, ids, log = want_simulated(request), selected_ids(request), log_scale(request)
+    return Page(
+        build=lambda: model_page(slug=slug, include_simulated=sim, selected=ids, log=log),
+        template="leaderboard/model_detail.html",
+        stem=f"model-{slug}",
+    )
+
+
+def hardware_detail_page(request: HttpRequest, slug: str) -> Page:
+    sim, log = want_simulated(request), log_scale(request)
+    return Page(
+        build=lambda: hardware_page(slug=slug, include_simulated=sim, log=log),
+        template="leaderboard/hardware_detail.html",
+        stem=f"hardware-{slug}",
+    )
+
+
+def _result_page(pk: int) -> dict | None:
+    data = result_page(pk=pk)
+    if data is not None:  # the signed receipt's key id and subjects (leaderboard.receipts)
+        data["receipt"] = receipts.summary(data["result"])
+        data["launch"] = result_launch(data["result"])  # was the image run (leaderboard.launch)
+    return data
+
+
+def result_detail_page(request: HttpRequest, pk: int) -> Page:
+    return Page(
+        build=lambda: _result_page(pk),
+        template="leaderboard/result_detail.html",
+        stem=f"result-{pk}",
+    )
+
+
+def history_page(request: HttpRequest, model_slug: str, hardware_slug: str) -> Page:
+    sim, log = want_simulated(request), log_scale(request)
+    return Page(
+        build=lambda: history_data(
+            model_slug=model_slug, hardware_slug=hardware_slug, include_simulated=sim, log=log
+        ),
+        template="leaderboard/history.html",
+        stem=f"history-{model_slug}-{hardware_slug}",
+    )
+
+
+# The pages a publish or a status change affects, by URL name: `leaderboard.rebuild` renders
+# them with the same builders as the views below.
+REBUILT_PAGES: dict[str, Callable[..., Page]] = {
+    "home": home_page,
+    "model-detail": model_detail_page,
+    "hardware-detail": hardware_detail_page,
+    "result-detail": result_detail_page,
+    "history": history_page,
+}
+
+
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    return _page(request, home_page(request))
 
 
 @require_GET
@@ -133,13 +206,7 @@ def model_list(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def model_detail(request: HttpRequest, slug: str) -> HttpResponse:
-    sim, ids, log = want_simulated(request), selected_ids(request), log_scale(request)
-    return _page(
-        request,
-        build=lambda: pages.model_page(slug=slug, include_simulated=sim, selected=ids, log=log),
-        template="leaderboard/model_detail.html",
-        stem=f"model-{slug}",
-    )
+    return _page(request, model_detail_page(request, slug))
 
 
 @require_GET
@@ -151,23 +218,12 @@ def hardware_list(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def hardware_detail(request: HttpRequest, slug: str) -> HttpResponse:
-    sim, log = want_simulated(request), log_scale(request)
-    return _page(
-        request,
-        build=lambda: pages.hardware_page(slug=slug, include_simulated=sim, log=log),
-        template="leaderboard/hardware_detail.html",
-        stem=f"hardware-{slug}",
-    )
+    return _page(request, hardware_detail_page(request, slug))
 
 
 @require_GET
 def result_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    return _page(
-        request,
-        build=lambda: pages.result_page(pk=pk),
-        template="leaderboard/result_detail.html",
-        stem=f"result-{pk}",
-    )
+    return _page(request, result_detail_page(request, pk))
 
 
 @require_GET
@@ -182,39 +238,33 @@ def result_raw_data(request: HttpRequest, pk: int, artifact_pk: int) -> HttpResp
 
 @require_GET
 def compare(request: HttpRequest) -> HttpResponse:
-    ids = selected_ids(request, limit=pages.MAX_COMPARE)
+    ids = selected_ids(request, limit=MAX_COMPARE)
     speed = positive_float(request, "speed")
     n = positive_int(request, "n")
     log = log_scale(request)
 
     def build() -> dict:
-        data = pages.compare_page(ids=ids, speed=speed, concurrency=n, log=log)
-        slots = ids + [None] * (pages.MAX_COMPARE - len(ids))
+        data = compare_page(ids=ids, speed=speed, concurrency=n, log=log)
+        slots = ids + [None] * (MAX_COMPARE - len(ids))
         return dict(data, ids=ids, slots=slots, too_few=len(data["results"]) < 2)
 
-    return _page(request, build=build, template="leaderboard/compare.html", stem="compare")
+    return _page(request, Page(build=build, template="leaderboard/compare.html", stem="compare"))
 
 
 @require_GET
 def history(request: HttpRequest, model_slug: str, hardware_slug: str) -> HttpResponse:
-    sim, log = want_simulated(request), log_scale(request)
-    return _page(
-        request,
-        build=lambda: pages.history_page(
-            model_slug=model_slug, hardware_slug=hardware_slug, include_simulated=sim, log=log
-        ),
-        template="leaderboard/history.html",
-        stem=f"history-{model_slug}-{hardware_slug}",
-    )
+    return _page(request, history_page(request, model_slug, hardware_slug))
 
 
 @require_GET
 def methodology(request: HttpRequest) -> HttpResponse:
     return _page(
         request,
-        build=pages.methodology_page,
-        template="leaderboard/methodology.html",
-        stem="methodology",
+        Page(
+            build=methodology_page,
+            template="leaderboard/methodology.html",
+            stem="methodology",
+        ),
     )
 
 

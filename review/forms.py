@@ -63,10 +63,31 @@ def suggested_label(submission) -> str:
     return f"{' · '.join(parts)} ({when.day} {when:%b})"
 
 
+class RedactForm(DecisionForm):
+    """A redact names the field paths of the public config to hide, one per line,
+    prefilled with the strings the secret detector rated suspicious."""
+
+    paths = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}),
+        max_length=5000,
+        label="Field paths to redact (one per line)",
+        error_messages={"required": "Name at least one field path, e.g. launch.args.3."},
+    )
+
+    def clean_paths(self) -> list[str]:
+        return [p.strip() for p in self.cleaned_data["paths"].splitlines() if p.strip()]
+
+
 def decision_form(action: str, submission, data=None) -> DecisionForm:
-    """The form of one review action: publishing asks for the label too."""
-    from review.services import PUBLISH
+    """The form of one review action: publishing asks for the label too, a redact for the
+    field paths."""
+    from review.services import PUBLISH, REDACT
 
     if action == PUBLISH:
         return PublishForm(data, prefix=action, initial={"label": suggested_label(submission)})
+    if action == REDACT:
+        from submissions.schema.secrets import suspicious_strings
+
+        found = [row["path"] for row in suspicious_strings(submission.config or {})]
+        return RedactForm(data, prefix=action, initial={"paths": "\n".join(found)})
     return DecisionForm(data, prefix=action)

@@ -2,7 +2,7 @@
 
 Inputs are the JSON the runner stores (`Trial.metrics`, `Trial.verdicts`,
 `BenchmarkRun.search_summary`, `VerificationReport.checks`), read through the contract
-(runner/contract.py, docs/pipeline.md "The contract"), so these functions take the stored
+(agentperf/contract.py, docs/pipeline.md "The contract"), so these functions take the stored
 dicts and are unit-tested alone.
 """
 
@@ -13,8 +13,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner import contract
-from runner.verification.status import STATUSES
+from agentperf import contract
+from agentperf.verification.status import STATUSES
 
 PHASE_STYLE = {
     # Okabe–Ito colours (colour-blind safe), and a distinct symbol per phase.
@@ -266,6 +266,29 @@ def check_counts(checks: list[dict[str, Any]]) -> dict[str, int]:
     return counts
 
 
+def suspicious_rows(config: Any) -> list[dict[str, Any]]:
+    """The strings of a config the secret detector rated suspicious (below the refusal
+    threshold), each with its path, the rules and its text in parts to highlight
+    (docs/security.md "Secrets in configs"). A string at the refusal level (stored before a
+    rule existed) is listed by path and rule with its text redacted: secrets never reach a
+    page, not even a reviewer's."""
+    from leaderboard.configview import REDACTED
+    from submissions.schema.secrets import REFUSE, suspicious_strings
+
+    rows = []
+    for row in suspicious_strings(config or {}):
+        refused = row["severity"] == REFUSE
+        rows.append(
+            {
+                "path": row["path"],
+                "rules": row["rules"],
+                "refused": refused,
+                "parts": [(REDACTED, True)] if refused else row["parts"],
+            }
+        )
+    return rows
+
+
 def launch_rows(submission) -> dict[str, Any] | None:
     """The exact launch a reviewer approves (docs/security.md "Vendor commands"): its
     digest, whether an approval already covers it, and each part shown as stored, secrets
@@ -295,6 +318,7 @@ def launch_rows(submission) -> dict[str, Any] | None:
         "argv": [shown(item) for item in argv],
         "env": [(name, shown(value)) for name, value in env.items()],
         "port": identity["port"],
+        "kind": identity["kind"],
         "image": identity["image"] or "—",
         "approval": approval,
     }

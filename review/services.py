@@ -18,6 +18,7 @@ from django.db import transaction
 from submissions import constants as c
 from submissions.models import Membership, Notification, Submission
 from submissions.services.lifecycle import TransitionError, audit_record, submission_transition
+from submissions.services.users import staff_rule_problem
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +29,7 @@ RERUN = "rerun"
 SUPERSEDE = "supersede"
 INVALIDATE = "invalidate"
 APPROVE_LAUNCH = "approve_launch"
+REDACT = "redact"
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +85,16 @@ ACTIONS: dict[str, ReviewAction] = {
             "invalidated",
             danger=True,
         ),
+        # no state change: the result's public config is rewritten (docs/security.md
+        # "Secrets in configs")
+        ReviewAction(
+            REDACT,
+            "Redact public config",
+            (c.PUBLISHED, c.SUPERSEDED),
+            "",
+            "redacted in its public configuration",
+            danger=True,
+        ),
     )
 }
 
@@ -106,6 +118,9 @@ def review_assert_can_act(*, actor, submission: Submission) -> None:
         raise ReviewForbidden("an anonymous user cannot review submissions")
     if not (actor.is_active and actor.is_staff):
         raise ReviewForbidden(f"{actor.get_username()} is not a reviewer")
+    problem = staff_rule_problem(actor)  # docs/security.md "Staff"
+    if problem:
+        raise ReviewForbidden(problem)
     if review_conflict(actor=actor, submission=submission):
         raise ReviewForbidden(
             f"{actor.get_username()} is a member of {submission.org}, so cannot review "
@@ -311,6 +326,28 @@ def _result_status(action: str, *, submission: Submission, actor, reason: str):
     return result
 
 
+def review_redact(*, submission: Submission, actor, reason: str, paths: list[str]):  # -> Result
+    """Replace the values at `paths` in the published result's public config by
+    ``[redacted]``: the result page, the public API and the next export dump serve the
+    rewritten config. Audited with the reason and the paths (never the values)."""
+    from leaderboard.models import Result
+    from leaderboard.redaction import RedactError, result_redact_config
+
+    with transaction.atomic():
+        fresh = _prepare(action=REDACT, submission=submission, actor=actor, reason=reason)
+        result = Result.objects.filter(submission=fresh).first()
+        if result is None:
+            raise ReviewError(f"submission #{fresh.pk} has no published result")
+        try:
+            result = result_redact_config(
+                result=result, paths=paths, actor=actor, reason=reason.strip()
+            )
+        except RedactError as exc:
+            raise ReviewError(str(exc)) from exc
+        notification_send(submission=fresh, action=REDACT, actor=actor, reason=reason)
+    return result
+
+
 def _sync(target: Submission, source: Submission) -> None:
     """Let the caller's object see the new state."""
     target.status = source.status
@@ -326,19 +363,29 @@ _SERVICES = {
     APPROVE_LAUNCH: review_approve_launch,
     SUPERSEDE: review_supersede,
     INVALIDATE: review_invalidate,
+    REDACT: review_redact,
 }
 
 
 def review_act(
-    *, action: str, submission: Submission, actor, reason: str, label: str | None = None
+    *,
+    action: str,
+    submission: Submission,
+    actor,
+    reason: str,
+    label: str | None = None,
+    paths: list[str] | None = None,
 ):
     """Run the named review action (the console's single entry point); `label` is the
-    public label a publish gives the result (None: the automatic one)."""
+    public label a publish gives the result (None: the automatic one); `paths` the field
+    paths a redact rewrites."""
     from leaderboard.publishing import PublishError
 
     if action not in _SERVICES:
         raise ReviewError(f"unknown action {action!r}")
-    options = {"label": label} if action == PUBLISH and label else {}
+    options: dict = {"label": label} if action == PUBLISH and label else {}
+    if action == REDACT:
+        options = {"paths": list(paths or [])}
     try:
         return _SERVICES[action](submission=submission, actor=actor, reason=reason, **options)
     except (TransitionError, PublishError) as exc:

@@ -21,7 +21,7 @@ from leaderboard.configdiff import config_diff, diff_summary
 from leaderboard.configview import redact
 from leaderboard.loadgen import load_generator_table
 from leaderboard.models import Result
-from leaderboard.pages import timeline_trials
+from leaderboard.pages.result import timeline_trials
 from review import presenters, selectors
 from review.forms import DecisionForm, QueueFilterForm, decision_form
 from review.services import (
@@ -32,10 +32,10 @@ from review.services import (
     review_available_actions,
     review_conflict,
 )
-from runner import contract
 from runs.models import BenchmarkRun, VerificationReport
 from submissions.models import Artifact, Submission
 from submissions.services.artifacts import artifact_url
+from submissions.services.users import staff_rule_problem
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +50,9 @@ def staff_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpRespo
             return redirect_to_login(request.get_full_path())
         if not (user.is_active and user.is_staff):
             raise PermissionDenied("the review console is for reviewers only")
+        problem = staff_rule_problem(user)  # a vendor member is never a reviewer
+        if problem:
+            raise PermissionDenied(problem)
         return view(request, *args, **kwargs)
 
     return wrapper
@@ -117,6 +120,7 @@ def decide(request: HttpRequest, pk: int, action: str) -> HttpResponse:
             actor=request.user,
             reason=form.cleaned_data["reason"],
             label=form.cleaned_data.get("label"),
+            paths=form.cleaned_data.get("paths"),
         )
     except ReviewForbidden as exc:
         raise PermissionDenied(str(exc)) from exc
@@ -150,7 +154,7 @@ def _tiers_for(run: BenchmarkRun | None) -> list[dict[str, Any]]:
         return run.tier_set.as_engine_tiers()
     if not run.run_spec:
         return []
-    return [t.dump() for t in contract.RunSpec.model_validate(run.run_spec).tiers]
+    return [t.dump() for t in run.spec.tiers]
 
 
 def _artifact_link(artifact: Artifact) -> str:
@@ -242,7 +246,7 @@ def _detail_context(
         "run": run,
         "runs": list(submission.runs.latest_first()),
         "tiers": presenters.tier_outcomes(summary, tiers),
-        "search_flags": s.flags if (s := contract.search_summary(summary)) else [],
+        "search_flags": s.flags if run is not None and (s := run.summary) else [],
         "trial_rows": rows,
         "chart": presenters.trial_chart(rows, tiers) if rows else None,
         "report": report,
@@ -260,6 +264,8 @@ def _detail_context(
         # secrets never reach a page, not even a reviewer's (docs/security.md "Secrets in
         # configs")
         "config_redacted": json.dumps(redact(submission.config), indent=2, sort_keys=True),
+        # before a publish: every string the detector rated suspicious, highlighted
+        "suspicious": presenters.suspicious_rows(submission.config),
         "result": Result.objects.filter(submission=submission).first(),
         "launch": presenters.launch_rows(submission),
         "timeline_trials": timeline_trials(trials) if run else [],

@@ -4,13 +4,15 @@
 complete | fail. A run token (`Authorization: Bearer aprun_...`) authenticates as its run
 and nothing else: another run's token gets 403, vendor tokens, sessions and anonymous
 callers get 401. Writes after `start` carry `X-Run-Attempt`; a superseded attempt gets 409.
+A run's token dies with it: once the run is done, failed or cancelled, every call is a 401
+`run_finished` (docs/security.md "Run tokens and upload grants").
 """
 
 from __future__ import annotations
 
 import hmac
-import shutil
 import tempfile
+import time
 from typing import TypeVar
 
 from django.conf import settings
@@ -24,9 +26,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agentperf import contract
 from core.api_errors import ApiError
 from core.parsers import RunnerJSONParser
-from runner import contract
 from runs import services
 from runs.dispatch import RUN_TOKEN_PREFIX, dataset_section, run_token_hash, storage_get_url
 from runs.models import BenchmarkRun
@@ -54,6 +56,11 @@ class RunPrincipal:
         return self.get_username()
 
 
+class RunFinished(exceptions.AuthenticationFailed):
+    default_detail = "this run is finished; its token no longer works"
+    default_code = "run_finished"
+
+
 class RunTokenAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 
@@ -67,6 +74,8 @@ class RunTokenAuthentication(authentication.BaseAuthentication):
         run = BenchmarkRun.objects.filter(token_hash=digest).first()
         if run is None or not hmac.compare_digest(run.token_hash, digest):
             raise exceptions.AuthenticationFailed("invalid or rotated run token")
+        if run.status in BenchmarkRun.FINAL_STATES:
+            raise RunFinished(f"run #{run.pk} is {run.status}; its token no longer works")
         return RunPrincipal(run), value
 
     def authenticate_header(self, request) -> str:
@@ -115,17 +124,11 @@ class RunView(APIView):
         return super().handle_exception(exc)
 
 
-def _payload(request: Request, serializer_class) -> dict:
-    serializer = serializer_class(data=request.data)
-    serializer.is_valid(raise_exception=True)
-    return dict(serializer.validated_data)
-
-
 Document = TypeVar("Document", bound=contract.Contract)
 
 
 def _document(request: Request, model: type[Document], what: str) -> Document:
-    """The body as a contract document (runner/contract.py); anything that does not fit —
+    """The body as a contract document (agentperf/contract.py); anything that does not fit —
     an unknown or misspelled field, a missing one, a wrong type — is a 400 naming each
     field by its path (docs/pipeline.md "The contract")."""
     try:
@@ -136,18 +139,6 @@ def _document(request: Request, model: type[Document], what: str) -> Document:
             f'the {what} does not fit the contract (docs/pipeline.md "The contract")',
             fields=contract.error_fields(exc),
         ) from None
-
-
-class UploadIn(serializers.Serializer):
-    kind = serializers.ChoiceField(
-        choices=[Artifact.KIND_RAW_RECORDS, Artifact.KIND_LOG, services.SHARD_RECORDS]
-    )
-    sha256 = serializers.RegexField(r"^[0-9a-f]{64}$")
-    size = serializers.IntegerField(min_value=1)
-    trial_index = serializers.IntegerField(min_value=0, required=False, allow_null=True)
-    count = serializers.IntegerField(min_value=0, required=False)
-    trial_id = serializers.RegexField(services.SHARD_TRIAL_ID.pattern, required=False)
-    shard = serializers.IntegerField(min_value=0, max_value=4095, required=False)
 
 
 _OK = inline_serializer("RunnerOk", {"ok": serializers.BooleanField()})
@@ -211,10 +202,15 @@ class QualificationView(RunView):
         return Response({"ok": True})
 
 
-def _upload_target(request: Request, run: BenchmarkRun, key: str) -> dict:
-    """A presigned S3 PUT, or (filesystem storage) a signed PUT to this API."""
+def _upload_target(request: Request, run: BenchmarkRun, key: str, size: int) -> dict:
+    """An upload grant (`contract.UploadGrant`) for one PUT of exactly `size` bytes within
+    RUN_UPLOAD_GRANT_SECONDS: a presigned S3 PUT that signs the Content-Length, or
+    (filesystem storage) a signed PUT to this API that carries the size, the expiry and the
+    attempt (docs/security.md "Run tokens and upload grants")."""
     storage = storages["artifacts"]
-    headers = {"Content-Type": "application/gzip"}
+    lifetime = settings.RUN_UPLOAD_GRANT_SECONDS
+    expires_at = int(time.time()) + lifetime
+    headers = {"Content-Type": "application/gzip", "Content-Length": str(size)}
     if hasattr(storage, "bucket_name"):
         client = storage.connection.meta.client
         url = client.generate_presigned_url(
@@ -223,42 +219,50 @@ def _upload_target(request: Request, run: BenchmarkRun, key: str) -> dict:
                 "Bucket": storage.bucket_name,
                 "Key": storage._normalize_name(key),
                 "ContentType": "application/gzip",
+                "ContentLength": size,
             },
-            ExpiresIn=settings.RUN_PRESIGN_SECONDS,
+            ExpiresIn=lifetime,
         )
-        return {"url": url, "method": "PUT", "headers": headers}
-    token = signing.Signer(salt=_BLOB_SALT).sign_object({"k": key, "r": run.pk})
-    base = settings.RUNNER_API_BASE_URL.rstrip("/")
-    url = f"{base}/api/v1/runner/runs/{run.pk}/blobs?t={token}"
-    auth = request.headers.get("Authorization", "")
-    return {"url": url, "method": "PUT", "headers": {**headers, "Authorization": auth}}
+    else:
+        grant = {"k": key, "r": run.pk, "a": run.attempt, "s": size, "e": expires_at}
+        token = signing.Signer(salt=_BLOB_SALT).sign_object(grant)
+        base = settings.RUNNER_API_BASE_URL.rstrip("/")
+        url = f"{base}/api/v1/runner/runs/{run.pk}/blobs?t={token}"
+        headers["Authorization"] = request.headers.get("Authorization", "")
+    document = contract.UploadGrant(
+        url=url, method="PUT", headers=headers, size=size, expires_at=expires_at
+    )
+    return document.dump()
 
 
 class UploadsView(RunView):
     @extend_schema(
-        request=UploadIn,
+        request=contract.UploadRequest,
         responses=inline_serializer(
             "RunnerUpload", {"key": serializers.CharField(), "upload": serializers.JSONField()}
         ),
     )
     def post(self, request: Request, run_id: int) -> Response:
-        data = _payload(request, UploadIn)
+        upload = _document(request, contract.UploadRequest, "upload request")
         run = self.run(request)
         attempt = self.attempt(request)
         if run.status != BenchmarkRun.STATUS_RUNNING or attempt != run.attempt:
             raise services.RunConflict(f"attempt {attempt} of run #{run.pk} may not upload")
-        if data["size"] > settings.RUN_UPLOAD_MAX_BYTES:
+        if upload.size > settings.RUN_UPLOAD_MAX_BYTES:
             raise ApiError(
-                "too_large", f"uploads are limited to {settings.RUN_UPLOAD_MAX_BYTES} bytes"
+                "too_large",
+                f"uploads are limited to {settings.RUN_UPLOAD_MAX_BYTES} bytes",
+                fields={"size": [f"larger than {settings.RUN_UPLOAD_MAX_BYTES} bytes"]},
+                status_code=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
             )
         key = services.upload_key(
             run,
-            kind=data["kind"],
-            trial_index=data.get("trial_index"),
-            trial_id=data.get("trial_id"),
-            shard=data.get("shard"),
+            kind=upload.kind,
+            trial_index=upload.trial_index,
+            trial_id=upload.trial_id,
+            shard=upload.shard,
         )
-        return Response({"key": key, "upload": _upload_target(request, run, key)})
+        return Response({"key": key, "upload": _upload_target(request, run, key, upload.size)})
 
 
 class BlobView(RunView):
@@ -273,12 +277,37 @@ class BlobView(RunView):
             raise ApiError("invalid", "invalid upload grant", status_code=403) from None
         if grant.get("r") != run.pk:
             raise ApiError("forbidden", "the grant is for another run", status_code=403)
+        if int(grant.get("e", 0)) < time.time():
+            raise ApiError("expired", "the upload grant has expired", status_code=403)
+        if run.status != BenchmarkRun.STATUS_RUNNING or grant.get("a") != run.attempt:
+            raise services.RunConflict(f"the grant's attempt of run #{run.pk} is over")
+        declared = int(grant.get("s", 0))
+        length = request.headers.get("Content-Length")
+        if length is not None and (not length.isdigit() or int(length) != declared):
+            raise ApiError(
+                "size_mismatch",
+                f"Content-Length {length} is not the grant's declared size {declared}",
+                fields={"Content-Length": [f"must be {declared}"]},
+                status_code=413 if length.isdigit() and int(length) > declared else 400,
+            )
         key = str(grant["k"])
         storage = storages["artifacts"]
         with tempfile.TemporaryFile() as spool:
-            shutil.copyfileobj(request._request, spool, length=1024 * 1024)
-            if spool.tell() > settings.RUN_UPLOAD_MAX_BYTES:
-                raise ApiError("too_large", "upload too large")
+            # Read at most one byte past the declared size: a longer body is refused
+            # without spooling it.
+            left = declared + 1
+            while left > 0:
+                chunk = request._request.read(min(left, 1024 * 1024))
+                if not chunk:
+                    break
+                spool.write(chunk)
+                left -= len(chunk)
+            if spool.tell() != declared:
+                raise ApiError(
+                    "size_mismatch",
+                    f"the body is not the grant's declared size {declared}",
+                    status_code=413 if spool.tell() > declared else 400,
+                )
             spool.seek(0)
             if storage.exists(key):
                 storage.delete(key)
@@ -311,24 +340,16 @@ class TrialsView(RunView):
         )
 
 
-class ShardReportIn(serializers.Serializer):
-    trial_id = serializers.RegexField(services.SHARD_TRIAL_ID.pattern)
-    shard = serializers.IntegerField(min_value=0, max_value=4095)
-    report = serializers.JSONField()
-    sha256 = serializers.RegexField(r"^[0-9a-f]{64}$")
-    size = serializers.IntegerField(min_value=1)
-
-
 class ShardsView(RunView):
     """Load-generator shards of a sharded trial (docs/engine.md "Sharded trials"): a shard
     host reports here after uploading its records; the coordinator lists the reports of a
     trial with a GET URL for each shard's records."""
 
-    @extend_schema(request=ShardReportIn, responses=_OK)
+    @extend_schema(request=contract.ShardReport, responses=_OK)
     def post(self, request: Request, run_id: int) -> Response:
-        data = _payload(request, ShardReportIn)
+        report = _document(request, contract.ShardReport, "shard report")
         services.run_store_shard_report(
-            run=self.run(request), attempt=self.attempt(request), **data
+            run=self.run(request), attempt=self.attempt(request), report=report
         )
         return Response({"ok": True}, status=status.HTTP_201_CREATED)
 

@@ -3,7 +3,8 @@
 `run_prepare` decides everything from data in one place (the habit of Read the Docs'
 `prepare_build`): it creates the BenchmarkRun, picks the queue `pool.<pool>`, sets the soft
 and hard time limits, mints the run token (only its hash is stored), picks the private test
-set and builds the run spec the pool worker gets in the task message. The worker needs
+set and builds the run spec the pool worker gets in the task message (with the seed the
+pool host derives the run token from: docs/security.md "Run tokens and upload grants"). The worker needs
 nothing else: no database, no settings of the web tier.
 """
 
@@ -25,10 +26,10 @@ from django.db.models import Q
 from django.urls import reverse
 from pydantic import ValidationError
 
+from agentperf import contract
 from catalog.datasets import SIZE_SMALL, SIZE_STANDARD, file_sha256, private_test_set
 from catalog.services import default_tier_set_for
 from core.queues import loadgen_queue, pool_queue
-from runner import contract
 from runs.models import BenchmarkRun
 from submissions import constants as c
 from submissions.models import LaunchApproval, PoolEndpoint, RunnerPool, Submission
@@ -36,7 +37,7 @@ from submissions.services.lifecycle import TransitionError, submission_transitio
 
 log = logging.getLogger(__name__)
 
-RUN_TOKEN_PREFIX = "aprun_"
+RUN_TOKEN_PREFIX = contract.RUN_TOKEN_PREFIX
 SPEC_VERSION = contract.SPEC_VERSION
 SIMULATED_POOL = "simulated"
 ACTOR = "dispatch"
@@ -46,10 +47,24 @@ class DispatchError(Exception):
     """The submission cannot be run as configured (the message is shown to the vendor)."""
 
 
-def run_token_mint() -> tuple[str, str]:
-    """A new run token and its sha256; only the hash is stored."""
-    plaintext = RUN_TOKEN_PREFIX + secrets.token_urlsafe(32)
-    return plaintext, run_token_hash(plaintext)
+def pool_token_key(pool: str) -> str:
+    """The key `pool`'s hosts derive run tokens with (settings RUNNER_TOKEN_KEYS, else
+    RUNNER_TOKEN_KEY): the same value is the pool hosts' RUNNER_TOKEN_KEY."""
+    return str(settings.RUNNER_TOKEN_KEYS.get(pool) or settings.RUNNER_TOKEN_KEY)
+
+
+def run_token_mint(run: BenchmarkRun) -> tuple[str, str]:
+    """(seed, token hash) of a new token for `run` (docs/security.md "Run tokens and upload
+    grants"): the seed goes in the task message, the hash in the database; the token is
+    derived here only to hash it, and on the pool host from the seed and the pool's key."""
+    seed = secrets.token_urlsafe(32)
+    pool = (run.run_spec or {}).get("pool") or ""
+    return seed, run_token_hash(contract.run_token(pool_token_key(pool), run.pk, seed))
+
+
+def run_token_for(run: BenchmarkRun, seed: str) -> str:
+    """The token a pool host derives from `seed` (what the tests act with)."""
+    return contract.run_token(pool_token_key((run.run_spec or {}).get("pool") or ""), run.pk, seed)
 
 
 def run_token_hash(plaintext: str) -> str:
@@ -58,14 +73,34 @@ def run_token_hash(plaintext: str) -> str:
 
 def _launcher(config: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     launcher = config.get("launcher") or {}
-    for kind in ("attached", "process", "simulated"):
-        if launcher.get(kind):
+    for kind in ("attached", "container", "process", "simulated", "slurm"):
+        if launcher.get(kind) is not None:  # `container: {}` names the kind with no options
             return kind, dict(launcher[kind])
     raise DispatchError("the config has no launcher")
 
 
+def _launched(kind: str, config: dict[str, Any]) -> dict[str, Any]:
+    """The run spec's section for a launcher that starts `launch` (container or process):
+    the config's one launch description, as published (docs/security.md "Vendor commands")."""
+    launch = config.get("launch") or {}
+    for name in ("command", "port", "served_model_name"):
+        if launch.get(name) is None:  # a config stored before the one launch description
+            raise DispatchError(f"launch.{name} is missing: resubmit the config in its new shape")
+    section: dict[str, Any] = {
+        "kind": kind,
+        "command": [launch["command"], *(launch.get("args") or [])],
+        "env": dict(config.get("env") or {}),
+        "port": int(launch["port"]),
+        "ready_timeout_s": int(launch.get("ready_timeout_s") or 600),
+        "served_model_name": launch["served_model_name"],
+    }
+    if kind == "container":
+        section["image"] = (config.get("engine") or {}).get("image")
+    return section
+
+
 def _simulated_launcher(spec: dict[str, Any]) -> dict[str, Any]:
-    from runner.simulator.profile import ProfileError, load_profile_with
+    from agentperf.simulator.profile import ProfileError, load_profile_with
 
     overrides = spec.get("overrides") or None
     try:
@@ -109,6 +144,15 @@ def _attached_launcher(submission: Submission, spec: dict[str, Any]) -> dict[str
     }
 
 
+def _slurm_launcher(submission: Submission, spec: dict[str, Any]) -> dict[str, Any]:
+    """The run spec's `slurm` section: the topology's roles with the command each role's
+    tasks run (docs/pipeline.md "Slurm"); the runner's own reading of a config, so a job
+    rendered outside the platform (`python -m runner.launchers.slurm render`) is the same."""
+    from agentperf.launchspec import launcher_section
+
+    return launcher_section(submission.config or {})
+
+
 def launcher_spec(submission: Submission) -> tuple[str, dict[str, Any]]:
     """(pool, the run spec's launcher section) for `submission`."""
     kind, spec = _launcher(submission.config or {})
@@ -117,30 +161,39 @@ def launcher_spec(submission: Submission) -> tuple[str, dict[str, Any]]:
     pool = submission.hardware.runner_pool
     if kind == "attached":
         return pool, _attached_launcher(submission, spec)
-    return pool, {
-        "kind": "process",
-        "command": list(spec["command"]),
-        "env": dict(spec.get("env") or {}),
-        "port": int(spec["port"]),
-        "ready_timeout_s": int(spec.get("ready_timeout_s") or 600),
-        "served_model_name": spec["served_model_name"],
-    }
+    if kind == "slurm":
+        return pool, _slurm_launcher(submission, spec)
+    return pool, _launched(kind, submission.config or {})
 
 
 def launch_identity(submission: Submission) -> dict[str, Any] | None:
-    """What a reviewer approves for a `process` launch, canonical (None for other kinds):
-    the command with its arguments (secrets by name), the environment (names, clear values,
-    secrets by name), the port and the image digest. Any change gives another digest."""
+    """What a reviewer approves for a `container` or `process` launch, canonical (None for
+    other kinds): the launcher, the command with its arguments (secrets by name), the
+    environment (names, clear values, secrets by name), the port and the image digest. Any
+    change gives another digest."""
+    slurm = ((submission.config or {}).get("launcher") or {}).get("slurm")
+    if slurm:  # a Slurm launch runs the vendor's commands on the pool's cluster
+        return {
+            "kind": "slurm",
+            "pool": submission.hardware.runner_pool,
+            "launcher": slurm,
+            "roles": ((submission.config or {}).get("topology") or {}).get("roles"),
+            "image": ((submission.config or {}).get("engine") or {}).get("image"),
+        }
     config = submission.config or {}
-    process = (config.get("launcher") or {}).get("process")
-    if not process:
+    try:
+        kind, _ = _launcher(config)
+        if kind not in ("container", "process"):
+            return None
+        section = _launched(kind, config)
+    except DispatchError:  # nothing that could run (dispatch refuses it with the reason)
         return None
     return {
-        "kind": "process",
+        "kind": kind,
         "pool": submission.hardware.runner_pool,
-        "command": list(process.get("command") or []),
-        "env": dict(sorted((process.get("env") or {}).items())),
-        "port": process.get("port"),
+        "command": section["command"],
+        "env": dict(sorted(section["env"].items())),
+        "port": section["port"],
         "image": (config.get("engine") or {}).get("image"),
     }
 
@@ -190,15 +243,19 @@ def launch_approval(submission: Submission, identity: dict[str, Any]) -> LaunchA
 
 
 def search_options(submission: Submission, pool: str, launcher: dict[str, Any]) -> dict[str, Any]:
-    """The settings' search options, the pool's overrides, then the vendor's cap."""
+    """The settings' search options, the pool's overrides, then the vendor's cap and
+    arrival mode."""
     options = copy.deepcopy(settings.RUN_SEARCH_OPTIONS)
     key = pool
     if launcher["kind"] == "simulated":
         key = f"simulated-{'realtime' if launcher['clock'] == 'real' else 'virtual'}"
     options.update(settings.RUN_SEARCH_OPTIONS_BY_POOL.get(key) or {})
-    vendor_cap = ((submission.config or {}).get("benchmark") or {}).get("max_concurrency")
+    benchmark = (submission.config or {}).get("benchmark") or {}
+    vendor_cap = benchmark.get("max_concurrency")
     if vendor_cap:
         options["cap"] = min(int(options["cap"]), int(vendor_cap))
+    if benchmark.get("arrival"):  # the open loop beside the closed (docs/engine.md)
+        options["arrival"] = benchmark["arrival"]
     return options
 
 
@@ -247,7 +304,18 @@ def accelerators(submission: Submission, launcher: dict[str, Any]) -> dict[str, 
             for r in topology.get("roles") or []
         )
     total = topology.get("accelerators_in_system") or submission.hardware.accelerators_per_system
-    return {"used": int(used or 1), "total": int(total) if total else None}
+    out: dict[str, Any] = {"used": int(used or 1), "total": int(total) if total else None}
+    if launcher.get("kind") in ("process", "container"):
+        # the devices the pool host grants a launched server: accelerators_per_worker for each
+        # engine worker (docs/security.md "Devices")
+        per_worker = [
+            int(r.get("accelerators_per_worker", 1))
+            for r in topology.get("roles") or []
+            for _ in range(min(int(r.get("workers", 1)), 1025))
+        ]
+        if 0 < len(per_worker) <= 1024 and sum(per_worker) == out["used"]:
+            out["per_worker"] = per_worker
+    return out
 
 
 def runner_api_url(run: BenchmarkRun) -> str:
@@ -279,11 +347,11 @@ def dataset_section(run: BenchmarkRun) -> dict[str, Any]:
     }
 
 
-def run_spec_message(run: BenchmarkRun, token: str) -> dict[str, Any]:
-    """The stored spec plus what must not be stored: the token and fresh presigned URLs,
+def run_spec_message(run: BenchmarkRun, seed: str) -> dict[str, Any]:
+    """The stored spec plus what is not stored: the token's seed and fresh presigned URLs,
     as one contract document (docs/pipeline.md "The contract")."""
     spec = copy.deepcopy(run.run_spec)
-    spec["api"] = {"base_url": runner_api_url(run), "token": token}
+    spec["api"] = {"base_url": runner_api_url(run), "seed": seed}
     spec["dataset"] = dataset_section(run)
     return contract.RunSpec.model_validate(spec).dump()
 
@@ -299,11 +367,15 @@ def run_spec_build(fields: dict[str, Any], run_id: int) -> contract.RunSpec:
         ) from None
 
 
-def run_signature(run: BenchmarkRun, token: str) -> Signature:
-    from runner.worker.tasks import execute_run
+# The pool host's task (runner/worker/tasks.py), named, not imported: the web side never
+# imports the runtime (docs/architecture.md "Packages"); tests/pipeline sends it through.
+EXECUTE_RUN_TASK = "runner.execute_run"
 
-    return execute_run.signature(
-        args=[run_spec_message(run, token)],
+
+def run_signature(run: BenchmarkRun, seed: str) -> Signature:
+    return Signature(
+        EXECUTE_RUN_TASK,
+        args=[run_spec_message(run, seed)],
         queue=run.queue,
         soft_time_limit=run.soft_time_limit_s,
         time_limit=run.time_limit_s,
@@ -313,7 +385,7 @@ def run_signature(run: BenchmarkRun, token: str) -> Signature:
 def run_prepare(*, submission: Submission) -> tuple[BenchmarkRun, Signature]:
     """Create the run of `submission` and the task signature that executes it."""
     pool, launcher = launcher_spec(submission)
-    tier_set = default_tier_set_for(submission.model)
+    tier_set = default_tier_set_for(submission.model, submission.workload)
     if tier_set is None or not tier_set.tiers.exists():
         raise DispatchError(f"no SLO tier set for model {submission.model.slug!r}")
     search = search_options(submission, pool, launcher)
@@ -342,20 +414,19 @@ def run_prepare(*, submission: Submission) -> tuple[BenchmarkRun, Signature]:
         "simulated": launcher["kind"] == "simulated",
     }
     run_spec_build(fields, 0)  # refused before a run exists
-    token, token_hash = run_token_mint()
     run = BenchmarkRun.objects.create(
         submission=submission,
         dataset=dataset,
         tier_set=tier_set,
         status=BenchmarkRun.STATUS_PENDING,
         queue=pool_queue(pool),
-        token_hash=token_hash,
         soft_time_limit_s=soft,
         time_limit_s=hard,
     )
     run.run_spec = run_spec_build(fields, run.pk).stored()
-    run.save(update_fields=["run_spec"])
-    return run, run_signature(run, token)
+    seed, run.token_hash = run_token_mint(run)
+    run.save(update_fields=["run_spec", "token_hash"])
+    return run, run_signature(run, seed)
 
 
 # validated: first run; awaiting_approval: a reviewer approved the launch; failed /
@@ -409,11 +480,11 @@ def submission_dispatch(*, submission: Submission) -> BenchmarkRun | None:
 def run_requeue(*, run: BenchmarkRun, reason: str, actor_label: str = "reaper") -> BenchmarkRun:
     """Send `run` again with a fresh token (the old attempt's token stops working), after a
     worker died or went silent. The search resumes from the stored trials."""
-    token, token_hash = run_token_mint()
     with transaction.atomic():
         locked = BenchmarkRun.objects.select_for_update().get(pk=run.pk)
         if locked.status != BenchmarkRun.STATUS_RUNNING:
             raise TransitionError(f"run #{run.pk} is {locked.status}; only running runs requeue")
+        seed, token_hash = run_token_mint(locked)
         locked.status = BenchmarkRun.STATUS_PENDING
         locked.token_hash = token_hash
         locked.error = reason
@@ -426,6 +497,6 @@ def run_requeue(*, run: BenchmarkRun, reason: str, actor_label: str = "reaper") 
             expected_from=c.RUNNING,
             data={"run_id": locked.pk, "attempt": locked.attempt},
         )
-        signature = run_signature(locked, token)
+        signature = run_signature(locked, seed)
         transaction.on_commit(signature.apply_async)
     return locked

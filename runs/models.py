@@ -1,13 +1,22 @@
-"""Benchmark runs, their trials and verification reports."""
+"""Benchmark runs, their trials and verification reports.
+
+The JSON documents a run and its trials store are the contract's (agentperf/contract.py,
+docs/pipeline.md "The contract"); read them through the accessors, which parse each
+document once per instance: ``run.spec`` (RunSpec), ``run.summary`` (SearchSummary),
+``trial.summary`` (TrialMetrics) and ``trial.tier_verdicts`` (TierVerdict per tier). A
+stored document does not change after ingest, so the parsed one stays valid.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import cached_property
 
 from django.db import models
 from django.db.models import Q
 
-from runner.verification.status import FAIL, PASS, STATUSES, WARN
+from agentperf import contract
+from agentperf.verification.status import FAIL, PASS, STATUSES, WARN
 
 
 class BenchmarkRunQuerySet(models.QuerySet["BenchmarkRun"]):
@@ -57,12 +66,12 @@ class BenchmarkRun(models.Model):
     status = models.CharField(max_length=20, choices=STATUS_CHOICES, default=STATUS_PENDING)
     queue = models.CharField(max_length=100, blank=True)
     attempt = models.PositiveIntegerField(default=0)
-    run_spec = models.JSONField(default=dict, blank=True)
+    run_spec = models.JSONField(default=dict, blank=True)  # contract.RunSpec.stored()
     token_hash = models.CharField(max_length=64, blank=True, db_index=True)
     runner_host = models.CharField(max_length=200, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     progress = models.JSONField(default=dict, blank=True)
-    search_summary = models.JSONField(default=dict, blank=True)
+    search_summary = models.JSONField(default=dict, blank=True)  # contract.SearchSummary
     # Qualification probes run before load: [{"name", "status", "summary", "evidence"}]
     qualification = models.JSONField(default=list, blank=True)
     # Accelerator inventory and whether power was measured ({"measured": false, "reason"})
@@ -91,6 +100,16 @@ class BenchmarkRun(models.Model):
     def __str__(self) -> str:
         return f"run #{self.pk} of submission #{self.submission_id} ({self.status})"
 
+    @cached_property
+    def spec(self) -> contract.RunSpec:
+        """The stored run spec through the contract (raises for a run never dispatched)."""
+        return contract.RunSpec.model_validate(self.run_spec)
+
+    @cached_property
+    def summary(self) -> contract.SearchSummary | None:
+        """The search summary through the contract; None until the run completes."""
+        return contract.search_summary(self.search_summary)
+
 
 class Trial(models.Model):
     """One trial at one concurrency; stored as soon as it finishes so a run can resume."""
@@ -101,13 +120,16 @@ class Trial(models.Model):
     phase = models.CharField(max_length=20, blank=True)  # ramp / bisect / confirm / repeat
     window_start_s = models.FloatField(null=True, blank=True)
     window_end_s = models.FloatField(null=True, blank=True)
-    metrics = models.JSONField(default=dict)
-    verdicts = models.JSONField(default=dict)  # {tier name: {"pass": bool, "reasons": [...]}}
+    metrics = models.JSONField(default=dict)  # contract.TrialMetrics: read trial.summary
+    # {tier name: contract.TierVerdict} ({"passed", "reasons", "ttft_s", "marginal"}): read
+    # trial.tier_verdicts
+    verdicts = models.JSONField(default=dict)
     raw_records_key = models.CharField(max_length=500, blank=True)
     raw_records_sha256 = models.CharField(max_length=64, blank=True)
     raw_records_count = models.PositiveIntegerField(default=0)
     # Mean power over the window etc.; {"measured": false, "reason": ...} when not measured
-    telemetry = models.JSONField(default=dict, blank=True)
+    telemetry = models.JSONField(default=dict, blank=True)  # contract.TrialTelemetry: read
+    # trial.window_telemetry
     attempt = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -120,6 +142,22 @@ class Trial(models.Model):
 
     def __str__(self) -> str:
         return f"trial {self.index} @ N={self.concurrency}"
+
+    @cached_property
+    def summary(self) -> contract.TrialMetrics:
+        """The trial's metrics through the contract, parsed once."""
+        return contract.trial_metrics(self.metrics)
+
+    @cached_property
+    def tier_verdicts(self) -> dict[str, contract.TierVerdict]:
+        """The trial's verdict per tier through the contract, parsed once."""
+        return contract.trial_verdicts(self.verdicts)
+
+    @cached_property
+    def window_telemetry(self) -> contract.TrialTelemetry:
+        """The window's telemetry (power, the server's /metrics) through the contract, parsed
+        once."""
+        return contract.TrialTelemetry.model_validate(self.telemetry)
 
 
 class VerificationReport(models.Model):

@@ -18,12 +18,12 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
-from runner import contract
+from agentperf import contract
 from runs.models import BenchmarkRun
 
 LIVE_SEARCH_KEYS = ("search_phase", "trial", "max_trials", "concurrency")
 HISTORY_RUNS = 20
-# Worker phases after the search (runner/worker/execute.py) and the web side's verifying
+# Worker phases after the search (runner/worker/director.py) and the web side's verifying
 POST_SEARCH = ("task check (under load)", "completing", "verifying")
 
 

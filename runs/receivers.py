@@ -18,12 +18,17 @@ def dispatch_validated(sender: Any, *, submission_id: int, **_: Any) -> None:
 
 
 def cancel_pending_runs(sender: Any, *, submission: Submission, label: str, **_: Any) -> None:
-    """A queued run ends now; a running one is stopped by its worker at its next heartbeat
-    (or by the reaper when the worker is gone): docs/pipeline.md "Cancelling"."""
-    BenchmarkRun.objects.filter(submission=submission, status=BenchmarkRun.STATUS_PENDING).update(
+    """A withdrawal is final: the submission's pending and running runs end `cancelled` now,
+    in the withdrawal's transaction (a conditional UPDATE). A running run's token dies with
+    it, so its worker's next call (a heartbeat within its interval) tells it to stop:
+    docs/pipeline.md "Cancelling", docs/security.md "Every run ends"."""
+    BenchmarkRun.objects.filter(
+        submission=submission,
+        status__in=(BenchmarkRun.STATUS_PENDING, BenchmarkRun.STATUS_RUNNING),
+    ).update(
         status=BenchmarkRun.STATUS_CANCELLED,
         finished_at=timezone.now(),
-        error=f"withdrawn by {label}",
+        error=f"cancelled: withdrawn by {label}",
     )
 
 

@@ -21,7 +21,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from runner import contract
+from agentperf import contract
 from runs.models import BenchmarkRun, Trial
 from runs.progress import progress_settled
 from submissions import constants as c
@@ -58,7 +58,7 @@ def _check_attempt(run: BenchmarkRun, attempt: int | None) -> None:
 def search_trial_dict(trial: Trial) -> dict[str, Any]:
     """A stored trial in the engine's SearchTrial shape (what `prior_trials` takes), its
     verdicts read through the contract (docs/pipeline.md "The contract")."""
-    verdicts = contract.trial_verdicts(trial.verdicts)
+    verdicts = trial.tier_verdicts
     return {
         "index": trial.index,
         "concurrency": trial.concurrency,
@@ -74,14 +74,29 @@ def run_start(*, run: BenchmarkRun, runner_info: contract.RunnerInfo) -> Benchma
     resumes a running run under a new attempt number (the old attempt is fenced off)."""
     now = timezone.now()
     with transaction.atomic():
+        # Locks the run and its submission (one SELECT … FOR UPDATE over the join), so a
+        # concurrent withdrawal either saw `queued` before this or waits for it and then
+        # withdraws from `running`: either way the run ends cancelled (docs/security.md
+        # "Every run ends").
+        locked = _locked(run)
+        submission = locked.submission
+        if locked.status in BenchmarkRun.FINAL_STATES:
+            raise RunConflict(f"run #{locked.pk} is already {locked.status}")
+        withdrawn = submission.status == c.WITHDRAWN
+        if withdrawn:  # committed, then refused (raising here would roll it back)
+            BenchmarkRun.objects.filter(pk=locked.pk).update(
+                status=BenchmarkRun.STATUS_CANCELLED,
+                finished_at=now,
+                error=f"cancelled: submission #{submission.pk} was withdrawn",
+            )
+    if withdrawn:
+        raise RunConflict(f"submission #{submission.pk} was withdrawn")
+    with transaction.atomic():
         locked = _locked(run)
         submission = locked.submission
         if locked.status in BenchmarkRun.FINAL_STATES:
             raise RunConflict(f"run #{locked.pk} is already {locked.status}")
         if submission.status == c.WITHDRAWN:
-            locked.status = BenchmarkRun.STATUS_CANCELLED
-            locked.finished_at = now
-            locked.save(update_fields=["status", "finished_at"])
             raise RunConflict(f"submission #{submission.pk} was withdrawn")
         resumed = locked.status == BenchmarkRun.STATUS_RUNNING or locked.attempt > 0
         if submission.status == c.QUEUED:
@@ -302,7 +317,7 @@ def run_complete(
     Refused unless every trial's raw records are in storage: nothing is marked done on
     numbers whose evidence is missing.
     """
-    from runs.verification import verification_build
+    from runs.verification_report import verification_build
 
     with transaction.atomic():
         locked = _locked(run)
@@ -455,23 +470,18 @@ def run_store_shard_report(
     *,
     run: BenchmarkRun,
     attempt: int | None,
-    trial_id: str,
-    shard: int,
-    report: dict[str, Any],
-    sha256: str,
-    size: int,
+    report: contract.ShardReport,
 ) -> str:
-    """Store a shard's report beside its uploaded records (checked against the declared
-    digest); the coordinator reads both back. Returns the records' key."""
+    """Store a shard's report (``contract.ShardReport``) beside its uploaded records
+    (checked against the declared digest); the coordinator reads both back. Returns the
+    records' key."""
     if run.status != BenchmarkRun.STATUS_RUNNING or attempt != run.attempt:
         raise RunConflict(f"attempt {attempt} of run #{run.pk} may not report shards")
-    key = shard_key(run, trial_id, shard)
-    _stored_matches(key, sha256=sha256, size=size)
-    body = json.dumps(
-        {"trial_id": trial_id, "shard": shard, "report": report, "sha256": sha256, "size": size}
-    ).encode()
+    key = shard_key(run, report.trial_id, report.shard)
+    _stored_matches(key, sha256=report.sha256, size=report.size)
+    body = json.dumps(report.dump()).encode()
     storage = storages["artifacts"]
-    report_key = shard_key(run, trial_id, shard, ".report.json")
+    report_key = shard_key(run, report.trial_id, report.shard, ".report.json")
     if storage.exists(report_key):
         storage.delete(report_key)
     storage.save(report_key, ContentFile(body))

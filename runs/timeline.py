@@ -1,6 +1,6 @@
 """One agent session's turns on a time axis, read from a trial's raw records in storage.
 
-A trial's raw records are one gzip JSONL object (runner/worker/execute.py ``records_blob``),
+A trial's raw records are one gzip JSONL object (runner/worker/director.py ``records_blob``),
 possibly hundreds of thousands of lines. Nothing here loads a whole trial: the object is
 streamed from storage (S3 ``get_object`` body in chunks, or a file handle), decompressed
 incrementally, and only the lines a page needs are parsed (a cheap substring test skips the
@@ -18,7 +18,6 @@ from typing import Any
 import orjson
 from django.core.cache import cache
 
-from runner import contract
 from runs.models import Trial
 from submissions.services.artifacts import artifact_storage
 
@@ -39,7 +38,22 @@ class TimelineError(ValueError):
 
 
 class RecordsUnavailable(Exception):
-    """The trial has no raw records in storage."""
+    """The trial has no raw records in storage, or what is stored is not request records."""
+
+
+def _record(line: bytes, trial: Trial) -> dict[str, Any]:
+    """One stored record line with the fields the timeline reads; a line that is not a
+    request record (agentperf.engine.metrics.RequestRecord) makes the records unavailable."""
+    try:
+        r: dict[str, Any] = orjson.loads(line)
+        r["agent_id"], r["t_send_ns"] = int(r["agent_id"]), int(r["t_send_ns"])
+        r["session_id"] = str(r["session_id"])
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise RecordsUnavailable(
+            f"trial {trial.index}'s stored raw records are unreadable ({type(exc).__name__}: "
+            f"{str(exc)[:80]})"
+        ) from None
+    return r
 
 
 def timeline_read(trial: Trial, params: Any) -> dict[str, Any]:
@@ -128,7 +142,7 @@ def _key_of(trial: Trial) -> str:
 def _window_start_ns(trial: Trial) -> int | None:
     """The trial's window start (its metrics, read through the contract); None for a trial
     not stored yet."""
-    return contract.trial_metrics(trial.metrics).window_start_ns if trial.metrics else None
+    return trial.summary.window_start_ns if trial.metrics else None
 
 
 def _all_sessions(trial: Trial) -> list[dict[str, Any]]:
@@ -139,7 +153,7 @@ def _all_sessions(trial: Trial) -> list[dict[str, Any]]:
         return found
     sessions: dict[tuple[int, str], dict[str, Any]] = {}
     for line in record_lines(_key_of(trial)):
-        r = orjson.loads(line)
+        r = _record(line, trial)
         key = (int(r["agent_id"]), str(r["session_id"]))
         entry = sessions.get(key)
         if entry is None:
@@ -205,7 +219,7 @@ def session_timeline(trial: Trial, *, agent: Any, session: Any, page: Page) -> d
     for line in record_lines(_key_of(trial)):
         if needle not in line:
             continue
-        r = orjson.loads(line)
+        r = _record(line, trial)
         if int(r["agent_id"]) != agent_id or r["session_id"] != session_id:
             continue
         if seen < page.offset:
@@ -267,4 +281,4 @@ def session_timeline(trial: Trial, *, agent: Any, session: Any, page: Page) -> d
 def _window_end_s(trial: Trial, base: int) -> float | None:
     if not trial.metrics:
         return None
-    return (contract.trial_metrics(trial.metrics).window_end_ns - base) / NS
+    return (trial.summary.window_end_ns - base) / NS

@@ -2,7 +2,9 @@
 
 PostgreSQL, RabbitMQ and Redis are machine services: started if they are not running, never
 stopped. SeaweedFS (S3) is private to one test session: its own ports, a fresh data folder,
-keys, telemetry off, loopback only; stopped by PID at the end.
+keys, telemetry off, loopback only; stopped by PID at the end. So is Varnish (the reverse
+proxy, deploy/varnish/): its own loopback port and work folder, its backend a port the
+proxy tests start the site on.
 """
 
 from __future__ import annotations
@@ -84,15 +86,39 @@ def ensure_redis() -> None:
     wait_port(6379, 15, "Redis")
 
 
-def _free_base_port() -> int:
-    """A base port whose neighbourhood (base..base+12 and +10000) is free."""
+def _bindable(port: int) -> bool:
+    """Nothing holds `port` on this host (any address): a bind succeeds."""
+    with socket.socket() as s:
+        try:
+            s.bind(("0.0.0.0", port))
+            return True
+        except OSError:
+            return False
+
+
+def _free_base_port(count: int = 12) -> int:
+    """A base port whose `count` ports (base..base+count-1, and the same +10000) bind."""
     rng = random.Random()
+    step = max(20, count)
     for _ in range(200):
-        base = rng.randrange(21000, 29000, 20)
-        ports = [base + i for i in range(12)] + [base + 10000 + i for i in range(12)]
-        if not any(port_open(p, timeout=0.05) for p in ports):
+        base = rng.randrange(21000, 29000 - count, step)
+        ports = [base + i for i in range(count)] + [base + 10000 + i for i in range(count)]
+        if all(_bindable(p) for p in ports):
             return base
-    raise RuntimeError("no free port range for SeaweedFS")
+    raise RuntimeError(f"no free range of {count} ports")
+
+
+def stop_private(process: subprocess.Popen, folder: Path) -> None:
+    """Stop a service this session started (SIGTERM, then SIGKILL after 15 s) and remove
+    its private folder."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @dataclass
@@ -106,14 +132,7 @@ class SeaweedFS:
         return f"http://127.0.0.1:{self.s3_port}"
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        shutil.rmtree(self.data_dir, ignore_errors=True)
+        stop_private(self.process, self.data_dir)
 
 
 def start_seaweedfs() -> SeaweedFS:
@@ -212,6 +231,133 @@ def s3_env(handle: SeaweedFS) -> dict[str, str]:
     }
 
 
+REPO = Path(__file__).resolve().parent.parent
+VCL = REPO / "deploy" / "varnish" / "agentperf.vcl"
+
+
+@dataclass
+class Varnish:
+    """A private Varnish (deploy/varnish/agentperf.vcl) on its own loopback port, its
+    backend a loopback port the proxy tests start the site on; stopped by PID."""
+
+    process: subprocess.Popen
+    work_dir: Path
+    port: int
+    backend_port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        stop_private(self.process, self.work_dir)
+
+
+def start_varnish() -> Varnish:
+    """varnishd in the foreground with the repository's VCL, its backend port replaced."""
+    varnishd = shutil.which("varnishd") or "/usr/sbin/varnishd"
+    if not Path(varnishd).exists():
+        raise RuntimeError("varnishd is not installed (make varnish)")
+    work_dir = Path(tempfile.mkdtemp(prefix="agentperf-varnish-"))
+    base = _free_base_port()
+    port, backend_port = base + 7, base + 8
+    vcl = VCL.read_text().replace('.port = "8000";', f'.port = "{backend_port}";')
+    (work_dir / "agentperf.vcl").write_text(vcl)
+    args = [
+        varnishd,
+        "-F",  # foreground: this process is the one we stop
+        "-j",
+        "none",
+        "-n",
+        str(work_dir / "state"),
+        "-a",
+        f"127.0.0.1:{port}",
+        "-T",
+        "none",
+        "-f",
+        str(work_dir / "agentperf.vcl"),
+        "-s",
+        "malloc,128m",
+    ]
+    log = open(work_dir / "varnishd.log", "wb")
+    process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    handle = Varnish(process, work_dir, port, backend_port)
+    try:
+        wait_port(port, 30, "Varnish")
+    except Exception:
+        tail = (work_dir / "varnishd.log").read_text(errors="replace")[-2000:]
+        handle.stop()
+        raise RuntimeError(f"Varnish failed to start:\n{tail}") from None
+    return handle
+
+
+def varnish_env(handle: Varnish) -> dict[str, str]:
+    """What the proxy tests read (tests/leaderboard/test_varnish.py); the purge URL is not
+    set for the whole session: only the tests that start the site behind it purge."""
+    return {
+        "TEST_VARNISH_URL": handle.url,
+        "TEST_VARNISH_BACKEND_PORT": str(handle.backend_port),
+    }
+
+
+@dataclass
+class Registry:
+    """A private OCI registry (Debian docker-registry) on its own loopback port, storage in
+    a temporary folder; stopped by PID. The container launcher's tests push the images they
+    build here (tests/support/container_image.py)."""
+
+    process: subprocess.Popen
+    work_dir: Path
+    port: int
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        stop_private(self.process, self.work_dir)
+
+
+def start_registry() -> Registry:
+    """`docker-registry serve` with a config of its own (plain HTTP on loopback), started and
+    awaited by the demo's own starter (demo/container_image.py `start_registry`: the port
+    checked free by bind, ready when this process answers `/v2/`)."""
+    from demo.container_image import start_registry as serve_registry
+
+    binary = shutil.which("docker-registry") or "/usr/bin/docker-registry"
+    if not Path(binary).exists():
+        raise RuntimeError("docker-registry is not installed (make containers)")
+    work_dir = Path(tempfile.mkdtemp(prefix="agentperf-registry-"))
+    port = _free_base_port() + 9
+    try:
+        served = serve_registry(work_dir, port)
+    except RuntimeError as exc:
+        tail = (work_dir / "registry.log").read_text(errors="replace")[-2000:]
+        shutil.rmtree(work_dir, ignore_errors=True)
+        raise RuntimeError(f"the registry failed to start ({exc}):\n{tail}") from None
+    return Registry(served.process, work_dir, port)
+
+
+def registry_env(handle: Registry) -> dict[str, str]:
+    """The registry the container tests push to and pull from (tests/containers/)."""
+    return {"TEST_REGISTRY": handle.host}
+
+
+def podman_storage_env() -> dict[str, str]:
+    """A Podman storage of the tests' own, whichever registry they use: the root (images,
+    kept between sessions) under the agentperf cache folder, the runroot (container state,
+    locks) in a temporary folder ($XDG_RUNTIME_DIR, else the temp folder), one per user and
+    fixed (Podman refuses a root whose runroot changed). The machine's global store is
+    never touched."""
+    from agentperf.engine.datasets.aa_local import cache_dir
+
+    run_base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    return {
+        "RUNNER_PODMAN_ROOT": str(cache_dir() / "podman-tests" / "root"),
+        "RUNNER_PODMAN_RUNROOT": str(Path(run_base) / f"agentperf-podman-{os.getuid()}"),
+    }
+
+
 def ensure_database(name: str = "agentperf") -> None:
     """Create the services-profile database (Celery results live there) if it is missing."""
     import psycopg
@@ -269,16 +415,40 @@ def main(argv: list[str]) -> int:
     # consume each other's messages (nor a demo's). In the environment before pytest starts:
     # pytest-django reads the settings before tests/conftest.py runs.
     env.setdefault("CELERY_QUEUE_PREFIX", f"test-{uuid.uuid4().hex[:8]}.")
+    # No receipt signing key unless a test makes its own: the same on a fresh clone and on a
+    # checkout whose `make demo` left a key under var/ (docs/verification.md "Receipt").
+    env.setdefault(
+        "RECEIPT_SIGNING_KEY_FILE",
+        str(Path(tempfile.gettempdir()) / f"agentperf-no-key-{uuid.uuid4().hex[:8]}.pem"),
+    )
     weed = None
     if not env.get("S3_ENDPOINT_URL"):
         weed = start_seaweedfs()
         env.update(s3_env(weed))
-    print(f"services: PostgreSQL, RabbitMQ, S3 at {env['S3_ENDPOINT_URL']}", flush=True)
+    varnish = None
+    if not env.get("TEST_VARNISH_URL"):
+        varnish = start_varnish()
+        env.update(varnish_env(varnish))
+    registry = None
+    if not env.get("TEST_REGISTRY"):
+        registry = start_registry()
+        env.update(registry_env(registry))
+    if not env.get("RUNNER_PODMAN_ROOT"):  # private storage, also with a given TEST_REGISTRY
+        env.update(podman_storage_env())
+    print(
+        f"services: PostgreSQL, RabbitMQ, S3 at {env['S3_ENDPOINT_URL']}, "
+        f"Varnish at {env['TEST_VARNISH_URL']}, registry at {env['TEST_REGISTRY']}",
+        flush=True,
+    )
     try:
         return subprocess.call([sys.executable, "-m", "pytest", *argv], env=env)
     finally:
         if weed is not None:
             weed.stop()
+        if varnish is not None:
+            varnish.stop()
+        if registry is not None:
+            registry.stop()
         try:
             drop_cache_keys(env["CACHE_REDIS_URL"], env["CACHE_KEY_PREFIX"])
         except Exception as exc:  # the run's result stands; stale keys only cost memory

@@ -12,9 +12,11 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from agentperf.httpget import HTTP_GET_MAX_BYTES, Connect, ResponseTooLarge
+from agentperf.httpget import http_get as _http_get
 
 
 class LauncherError(Exception):
@@ -40,45 +42,22 @@ class Endpoint:
         return self.sim_profile is not None
 
 
-Connect = Callable[[str, int, float | None], socket.socket]
-
-
-class _ConnectedHTTP(http.client.HTTPConnection):
-    def __init__(self, host: str, port: int | None, timeout: float, connect: Connect) -> None:
-        super().__init__(host, port, timeout=timeout)
-        self._open = connect
-
-    def connect(self) -> None:
-        self.sock = self._open(self.host, self.port, self.timeout)
-
-
 def http_get(
     url: str,
     *,
     timeout_s: float,
     headers: dict[str, str] | None = None,
     connect: Connect | None = None,
+    max_bytes: int = HTTP_GET_MAX_BYTES,
 ) -> bytes:
-    """GET `url` and return the body (urllib's errors for a failed status); through
-    `connect` when given (a sandbox's network namespace)."""
-    if connect is None:
-        request = urllib.request.Request(url, headers=headers or {})
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            return bytes(response.read())
-    parts = urllib.parse.urlsplit(url)
-    conn = _ConnectedHTTP(parts.hostname or "127.0.0.1", parts.port or 80, timeout_s, connect)
+    """agentperf.httpget.http_get, with a body over `max_bytes` a LauncherError (the served
+    process is the vendor's)."""
     try:
-        path = parts.path + (f"?{parts.query}" if parts.query else "")
-        conn.request("GET", path or "/", headers=headers or {})
-        response = conn.getresponse()
-        body = response.read()
-        if response.status >= 400:
-            raise urllib.error.HTTPError(
-                url, response.status, response.reason, response.headers, None
-            )
-        return body
-    finally:
-        conn.close()
+        return _http_get(
+            url, timeout_s=timeout_s, headers=headers, connect=connect, max_bytes=max_bytes
+        )
+    except ResponseTooLarge as exc:
+        raise LauncherError(str(exc)) from exc
 
 
 class Launcher(Protocol):

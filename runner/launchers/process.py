@@ -17,11 +17,13 @@ from runner.launchers.base import (
     stop_process_group,
     wait_for_models,
 )
+from runner.launchers.devices import DeviceGrant
 from runner.launchers.sandbox import (
     Sandbox,
     extra_read_only_paths,
     launch_variables,
     redact_output,
+    redacted_log,
 )
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -114,9 +116,14 @@ class ProcessLauncher:
 
     kind = "process"
 
-    def __init__(self, config: dict[str, Any], *, log_dir: str) -> None:
+    def __init__(
+        self, config: dict[str, Any], *, log_dir: str, devices: DeviceGrant | None = None
+    ) -> None:
         self.config = config
         self.log_path = Path(log_dir) / "launcher.log"
+        # the accelerators the pool granted this run (runner/launchers/devices.py); None:
+        # none, with the pool's /dev/shm size and memlock limit
+        self.devices = devices
         self.process: subprocess.Popen[bytes] | None = None
         self.sandbox: Sandbox | None = None
         self._secrets: list[str] = []
@@ -163,6 +170,7 @@ class ProcessLauncher:
             work_dir=str(self.log_path.parent / "sandbox"),
             env={**env, "PORT": str(port)},
             read_only=[*files, *extra_read_only_paths()],
+            devices=self.devices,
         )
         try:
             self.process = self.sandbox.start(command, log=log)
@@ -189,6 +197,11 @@ class ProcessLauncher:
                 "pid": self.process.pid,
                 "ready_after_s": round(time.monotonic() - started, 3),
                 "models": models,
+                # for the inventory (runner/worker/inventory.py): no image, the host's program
+                "runtime": {
+                    "entrypoint": command[:1],
+                    "user": f"{self.sandbox.uid}:{self.sandbox.gid}",
+                },
             },
         )
 
@@ -203,9 +216,4 @@ class ProcessLauncher:
 
     def log_bytes(self) -> bytes:
         """The process's output as stored for the run (vendors read it): redacted too."""
-        try:
-            data = self.log_path.read_bytes()
-        except OSError:
-            return b""
-        text = data.decode(errors="replace")
-        return redact_output(text, secrets=self._secrets, paths=self._host_paths, cap=None).encode()
+        return redacted_log(self.log_path, secrets=self._secrets, paths=self._host_paths)

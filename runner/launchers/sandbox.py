@@ -12,7 +12,10 @@ A vendor's command runs:
 - in its own network namespace with only a loopback interface, so it reaches nothing on the
   host or beyond; the runner reaches its port by creating sockets inside that namespace
   (`Sandbox.socket`), with no forwarding proxy in the measured path;
-- in its own PID namespace, ended with its process group and by `--die-with-parent`.
+- in its own PID namespace, ended with its process group and by `--die-with-parent`;
+- with exactly the accelerators the pool granted it (runner/launchers/devices.py): their
+  device nodes `--dev-bind`-ed into an otherwise minimal `/dev`, `/sys` and `/proc/driver`
+  read-only (only the granted GPUs listed), a sized `/dev/shm` and the pool's memlock limit.
 
 What the vendor sees of its output goes through `redact_output`: capped, with the runner
 host's paths and the resolved secret values replaced.
@@ -33,6 +36,7 @@ from socket import socket as Socket  # the class below has a method named socket
 from typing import Any
 
 from runner.launchers.base import LauncherError
+from runner.launchers.devices import DeviceGrant, DevicePool
 
 CLONE_NEWNET = 0x40000000
 SANDBOX_DIR = "/sandbox"
@@ -120,13 +124,73 @@ def redact_output(
     return text
 
 
+def redacted_log(path: Path, *, secrets: list[str], paths: list[str]) -> bytes:
+    """A launcher's stored log as the run keeps it (vendors read it): `redact_output` over the
+    whole file; empty when there is none."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return b""
+    text = data.decode(errors="replace")
+    return redact_output(text, secrets=secrets, paths=paths, cap=None).encode()
+
+
+def netns_connect(
+    netns_fd: int | None, host: str, port: int, timeout: float | None, *, what: str
+) -> Socket:
+    """A TCP connection to `host:port` from inside the network namespace `netns_fd` (the
+    launchers' `Endpoint.connect`); a LauncherError when the namespace is gone."""
+    if netns_fd is None:
+        raise LauncherError(f"the {what} is not running")
+    sock = netns_socket(netns_fd, what=what)
+    sock.settimeout(timeout)
+    try:
+        sock.connect((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def netns_socket(netns_fd: int, *, what: str = "sandbox") -> Socket:
+    """A TCP socket created inside the network namespace `netns_fd` (a sandbox's or a
+    container's: its loopback is the server's), so no proxy sits in the measured path."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    result: dict[str, Any] = {}
+
+    def make() -> None:  # setns changes only this short-lived thread's namespace
+        if libc.setns(netns_fd, CLONE_NEWNET) != 0:
+            result["error"] = os.strerror(ctypes.get_errno())
+            return
+        result["sock"] = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+
+    thread = threading.Thread(target=make, name=f"{what}-netns")
+    thread.start()
+    thread.join()
+    if "error" in result:
+        raise LauncherError(
+            f"cannot enter the {what}'s network namespace: {result['error']} (the runner "
+            "needs CAP_SYS_ADMIN, i.e. root, on the pool host)"
+        )
+    sock: Socket = result["sock"]
+    return sock
+
+
 class Sandbox:
     """One sandboxed process: `start(argv)`, `socket()` inside its network namespace, `stop()`."""
 
     def __init__(
-        self, *, work_dir: str, env: dict[str, str], read_only: list[str], serves: bool = True
+        self,
+        *,
+        work_dir: str,
+        env: dict[str, str],
+        read_only: list[str],
+        serves: bool = True,
+        devices: DeviceGrant | None = None,
     ) -> None:
         self.work_dir = Path(work_dir)
+        # the accelerators granted (none: the pool's sized /dev/shm and memlock limit only)
+        self.devices = devices if devices is not None else DevicePool.from_env().grant([])
         self.env = env
         self.read_only = read_only
         # a server the runner connects to (its network namespace is kept open), or a
@@ -141,7 +205,10 @@ class Sandbox:
     def bwrap_argv(self, argv: list[str], *, info_fd: int = 3) -> list[str]:
         binds: list[str] = []
         made: set[str] = set()
-        mounts = [*_python_roots(), str(_RUNNER_ROOT / "runner"), *self.read_only]
+        # the platform's own code a launched helper runs (the simulator's server, the
+        # llama.cpp wrapper): the runtime and the domain package it imports
+        code = [str(_RUNNER_ROOT / "runner"), str(_RUNNER_ROOT / "agentperf")]
+        mounts = [*_python_roots(), *code, *self.read_only]
         for path in mounts:
             if not os.path.exists(path):
                 continue
@@ -163,7 +230,13 @@ class Sandbox:
             "PYTHONDONTWRITEBYTECODE": "1",
         }.items():
             env += ["--setenv", name, value]
+        prlimit = shutil.which("prlimit") or "/usr/bin/prlimit"
+        self.devices.memlock_preflight()
         return [
+            # the memlock limit is set by root before bubblewrap drops every capability
+            prlimit,
+            f"--memlock={self.devices.memlock_arg()}",
+            "--",
             bwrap_binary(),
             "--unshare-net",
             "--unshare-pid",
@@ -199,6 +272,7 @@ class Sandbox:
             "/proc",
             "--dev",
             "/dev",
+            *self.devices.bwrap_args(),
             "--perms",
             "1777",
             "--tmpfs",
@@ -279,34 +353,10 @@ class Sandbox:
         """A TCP socket inside the sandbox's network namespace (its loopback is the server's)."""
         if self._netns_fd is None:
             raise LauncherError("the sandbox is not running")
-        result: dict[str, Any] = {}
-
-        def make() -> None:  # setns changes only this short-lived thread's namespace
-            if self._libc.setns(self._netns_fd, CLONE_NEWNET) != 0:
-                result["error"] = os.strerror(ctypes.get_errno())
-                return
-            result["sock"] = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-
-        thread = threading.Thread(target=make, name="sandbox-netns")
-        thread.start()
-        thread.join()
-        if "error" in result:
-            raise LauncherError(
-                f"cannot enter the sandbox's network namespace: {result['error']} (the runner "
-                "needs CAP_SYS_ADMIN, i.e. root, on the pool host)"
-            )
-        sock: Socket = result["sock"]
-        return sock
+        return netns_socket(self._netns_fd)
 
     def connect(self, host: str, port: int, timeout: float | None) -> Socket:
-        sock = self.socket()
-        sock.settimeout(timeout)
-        try:
-            sock.connect((host, port))
-        except OSError:
-            sock.close()
-            raise
-        return sock
+        return netns_connect(self._netns_fd, host, port, timeout, what="sandbox")
 
     def stop(self) -> None:
         if self._netns_fd is not None:

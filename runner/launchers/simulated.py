@@ -1,8 +1,8 @@
 """The simulated serving system as a launcher.
 
-Small profiles run as the real-time HTTP server (`python -m runner.simulator serve`) in a
+Small profiles run as the real-time HTTP server (`python -m runner.simulator`) in a
 subprocess started by `runner.simulator.server.start_server`, measured over loopback exactly like a real endpoint; rack-scale profiles run in
-process on virtual time (`runner.simulator.virtual`), which the engine reaches through
+process on virtual time (`agentperf.simulator.virtual`), which the engine reaches through
 `Target(sim_profile=...)`. Dispatch decides which (`launcher.clock`).
 """
 
@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from agentperf.simulator.profile import ProfileError, load_profile_with, profile_document
 from runner.launchers.base import Endpoint, LauncherError, die_with_parent, list_models
-from runner.simulator.profile import ProfileError, load_profile_with, profile_document
 
 if TYPE_CHECKING:  # the server module loads the cost model (numpy); import it to start one
     from runner.simulator.server import ServerProcess

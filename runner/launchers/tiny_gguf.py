@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.engine.datasets.aa_local import cache_dir
+from agentperf.engine.datasets.aa_local import cache_dir
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 BUILDER_VERSION = 1  # bump when build_tiny_gguf changes what it writes

@@ -37,10 +37,11 @@ from urllib.parse import parse_qs
 
 import orjson
 
-from runner.simulator.dishonest import Dishonesty
-from runner.simulator.model import Deployment, RejectedRequest, SimRequest
-from runner.simulator.profile import Profile
-from runner.simulator.prompts import PromptAccountant, PromptError, filler
+from agentperf.simulator.deployment import Deployment, RejectedRequest
+from agentperf.simulator.dishonest import Dishonesty
+from agentperf.simulator.profile import Profile
+from agentperf.simulator.prompts import PromptAccountant, PromptError, filler
+from agentperf.simulator.scheduler import SimRequest
 
 _MAX_HEAD = 64 * 1024
 _MAX_BODY = 64 * 1024 * 1024
@@ -290,7 +291,7 @@ class SimServer:
         self._admit(proto, api, headers, body, str(model), t_received)
 
     def _uncached_texts(self, api: str, body: dict[str, Any]) -> list[str]:
-        from runner.simulator.prompts import message_text
+        from agentperf.simulator.prompts import message_text
 
         acc = self.accountant
         if api == "chat":
@@ -706,7 +707,7 @@ async def serve(
 
 
 class ServerProcess:
-    """A simulator server in its own process (``python -m runner.simulator serve``), its
+    """A simulator server in its own process (``python -m runner.simulator``), its
     output going to a log file (or a temporary file)."""
 
     def __init__(
@@ -796,14 +797,14 @@ def start_server(
     new_session: bool = False,
     preexec_fn: Callable[[], None] | None = None,
 ) -> ServerProcess:
-    """Start ``python -m runner.simulator serve`` and wait until it listens (port 0 = any).
+    """Start ``python -m runner.simulator`` and wait until it listens (port 0 = any).
 
     The one way to run the simulator in its own process (tests, benchmarks, the simulated
     launcher): its output is appended to ``log_path`` (a temporary file when None), its
     ``listening on URL`` line read back from there. ``new_session`` puts it in a process
     group of its own (``stop`` then signals the group); ``preexec_fn`` runs in the child."""
     root = Path(__file__).resolve().parents[2]
-    cmd = [sys.executable, "-m", "runner.simulator", "serve", "--profile", str(profile)]
+    cmd = [sys.executable, "-m", "runner.simulator", "--profile", str(profile)]
     cmd += ["--host", host, "--port", str(port), "--seed", str(seed)]
     if ground_truth:
         cmd.append("--ground-truth")

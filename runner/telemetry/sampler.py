@@ -13,19 +13,24 @@ from __future__ import annotations
 
 import shutil
 import threading
+from collections.abc import Collection
 from typing import Any
 
 from runner.telemetry.power import GpuSample, window_energy
 from runner.telemetry.sources import NvmlSource, SmiSource, Source, SourceError
 
 
-def discover(*, nvml: Any = None) -> tuple[Source | None, list[str]]:
+def discover(
+    *, nvml: Any = None, minors: Collection[int] | None = None
+) -> tuple[Source | None, list[str]]:
     """The first source that works on this host, and why each one before it did not.
 
-    `nvml` is the `pynvml` module to use (None: import the real one)."""
+    `nvml` is the `pynvml` module to use (None: import the real one); `minors`: NVML reads
+    only those GPUs (a launched server's grant). The `nvidia-smi` and `amd-smi` fallbacks
+    read every accelerator of the host."""
     reasons: list[str] = []
     try:
-        return NvmlSource.open(nvml), reasons
+        return NvmlSource.open(nvml, minors=minors), reasons
     except SourceError as exc:
         reasons.append(str(exc))
     for name in ("nvidia-smi", "amd-smi"):
@@ -57,6 +62,9 @@ class TelemetrySampler:
         self.source = source
         self._nvml = nvml
         self._discovered = source is not None
+        # the GPUs a launched server was granted, by device minor (set by the worker before
+        # start(); None: every GPU the host lists)
+        self.minors: Collection[int] | None = None
         self.samples: list[GpuSample] = []
         self.error = ""
         self.reasons: list[str] = []
@@ -78,7 +86,7 @@ class TelemetrySampler:
 
     def start(self) -> None:
         if not self._discovered:
-            self.source, self.reasons = discover(nvml=self._nvml)
+            self.source, self.reasons = discover(nvml=self._nvml, minors=self.minors)
             self._discovered = True
         if self.source is None:
             return

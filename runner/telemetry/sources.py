@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
 import pynvml
@@ -177,8 +177,14 @@ class NvmlSource:
 
     @classmethod
     def open(
-        cls, lib: Any = None, *, clock: Callable[[], int] = time.perf_counter_ns
+        cls,
+        lib: Any = None,
+        *,
+        clock: Callable[[], int] = time.perf_counter_ns,
+        minors: Collection[int] | None = None,
     ) -> NvmlSource:
+        """``minors``: only the GPUs with these device minors (/dev/nvidiaN), the ones a
+        launched server was granted (runner/launchers/devices.py); None: every GPU."""
         if lib is None:
             lib = pynvml
         source = cls(lib, clock=clock)
@@ -186,6 +192,8 @@ class NvmlSource:
             lib.nvmlInit()
             for i in range(int(lib.nvmlDeviceGetCount())):
                 handle = lib.nvmlDeviceGetHandleByIndex(i)
+                if minors is not None and int(lib.nvmlDeviceGetMinorNumber(handle)) not in minors:
+                    continue
                 source.handles.append(
                     (
                         i,
@@ -197,7 +205,8 @@ class NvmlSource:
         except Exception as exc:  # pynvml.NVMLError and its many subclasses
             raise SourceError(f"NVML unavailable: {exc}"[:300]) from exc
         if not source.handles:
-            raise SourceError("NVML listed no accelerators")
+            granted = "" if minors is None else f" of the granted minors {sorted(minors)}"
+            raise SourceError(f"NVML listed no accelerators{granted}")
         return source
 
     def _optional(self, call: str, handle: Any) -> Any:

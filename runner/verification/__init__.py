@@ -1,4 +1,4 @@
-"""Verification on the pool host: qualification probes before load (`probes`), the checks
-over a run's records (`checks`, with `quality`, `speculative`, `taskcheck`, `fingerprint`)
-and their one status (`status`); the web adds its own checks (runs/verification.py).
-docs/verification.md lists every check."""
+"""The verification steps that run on the pool host: qualification probes before load
+(`probes`), HumanEval completions executed in the sandbox (`taskrun`) and recording a
+reference deployment's figures (`reference`). The checks over a run's records are
+agentperf/verification/; docs/verification.md lists every check."""

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from runner.engine.transport import Clock, Exchange, RequestSpec, Transport
-from runner.verification.status import FAIL, PASS, WARN
+from agentperf.engine.transport import Clock, Exchange, RequestSpec, Transport
+from agentperf.verification.status import FAIL, PASS, WARN
 
 EXACT_LENGTHS = (1, 17, 64)
 # About 600 cl100k tokens of stable text: long enough to fill several KV blocks.
@@ -219,7 +219,7 @@ async def context_probe(
     transport: Transport, *, model: str, dataset: Any, max_model_len: int | None = None
 ) -> dict[str, Any]:
     """The dataset's longest prompt, sent as the replay sends it, with its full output."""
-    from runner.engine.replay import ReplayConfig, build_request
+    from agentperf.engine.replay import ReplayConfig, build_request
 
     found = longest_turn(dataset)
     if found is None:
@@ -299,7 +299,7 @@ async def reasoning_probe(transport: Transport, *, model: str) -> dict[str, Any]
 
 async def canary_probe(transport: Transport, clock: Clock, *, model: str) -> dict[str, Any]:
     """Greedy answers to the canary prompts; the report compares them with the reference."""
-    from runner.verification.fingerprint import collect_canaries
+    from agentperf.verification.fingerprint import collect_canaries
 
     collected = await collect_canaries(transport, clock, model=model)
     failed = [c["id"] for c in collected["canaries"] if not c["ok"]]
@@ -320,7 +320,7 @@ async def distribution_probe(
 ) -> dict[str, Any]:
     """Top-k next-token distributions along the reference's token sequences; the report
     compares them with the reference (docs/verification.md "quality_distribution")."""
-    from runner.verification.quality import collect_distributions
+    from agentperf.verification.quality import collect_distributions
 
     collected = await collect_distributions(transport, clock, model=model, reference=reference)
     errors = [f"{t['id']}: {t['error']}" for t in collected["texts"] if t["error"]]

@@ -3,7 +3,7 @@ operator and compared with every run of that model (docs/verification.md "Refere
 
     python -m runner.verification.reference record --base-url http://host:8000/v1 \\
         --model SERVED-NAME --slug MODEL-SLUG --precision bf16 \\
-        --deployment "vLLM 0.x, BF16, 8x H200" [--out runner/verification/references/SLUG.json]
+        --deployment "vLLM 0.x, BF16, 8x H200" [--out agentperf/verification/references/SLUG.json]
 
 It records the greedy canary answers (`model_identity`) and, for each shipped text, the
 reference's token ids and its top-k next-token distribution at every position
@@ -22,19 +22,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from runner.engine.transport import Clock, Transport
-from runner.verification.fingerprint import (
+from agentperf.engine.transport import Clock, Transport
+from agentperf.verification.fingerprint import (
     REFERENCES_DIR,
     collect_canaries,
     reference_document,
 )
-from runner.verification.quality import (
+from agentperf.verification.quality import (
     MAX_POSITIONS,
     TOP_K,
     collect_distributions,
     reference_texts,
 )
-from runner.verification.taskcheck import collect_completions, load_problems, score
+from agentperf.verification.taskcheck import collect_completions, load_problems
+from runner.verification.taskrun import score
 
 
 def tokenize(base_url: str, text: str, *, timeout_s: float = 30.0) -> list[int]:
@@ -55,7 +56,7 @@ def record_reference(
     *, base_url: str, model: str, slug: str, precision: str, deployment: str, tasks: int = 0
 ) -> dict[str, Any]:
     """The reference document of `slug` from the deployment at `base_url`."""
-    from runner.engine.runs import Target, run_on_target
+    from agentperf.engine.jobs import Target, run_on_target
 
     texts = [
         {"id": tid, "tokens": tokenize(base_url, text)[: MAX_POSITIONS + 1]}

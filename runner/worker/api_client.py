@@ -8,13 +8,14 @@ one replaced (409), so a stale worker stops instead of writing twice.
 from __future__ import annotations
 
 import json
+import os
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from runner.contract import Contract
+from agentperf.contract import TOKEN_KEY_ENV, ApiRef, Contract, UploadGrant, run_token
 
 TRANSIENT_STATUSES = (502, 503, 504)
 
@@ -30,6 +31,15 @@ class RunnerApiError(Exception):
 
 class RunSuperseded(RunnerApiError):
     """Another attempt owns the run now, or the run is finished or cancelled: stop quietly."""
+
+
+def token_key() -> str:
+    """This pool host's key for deriving run tokens (docs/security.md "Run tokens and
+    upload grants")."""
+    key = os.environ.get(TOKEN_KEY_ENV, "")
+    if not key:
+        raise RunnerApiError(0, f"this pool host has no {TOKEN_KEY_ENV}; it cannot act for a run")
+    return key
 
 
 class RunnerApi:
@@ -48,6 +58,16 @@ class RunnerApi:
         self.retries = retries
         self.backoff_s = backoff_s
         self.attempt: int | None = None
+        self.ref: dict[str, Any] | None = None  # the message's api section (for shards)
+
+    @classmethod
+    def for_run(cls, api: dict[str, Any], run_id: int, **options: Any) -> RunnerApi:
+        """The client of run `run_id` from a message's ``api`` section (an ``ApiRef``):
+        the token is derived here from its seed and this host's key."""
+        ref = ApiRef.model_validate(api)
+        client = cls(ref.base_url, run_token(token_key(), run_id, ref.seed), **options)
+        client.ref = ref.dump()
+        return client
 
     def _headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
@@ -96,8 +116,9 @@ class RunnerApi:
                 body = json.loads(exc.read() or b"{}")
             except ValueError:
                 body = {}
-            message = (body.get("error") or {}).get("message") or exc.reason
-            if exc.code == 409:
+            error = body.get("error") or {}
+            message = error.get("message") or exc.reason
+            if exc.code == 409 or (exc.code == 401 and error.get("code") == "run_finished"):
                 return RunSuperseded(exc.code, str(message), body)
             return RunnerApiError(exc.code, str(message), body)
 
@@ -105,16 +126,20 @@ class RunnerApi:
         return result
 
     def report(self, path: str, document: Contract) -> dict[str, Any]:
-        """POST one contract document (runner/contract.py): what it holds, as built."""
+        """POST one contract document (agentperf/contract.py): what it holds, as built."""
         return self.call("POST", path, document.dump())
 
     def upload(self, target: dict[str, Any], content: bytes) -> None:
-        """PUT `content` to a presigned target ({"url", "method", "headers"}) from the API."""
-        headers = dict(target.get("headers") or {})
+        """PUT `content` to an upload grant (``UploadGrant``) from the API: exactly the
+        declared size, before the grant expires."""
+        grant = UploadGrant.model_validate(target)
+        if len(content) != grant.size:
+            raise RunnerApiError(0, f"the grant is for {grant.size} bytes, not {len(content)}")
+        headers = dict(grant.headers)
 
         def send() -> None:
             request = urllib.request.Request(
-                target["url"], data=content, method=target.get("method", "PUT"), headers=headers
+                grant.url, data=content, method=grant.method, headers=headers
             )
             with urllib.request.urlopen(request, timeout=max(self.timeout_s, 120)) as response:
                 response.read()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from celery import shared_task
+from celery.signals import worker_ready
 
 
 @shared_task(
@@ -33,6 +34,16 @@ def loadgen_shard(message: dict[str, Any]) -> dict[str, Any]:
     """One load-generator shard of a sharded trial, on a load-generator host (no database).
     Not redelivered: a shard that missed its trial's start is of no use; the coordinator
     runs the trial again."""
-    from runner.worker.shards import run_shard_task
+    from runner.worker.loadgen_hosts import run_shard_task
 
     return run_shard_task(message)
+
+
+@worker_ready.connect
+def reap_orphan_containers(**_: Any) -> None:
+    """A worker killed with SIGKILL leaves its run's container running under conmon (until
+    its `--timeout`): remove those of this host whose worker is gone as this worker starts,
+    not only before the next container launch (runner/launchers/container.py)."""
+    from runner.launchers.container import reap_at_startup
+
+    reap_at_startup()

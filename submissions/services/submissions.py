@@ -7,6 +7,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 
@@ -74,6 +75,12 @@ def config_resolve_catalog(
             fields["launcher.attached.endpoint_id"] = [
                 f"{attached.endpoint_id!r} is not in the allowlist of pool {hardware.runner_pool!r}"
             ]
+    if config.launcher.container is not None and config.engine.image and settings.RUNNER_REGISTRIES:
+        from agentperf.launchspec import allowed_registries, image_problem
+
+        problem = image_problem(config.engine.image, allowed_registries(settings.RUNNER_REGISTRIES))
+        if problem:
+            fields["engine.image"] = [problem]
     if fields:
         raise ConfigError("the config names unknown catalog entries", fields=fields)
     assert model is not None and hardware is not None
@@ -183,14 +190,21 @@ def _replay(existing: Submission, document: dict) -> Submitted:
 def submission_withdraw(
     *, submission: Submission, actor=None, actor_label: str = "", reason: str = ""
 ) -> Submission:
-    """Withdraw a submission that is not yet published; TransitionError otherwise."""
-    if submission.status not in WITHDRAWABLE_STATES:
-        raise TransitionError(
-            f"submission #{submission.pk} is {submission.status!r}; only submissions that are "
-            "not yet published or decided can be withdrawn"
-        )
+    """Withdraw a submission that is not yet published; TransitionError otherwise.
+
+    Final at any moment (docs/security.md "Every run ends"): the row is locked and read
+    afresh, so a run that went queued → running since the caller read it is withdrawn from
+    where it is now, never lost to a 409; its runs end `cancelled` in the same transaction
+    (runs/receivers.py)."""
     label = _actor_label(actor, actor_label)
     with transaction.atomic():
+        fresh = Submission.objects.select_for_update().get(pk=submission.pk)
+        submission.status = fresh.status
+        if submission.status not in WITHDRAWABLE_STATES:
+            raise TransitionError(
+                f"submission #{submission.pk} is {submission.status!r}; only submissions that "
+                "are not yet published or decided can be withdrawn"
+            )
         submission_transition(
             submission=submission,
             to=c.WITHDRAWN,
@@ -242,5 +256,7 @@ def submission_resubmit(
                 actor_label=label,
                 reason=f"replaced by resubmission #{new.pk}",
             )
+            # its runs end cancelled too (docs/security.md "Every run ends")
+            submission_withdrawn.send(sender=Submission, submission=fresh, label=label)
             previous.status = fresh.status
     return submitted

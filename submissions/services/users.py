@@ -17,6 +17,34 @@ class UserError(Exception):
     weak password); the message says which."""
 
 
+def staff_rule_problem(
+    user, *, staff: bool | None = None, member: bool | None = None
+) -> str | None:
+    """The one staff rule (docs/security.md "Staff"): an account is staff (a reviewer, or an
+    admin: is_staff or is_superuser) or a member of vendor organizations, never both. The
+    message that says why `user` breaks it, or None. `staff` / `member` give the state a
+    form is about to save (the admin's user form, its membership inline); unset, the
+    stored state. Checked where an account is made (here, the admin) and on every use of
+    a staff surface (the review console, the admin site, review actions), so an account
+    made another way is refused where it would read or act."""
+    if staff is None:
+        staff = bool(user.is_staff or user.is_superuser)
+    if not staff:
+        return None
+    if member is None:
+        member = bool(user.pk) and Membership.objects.filter(user_id=user.pk).exists()
+    if not member:
+        return None
+    orgs = ", ".join(
+        sorted(Membership.objects.filter(user_id=user.pk).values_list("org__name", flat=True))
+    )
+    name = user.get_username() or "this account"
+    return (
+        f"{name} is a member of {orgs or 'a vendor organization'}; a member of a vendor "
+        "organization cannot be staff (reviewer or admin)"
+    )
+
+
 def _password(password: str | None, user) -> tuple[str, bool]:
     """(password, generated?): the one given after Django's validators, or a new one."""
     if password:
@@ -52,7 +80,7 @@ def vendor_user_create(
             user.set_password(secret)
             user.save()
             generated = secret if was_generated else None
-        elif user.is_staff:
+        elif staff_rule_problem(user, member=True):  # staff or superuser: the staff rule
             raise UserError(f"{username!r} is a reviewer (staff); use another name for a vendor")
         membership, _ = Membership.objects.get_or_create(
             user=user, org=org, defaults={"role": role}

@@ -234,6 +234,9 @@ def test_the_cli_imports_no_models_and_its_limit_is_the_apis(settings):
 def test_submit_follow_shows_queue_phase_and_trials_until_review_then_status_and_report(
     pipeline_settings, live_server, vendor, pool_worker_factory, tmp_path
 ):
+    # Cap 2 (N = 1, 2 and a confirmation) instead of the ramp to 4: the follower shows the
+    # first trial and a finished one while the next runs; the budget stays 6 trials.
+    pipeline_settings.RUN_SEARCH_OPTIONS_BY_POOL["simulated-realtime"]["cap"] = 2
     _, token = vendor
     env = cli_env(tmp_path, live_server.url, token)
     config = tmp_path / "sim.yaml"
@@ -353,8 +356,8 @@ def test_datasets_download_writes_the_file_and_checks_its_sha256(live_server, ve
 def test_following_waits_out_the_throttle_and_goes_on(
     pipeline_settings, live_server, vendor, tmp_path, monkeypatch
 ):
+    from portal.api.access import VendorThrottle
     from submissions.services.submissions import submission_withdraw
-    from vendor.api.access import VendorThrottle
 
     _, token = vendor
     env = cli_env(tmp_path, live_server.url, token)
@@ -374,14 +377,36 @@ def test_following_waits_out_the_throttle_and_goes_on(
 
 
 def test_the_report_reads_each_tiers_verdict_not_the_verdicts_presence():
-    """The vendor API gives one TierVerdict document per tier (runner/contract.py); a failed
+    """The vendor API gives one TierVerdict document per tier (agentperf/contract.py); a failed
     tier is a truthy dict too, and must read as fail."""
+    from agentperf import contract
+    from agentperf.engine.trial import TierVerdict
     from agentperf_cli.main import verdict_text
-    from runner import contract
-    from runner.engine.trial import TierVerdict
 
     verdicts = {
         "20 tok/s": contract.TierVerdict.of(TierVerdict(passed=True)).dump(),
         "300 tok/s": contract.TierVerdict.of(TierVerdict(passed=False, reasons=["slow"])).dump(),
     }
     assert verdict_text(json.loads(json.dumps(verdicts))) == "20 tok/s:pass 300 tok/s:fail"
+
+
+def test_validate_and_help_say_a_config_is_public_and_list_suspicious_strings(tmp_path):
+    """docs/api.md "A config is public": the CLI says so, and lists what the detector
+    rated suspicious (the reviewer sees the same strings highlighted)."""
+    text = re.sub(
+        r"(?m)^notes: .*$", 'notes: "arch DeepseekV3ForCausalLMNextN7"', small_profile_config()
+    )
+    config = tmp_path / "config.yaml"
+    config.write_text(text)
+    env = cli_env(tmp_path)
+    plain = agentperf("validate", str(config), env=env)
+    assert plain.returncode == 0, plain
+    assert "A config is public" in plain.stdout and "{secret: NAME}" in plain.stdout
+    assert "suspicious: notes (a long mixed-case string)" in plain.stdout
+    checked = agentperf("validate", "--json", str(config), env=env)
+    body = json.loads(checked.stdout)
+    assert body["public"] is True
+    assert body["suspicious"] == [{"path": "notes", "rules": ["a long mixed-case string"]}]
+    for command in (["--help"], ["validate", "--help"], ["submit", "--help"]):
+        shown = agentperf(*command, env=env)
+        assert "A config is public" in shown.stdout and "{secret: NAME}" in shown.stdout

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from runner.engine.trajectory import Dataset, Trajectory, Turn, save_dataset
+from agentperf.engine.trajectory import Dataset, Trajectory, Turn, save_dataset
 from tests.engine.sse_server import ScriptServer, chat_stream, chunked_response
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,7 +67,7 @@ def dataset_path(tmp_path: Path) -> Path:
 def engine(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
-        [sys.executable, "-m", "runner.engine", *args],
+        [sys.executable, "-m", "agentperf.engine", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -243,3 +243,62 @@ def test_search_against_the_simulator_runs_in_virtual_time(
     assert first["simulated"] is True
     assert first["summary"]["client"]["loop_lag_p99_ms"] is None  # not measured: virtual
     assert first["summary"]["requests"] >= 5
+
+
+def test_an_open_loop_search_against_the_simulator_reports_rates_and_sessions(
+    dataset_path: Path, tmp_path: Path
+) -> None:
+    tiers = tmp_path / "tiers.json"
+    tiers.write_text(json.dumps([{"name": "20", "min_p25_output_speed": 20, "max_ttft_s": 10}]))
+    out = tmp_path / "open"
+    common = ["--target", "sim:tiny", "--model", "tiny-1b", "--dataset", str(dataset_path)]
+    proc = engine(
+        "search",
+        *common,
+        "--tiers",
+        str(tiers),
+        "--accelerators",
+        "1",
+        "--out",
+        str(out),
+        "--arrival",
+        "open",
+        "--rate-step",
+        "10",
+        "--rate-cap",
+        "40",
+        "--warmup",
+        "5",
+        "--duration",
+        "60",
+        "--min-requests",
+        "5",
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((out / "search.json").read_text())
+    tier = doc["arrival"]["tiers"]["20"]
+    # two-turn sessions of a few tokens: tiny meets the tier at every rate up to the cap
+    assert doc["arrival"]["mode"] == "open" and tier["max_rate_per_min"] == 40.0
+    assert "capped" in tier["flags"]
+    assert 0 < tier["mean_concurrent_sessions"] <= tier["peak_concurrent_sessions"]
+    assert "tier 20: max rate 40/min" in proc.stdout
+    trial = json.loads((Path(doc["trials"][0]["data"]["dir"]) / "trial.json").read_text())
+    assert trial["arrival"]["mode"] == "open" and trial["arrival"]["rate_per_min"] == 10.0
+    # the HTML report shows the rates, not the search steps, as the answer
+    proc = engine("report", str(out))
+    assert proc.returncode == 0, proc.stderr
+    page = (out / "report.html").read_text()
+    assert 'id="open-loop"' in page and "40/min" in page and 'id="tiers"' not in page
+
+    # one trial at a rate; --rate without --arrival open is refused
+    proc = engine(
+        "trial", *common, "--accelerators", "1", "--out", str(tmp_path / "t"),
+        "--arrival", "open", "--rate", "30", "--warmup", "5", "--duration", "30",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "λ=30/min" in proc.stdout and "concurrent sessions in the window" in proc.stdout
+    proc = engine(
+        "trial", *common, "--accelerators", "1", "--out", str(tmp_path / "t2"),
+        "--rate", "30", "--warmup", "5", "--duration", "30",
+    )  # fmt: skip
+    assert proc.returncode == 2 and "--arrival open" in proc.stderr

@@ -12,8 +12,10 @@ import uvloop
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner.engine.client import HttpTransport, _Dechunker, _feed_sse, _flush, _ParseState
-from runner.engine.transport import (
+from agentperf.engine.client import HttpTransport
+from agentperf.engine.http1 import Dechunker
+from agentperf.engine.sse import ParseState, feed_sse, flush
+from agentperf.engine.transport import (
     ERROR_CONNECT,
     ERROR_DISCONNECT,
     ERROR_HTTP_STATUS,
@@ -278,11 +280,11 @@ def test_parsing_does_not_depend_on_how_the_bytes_were_split(
     raw = b"".join(chunk(e) for e in events) + LAST_CHUNK
     positions = sorted({c % len(raw) for c in cuts} | {0, len(raw)})
     pieces = [raw[a:b] for a, b in zip(positions, positions[1:], strict=False)]
-    dechunker = _Dechunker()
-    state = _ParseState(api="chat")
+    dechunker = Dechunker()
+    state = ParseState(api="chat")
     for i, piece in enumerate(pieces):
-        _feed_sse(state, i, dechunker.feed(piece))
-    _flush(state)
+        feed_sse(state, i, dechunker.feed(piece))
+    flush(state)
     assert dechunker.done
     assert state.n_output_events == n
     assert "".join(state.content or []) == "".join(f"t{i} " for i in range(n))
@@ -314,13 +316,13 @@ def test_a_long_stream_is_parsed_while_it_streams_and_gives_the_same_answer(monk
     """Beyond COMPACT_BYTES held, the reads so far are parsed and dropped (a shard with
     thousands of agents would otherwise hold every stream's whole answer); the answer, its
     counts and its first/last stamps are those of one parse at the end."""
-    import runner.engine.client as client
+    import agentperf.engine.http1 as http1
 
     n = 600  # ~60 KB of events, one read each (a gap between writes)
     steps = lambda r: chunked_response(chat_stream(n), gap_s=0.001)  # noqa: E731
-    monkeypatch.setattr(client, "COMPACT_BYTES", 1 << 30)
+    monkeypatch.setattr(http1, "COMPACT_BYTES", 1 << 30)
     whole = one(steps, spec(n))
-    monkeypatch.setattr(client, "COMPACT_BYTES", 4096)
+    monkeypatch.setattr(http1, "COMPACT_BYTES", 4096)
     early = one(steps, spec(n))
     for ex in (whole, early):
         assert ex.ok, ex.error_detail

@@ -4,8 +4,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from runner.engine import frontier
-from runner.engine.frontier import Point
+from agentperf.engine import frontier
+from agentperf.engine.frontier import Point
 
 A = [Point(1, 200.0, 100.0), Point(8, 100.0, 400.0), Point(32, 50.0, 1000.0)]
 

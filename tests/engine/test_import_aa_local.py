@@ -10,14 +10,14 @@ import json
 
 import pytest
 
-from runner.engine.datasets.aa_local import (
+from agentperf.engine.datasets.aa_local import (
     export_rows,
     fetch_wheel,
     import_aa_local,
     iter_traces,
 )
-from runner.engine.tokens import TokenCounter
-from runner.engine.trajectory import dataset_from_bytes, dataset_to_bytes
+from agentperf.engine.tokens import TokenCounter
+from agentperf.engine.trajectory import dataset_from_bytes, dataset_to_bytes
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +118,7 @@ def test_import_reads_an_unpacked_replays_folder_too(wheel, tmp_path, traces) ->
 
 
 def test_aa_dataset_file_matches_the_schema(dataset, tmp_path) -> None:
-    from runner.engine.trajectory import save_dataset
+    from agentperf.engine.trajectory import save_dataset
     from tests.engine.test_trajectory_schema import validate_file
 
     path = tmp_path / "aa.jsonl.gz"

@@ -1,12 +1,12 @@
-"""``python -m runner.engine dataset import|generate|stats`` end to end (in process)."""
+"""``python -m agentperf.engine dataset import|generate|stats`` end to end (in process)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from runner.engine.cli import main
-from runner.engine.trajectory import load_dataset
+from agentperf.engine.cli import main
+from agentperf.engine.trajectory import load_dataset
 
 FIXTURE = Path(__file__).parent / "fixtures" / "opencode_session.json"
 

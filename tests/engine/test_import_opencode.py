@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from runner.engine.datasets.opencode import export_session, import_opencode
-from runner.engine.tokens import TokenCounter
-from runner.engine.trajectory import DatasetError
+from agentperf.engine.datasets.opencode import export_session, import_opencode
+from agentperf.engine.tokens import TokenCounter
+from agentperf.engine.trajectory import DatasetError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "opencode_session.json"
 

@@ -11,18 +11,14 @@ import orjson
 import pytest
 import yaml
 
-from runner.catalog import CATALOG_DIR_ENV, DEFAULT_CATALOG_DIR
-from runner.engine.cli import main
-from runner.ladder.attribution import (
-    LadderError,
-    load_ladder,
-    parse_ladder,
-    plan_rungs,
-    run_ladder,
-    value_at_speed,
-)
-from runner.mergepatch import merge_patch, overlapping
-from runner.simulator.profile import resolve_profile_path
+from agentperf.catalog import CATALOG_DIR_ENV, DEFAULT_CATALOG_DIR
+from agentperf.engine.cli import main
+from agentperf.ladder.attribute import value_at_speed
+from agentperf.ladder.measure import run_ladder
+from agentperf.ladder.plan import plan_rungs
+from agentperf.ladder.spec import LadderError, load_ladder, parse_ladder
+from agentperf.mergepatch import merge_patch, overlapping
+from agentperf.simulator.profile import resolve_profile_path
 
 ROOT = Path(__file__).resolve().parents[2]
 GB300 = ROOT / "docs" / "examples" / "ladder-gb300.yaml"
@@ -140,6 +136,32 @@ def test_a_tier_set_slug_is_read_through_the_catalog_loader(tmp_path: Path) -> N
         assert [(t.name, t.min_p25_output_speed) for t in spec.tiers] == [("fast", 90)]
         with pytest.raises(LadderError, match="tiers: tier set 'agentperf-default-v1' is not"):
             parse_ladder(tiny_ladder())
+
+
+def test_a_tier_sets_criterion_applies_to_each_of_its_tiers(tmp_path: Path) -> None:
+    """A set's ``criterion: sessions`` (and its share) judges a ladder run outside the platform
+    as the platform's run spec would; a set without one keeps the request-level rule."""
+    tiers = (
+        "tier_sets:\n"
+        "  - {slug: by-session, name: S, criterion: sessions, min_session_share: 0.9,\n"
+        "     tiers: [{name: a, min_p25_output_speed: 20, max_ttft_s: 5},\n"
+        "             {name: b, min_p25_output_speed: 60, max_ttft_s: 5}]}\n"
+        "  - {slug: by-request, name: R, tiers: [{name: c, min_p25_output_speed: 20, max_ttft_s: 5}]}\n"
+    )
+    for name in ("models.yaml", "hardware.yaml"):
+        (tmp_path / name).write_text((DEFAULT_CATALOG_DIR / name).read_text())
+    (tmp_path / "tiers.yaml").write_text(tiers)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(CATALOG_DIR_ENV, str(tmp_path))
+        spec = parse_ladder(tiny_ladder(tiers="by-session"))
+        assert [(t.name, t.criterion, t.min_session_share) for t in spec.tiers] == [
+            ("a", "sessions", 0.9),
+            ("b", "sessions", 0.9),
+        ]
+        plain = parse_ladder(tiny_ladder(tiers="by-request"))
+        assert [(t.criterion, t.min_session_share) for t in plain.tiers] == [("requests", 0.95)]
+    # the ladder's document and its rungs' digest carry the rule
+    assert [t.to_dict()["criterion"] for t in spec.tiers] == ["sessions", "sessions"]
 
 
 def test_floor_below_the_frontier_and_none_above() -> None:

@@ -8,18 +8,18 @@ from typing import Any, TypeVar
 
 import pytest
 
-from runner.engine.client import HttpTransport
-from runner.engine.metrics import RequestRecord
-from runner.engine.replay import Replay, ReplayConfig, build_request
-from runner.engine.trajectory import Trajectory, Turn
-from runner.engine.transport import (
+from agentperf.engine.client import HttpTransport
+from agentperf.engine.metrics import RequestRecord
+from agentperf.engine.replay import Replay, ReplayConfig, build_request
+from agentperf.engine.trajectory import Trajectory, Turn
+from agentperf.engine.transport import (
     ERROR_DISCONNECT,
     ERROR_HTTP_STATUS,
     Exchange,
     RealClock,
     RequestSpec,
 )
-from runner.engine.trial import TrialConfig, run_trial
+from agentperf.engine.trial import TrialConfig, run_trial
 
 pytestmark = pytest.mark.llamacpp
 T = TypeVar("T")
@@ -168,7 +168,7 @@ class Recording:
 
 @pytest.fixture(scope="module")
 def aa_small() -> list[Trajectory]:
-    from runner.engine.datasets.aa_local import fetch_wheel, import_aa_local
+    from agentperf.engine.datasets.aa_local import fetch_wheel, import_aa_local
 
     dataset = import_aa_local(fetch_wheel())
     keep = []

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from runner.engine.metrics import (
+from agentperf.engine.metrics import (
     NS,
     RequestRecord,
     TrialSummary,

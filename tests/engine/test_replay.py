@@ -7,7 +7,7 @@ from collections import defaultdict
 
 import pytest
 
-from runner.engine.replay import (
+from agentperf.engine.replay import (
     NAMESPACE_TOKENS,
     Replay,
     ReplayConfig,
@@ -15,9 +15,9 @@ from runner.engine.replay import (
     build_request,
     render_completion_prompt,
 )
-from runner.engine.trajectory import Trajectory, Turn
-from runner.engine.transport import ERROR_WRONG_LENGTH, RequestSpec
-from runner.engine.trial import Tier, TrialConfig, evaluate_tiers, parse_tiers, run_trial
+from agentperf.engine.trajectory import Trajectory, Turn
+from agentperf.engine.transport import ERROR_WRONG_LENGTH, RequestSpec
+from agentperf.engine.trial import Tier, TrialConfig, evaluate_tiers, parse_tiers, run_trial
 from tests.engine.virtual_time import PacedTransport, VirtualClock, run_virtual
 
 TOOLS = ({"type": "function", "function": {"name": "bash", "parameters": {}}},)

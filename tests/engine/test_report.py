@@ -1,4 +1,4 @@
-"""``python -m runner.engine report DIR`` on a real search folder (the simulator in virtual
+"""``python -m agentperf.engine report DIR`` on a real search folder (the simulator in virtual
 time, through the CLI in a subprocess): one self-contained HTML file, and the rich table of
 max agents per tier at the end of ``search``."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.engine import report
+from agentperf.engine import report
 from tests.engine.test_cli import dataset_path, engine  # noqa: F401 - the shared fixture
 
 

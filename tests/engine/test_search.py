@@ -10,7 +10,7 @@ from collections.abc import Callable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner.engine.search import (
+from agentperf.engine.search import (
     FLAG_CAPPED,
     FLAG_FAILED_CONFIRMATION,
     FLAG_NON_MONOTONE,

@@ -8,8 +8,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner.engine.metrics import percentile
-from runner.engine.stats import _resampled_percentiles
+from agentperf.engine.metrics import percentile
+from agentperf.engine.stats import _resampled_percentiles
 
 values = st.one_of(
     st.floats(min_value=0, max_value=1e4, allow_nan=False), st.just(math.inf), st.just(0.0)

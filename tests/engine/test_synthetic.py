@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from runner.engine.datasets.corpus import build_corpus, split_pieces
-from runner.engine.datasets.stats import dataset_stats, quantile
-from runner.engine.datasets.synthetic import generate_dataset
-from runner.engine.tokens import TokenCounter
+from agentperf.engine.datasets.corpus import build_corpus, split_pieces
+from agentperf.engine.datasets.stats import dataset_stats, quantile
+from agentperf.engine.datasets.synthetic import generate_dataset
+from agentperf.engine.tokens import TokenCounter
 
 
 @pytest.fixture(scope="module")
@@ -92,3 +92,33 @@ def test_corpus_without_discovery_translates_stdlib_text(counter) -> None:
 def test_quantile_interpolates_like_numpy() -> None:
     assert quantile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
     assert quantile([0.0, 10.0], 0.95) == pytest.approx(9.5)
+
+
+def test_the_decode_heavy_variant_has_its_stated_output_distribution(corpus, counter) -> None:
+    # docs/datasets.md "Decode-heavy variant": lognormal, median 5,000, sigma 0.6, clamped to
+    # [2,048, 16,384]; a median of 8 turns; the context stays within 131,072 tokens
+    from agentperf.engine.datasets.synthetic import DECODE_HEAVY, SHAPES
+
+    heavy = generate_dataset(
+        seed=0, trajectories=150, corpus=corpus, counter=counter, params=SHAPES["decode-heavy"]
+    )
+    heavy.validate()
+    stats = dataset_stats(heavy)
+    assert stats.output_tokens.min >= 2_048 and stats.output_tokens.max <= 16_384
+    assert 4_300 <= stats.output_tokens.p50 <= 5_800
+    assert 10_000 <= stats.output_tokens.p95 <= 16_384
+    assert 6 <= stats.turns_per_trajectory.p50 <= 10
+    assert stats.input_tokens.max <= 131_072
+    for t in heavy.trajectories:
+        for k, turn in enumerate(t.turns):
+            prompt = sum(t.prompt_message_tokens(k) or ())
+            assert prompt + turn.target_output_tokens <= DECODE_HEAVY.context_tokens
+    # the shape is recorded in the file; the coding shape's files are unchanged (no key)
+    assert heavy.metadata["shape"]["output_min"] == 2_048
+    coding = generate_dataset(seed=0, trajectories=2, corpus=corpus, counter=counter)
+    assert "shape" not in coding.metadata
+    # seeded like the coding shape: the same seed, the same bytes
+    again = generate_dataset(
+        seed=0, trajectories=150, corpus=corpus, counter=counter, params=DECODE_HEAVY
+    )
+    assert again.digest() == heavy.digest()

@@ -1,4 +1,4 @@
-"""In-process targets (runner.engine.targets, docs/engine.md "Targets"): the engine finds the
+"""In-process targets (agentperf.engine.targets, docs/engine.md "Targets"): the engine finds the
 simulator's ``sim:`` scheme through its entry point, without importing the simulator."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from runner.engine import targets
-from runner.engine.cli import build_parser, main
-from runner.engine.runs import Target, run_on_target
-from runner.engine.targets import UnknownTarget
-from runner.engine.transport import Clock, Transport
+from agentperf.engine import targets
+from agentperf.engine.cli import build_parser, main
+from agentperf.engine.jobs import Target, run_on_target
+from agentperf.engine.targets import UnknownTarget
+from agentperf.engine.transport import Clock, Transport
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,7 +25,7 @@ async def _clock_kind(transport: Transport, clock: Clock) -> str:
 
 
 def test_the_sim_scheme_is_found_through_the_entry_point_registry():
-    from runner.simulator.virtual import run_with_simulator
+    from agentperf.simulator.virtual import run_with_simulator
 
     targets.unregister("sim")  # nothing registered in process: the entry point serves it
     assert "sim" in {ep.name for ep in entry_points(group=targets.ENTRY_POINT_GROUP)}
@@ -41,9 +41,9 @@ def test_the_sim_scheme_is_found_through_the_entry_point_registry():
 def test_the_engine_imports_the_simulator_only_for_a_sim_target():
     code = (
         "import sys\n"
-        "from runner.engine import cli, runs, targets\n"
-        "assert runs.Target.parse('http://127.0.0.1:9/v1').base_url\n"
-        "bad = sorted(m for m in sys.modules if m.startswith('runner.simulator'))\n"
+        "from agentperf.engine import cli, jobs, targets\n"
+        "assert jobs.Target.parse('http://127.0.0.1:9/v1').base_url\n"
+        "bad = sorted(m for m in sys.modules if m.startswith('agentperf.simulator'))\n"
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
@@ -95,6 +95,6 @@ def test_the_ladder_command_comes_from_its_entry_point():
     names = {ep.name for ep in entry_points(group="agentperf.engine_commands")}
     assert "ladder" in names
     args = build_parser().parse_args(["ladder", "--steps", "x.yaml", "--out", "o"])
-    from runner.ladder.cli import cmd_ladder
+    from agentperf.ladder.cli import cmd_ladder
 
     assert args.func is cmd_ladder

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from runner.engine.trajectory import (
+from agentperf.engine.trajectory import (
     Dataset,
     DatasetError,
     Trajectory,

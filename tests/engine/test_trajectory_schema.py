@@ -9,9 +9,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from runner.engine.datasets.opencode import import_opencode
-from runner.engine.datasets.synthetic import generate_dataset
-from runner.engine.trajectory import save_dataset
+from agentperf.engine.datasets.opencode import import_opencode
+from agentperf.engine.datasets.synthetic import generate_dataset
+from agentperf.engine.trajectory import save_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "docs" / "trajectory.schema.json").read_text())

@@ -12,7 +12,7 @@ import selectors
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from runner.engine.transport import Exchange, RequestSpec
+from agentperf.engine.transport import Exchange, RequestSpec
 
 T = TypeVar("T")
 

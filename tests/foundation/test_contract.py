@@ -1,4 +1,4 @@
-"""The contract between the web tier and the pool hosts (runner/contract.py,
+"""The contract between the web tier and the pool hosts (agentperf/contract.py,
 docs/pipeline.md "The contract"): documents built from the engine's own objects round-trip
 key for key; an unknown field, a missing one or a value of the wrong type is refused by
 its path; the models mirror the engine dataclasses they carry."""
@@ -10,13 +10,13 @@ import dataclasses
 import json
 
 import pytest
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from runner import contract
-from runner.engine.metrics import NS, ClientHealth, RequestRecord, TrialSummary
-from runner.engine.replay import ReplayConfig
-from runner.engine.search import SearchResult, SearchTrial, TierResult, tier_results
-from runner.engine.trial import Tier, TierVerdict, TrialConfig, TrialResult, judge_trial
+from agentperf import contract
+from agentperf.engine.metrics import NS, ClientHealth, RequestRecord, TrialSummary
+from agentperf.engine.replay import ReplayConfig
+from agentperf.engine.search import SearchResult, SearchTrial, TierResult, tier_results
+from agentperf.engine.trial import Tier, TierVerdict, TrialConfig, TrialResult, judge_trial
 
 TIERS = [Tier("20 tok/s", 20.0, 10.0), Tier("100 tok/s", 100.0, 5.0, ttft_percentile=90.0)]
 WARMUP_S, WINDOW_S = 5.0, 30.0
@@ -73,9 +73,9 @@ def engine_trial(concurrency: int = 3, speed: float = 60.0) -> TrialResult:
 
 
 def trial_report(result: TrialResult, index: int = 0) -> contract.TrialReport:
-    """What the worker posts for `result`: its own builder (runner/worker/execute.py), from
+    """What the worker posts for `result`: its own builder (runner/worker/director.py), from
     the search's trial whose data is the engine's TrialResult.to_dict()."""
-    from runner.worker.execute import trial_report as build
+    from runner.worker.director import trial_report as build
 
     trial = SearchTrial(
         index,
@@ -170,7 +170,7 @@ def test_the_run_spec_round_trips_and_stores_no_token_or_presigned_url():
     assert spec.dump() == doc
     message = spec.model_copy(
         update={
-            "api": contract.ApiRef(base_url="https://site/api/v1/runner/runs/42/", token="aprun_x"),
+            "api": contract.ApiRef(base_url="https://site/api/v1/runner/runs/42/", seed="s" * 43),
             "dataset": contract.DatasetRef(
                 name="d",
                 version="1",
@@ -182,9 +182,9 @@ def test_the_run_spec_round_trips_and_stores_no_token_or_presigned_url():
         }
     )
     wire = json.loads(json.dumps(message.dump()))
-    assert wire["api"]["token"] == "aprun_x" and wire["dataset"]["size"] == 10
+    assert wire["api"]["seed"] == "s" * 43 and wire["dataset"]["size"] == 10
     assert contract.RunSpec.model_validate(wire).stored() == doc
-    assert "aprun_x" not in json.dumps(contract.RunSpec.model_validate(wire).stored())
+    assert "s" * 43 not in json.dumps(contract.RunSpec.model_validate(wire).stored())
     assert spec.engine_tiers() == TIERS
 
 
@@ -322,7 +322,25 @@ def test_the_run_spec_refuses_an_unknown_launcher_kind_and_a_stray_search_option
 
 
 def _names(cls: type) -> set[str]:
+    """An engine type's fields: a dataclass's, or a pydantic model's (ClientHealth and
+    TierVerdict, which the contract's are: test below)."""
+    if isinstance(cls, type) and issubclass(cls, BaseModel):
+        return set(cls.model_fields)
     return {f.name for f in dataclasses.fields(cls)}
+
+
+def test_the_contracts_verdict_and_client_health_are_the_engines_models_made_complete():
+    """No mirror: the contract's TierVerdict and ClientHealth subclass the engine's models,
+    whose defaults serve the engine; in the contract every field is required."""
+    assert issubclass(contract.TierVerdict, TierVerdict)
+    assert issubclass(contract.ClientHealth, ClientHealth)
+    assert not TierVerdict.model_fields["marginal"].is_required()
+    assert all(f.is_required() for f in contract.TierVerdict.model_fields.values())
+    assert all(f.is_required() for f in contract.ClientHealth.model_fields.values())
+    verdict = TierVerdict(passed=False, reasons=["slow"])  # infinite TTFT: null in JSON
+    assert contract.TierVerdict.of(verdict).dump() == verdict.to_dict()
+    assert verdict.to_dict()["ttft_s"] is None
+    assert contract.trial_verdicts({"t": verdict.to_dict()})["t"].ttft_s == float("inf")
 
 
 @pytest.mark.parametrize(
@@ -341,6 +359,7 @@ def test_a_model_has_exactly_the_fields_of_the_engine_dataclass_it_carries(model
 def test_trial_metrics_carry_every_field_of_the_engine_summary_and_only_named_extras():
     extras = {"statistics", "load_generator", "power_w", "modelled_energy"}
     assert set(contract.TrialMetrics.model_fields) == _names(TrialSummary) | extras
+    assert issubclass(contract.TrialMetrics, TrialSummary)  # declared once, in the engine
     assert set(contract.SummaryTrial.model_fields) == _names(SearchTrial) - {"data"}
 
 
@@ -355,9 +374,12 @@ class _Api:
         self.sent.append((path, document.dump()))
         return {"cancel": False}
 
+    def heartbeat(self, document: contract.Heartbeat) -> bool:  # runner/worker/reporter.py
+        return bool(self.report("heartbeat", document)["cancel"])
+
 
 def test_the_worker_beats_its_progress_as_the_contract_and_refuses_a_misspelled_field():
-    from runner.worker.execute import Heartbeat
+    from runner.worker.director import Heartbeat
 
     api = _Api()
     beat = Heartbeat(api, interval_s=60)  # type: ignore[arg-type]

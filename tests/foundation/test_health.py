@@ -63,7 +63,7 @@ def test_health_reports_a_stopped_broker_as_down_instead_of_hanging(tmp_path):
     subprocess.run(
         [sys.executable, "manage.py", "migrate", "-v0"], cwd=REPO, env=env, check=True, timeout=300
     )
-    started = time.monotonic()
+    # the check has a deadline: a hang ends this process's run at its timeout, a failure
     proc = subprocess.run(
         [sys.executable, "manage.py", "shell", "-c", code],
         cwd=REPO,
@@ -72,15 +72,12 @@ def test_health_reports_a_stopped_broker_as_down_instead_of_hanging(tmp_path):
         text=True,
         timeout=120,
     )
-    elapsed = time.monotonic() - started
     status, _, payload = proc.stdout.strip().splitlines()[-1].partition(" ")
     body = json.loads(payload)
     assert status == "503", proc.stderr
     assert body["checks"]["broker"]["ok"] is False
     assert body["checks"]["database"]["ok"] is True
     assert body["checks"]["storage"]["ok"] is True
-    # The check has a deadline; this only proves it returned instead of hanging.
-    assert elapsed < 110
 
 
 def _web_queue_messages() -> int:

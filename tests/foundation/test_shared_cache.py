@@ -47,9 +47,34 @@ def test_the_embedded_profile_caches_in_the_database_and_two_processes_share_it(
         "print(settings.CACHES['default']['BACKEND']); cache.set('k', 'from-one', None)",
         tmp_path,
     )
-    assert wrote.stdout.split() == ["django.core.cache.backends.db.DatabaseCache"], wrote.stderr
+    assert wrote.stdout.split() == ["core.cache.DatabaseCache"], wrote.stderr
     read = _python("print(cache.get('k'))", tmp_path)
     assert read.stdout.split() == ["from-one"], read.stderr
+
+
+def test_the_database_caches_cheaper_read_keeps_djangos_answers(tmp_path):
+    """core.cache.DatabaseCache overrides get_many: values, misses and expiry as Django's."""
+    code = (
+        "from django.core.cache import caches; "
+        "from django.core.cache.backends.db import DatabaseCache as D; "
+        "fast, plain = caches['default'], D('agentperf_cache', "
+        "{'KEY_PREFIX': settings.CACHE_KEY_PREFIX}); "
+        # timeout 0: stored with an expiry already past, so read as a miss (and deleted)
+        "fast.set('a', {'x': [1, 2]}, None); plain.set('b', 'two', 60); "
+        "plain._base_set('set', fast.make_key('soon'), 1, 0); "
+        "print(type(fast).__name__, fast.get_many(['a', 'b', 'soon', 'none']) == "
+        "plain.get_many(['a', 'b', 'soon', 'none']) == {'a': {'x': [1, 2]}, 'b': 'two'}, "
+        "fast.get('soon', 'gone'), plain.get('soon', 'gone'))"
+    )
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "-v0"],
+        cwd=REPO,
+        env={"PATH": "/usr/bin:/bin", "AGENTPERF_VAR_DIR": str(tmp_path)},
+        check=True,
+        timeout=300,
+    )
+    proc = _python(code, tmp_path)
+    assert proc.stdout.split() == ["DatabaseCache", "True", "gone", "gone"], proc.stderr
 
 
 def test_cache_redis_url_selects_redis_with_the_key_prefix(tmp_path):

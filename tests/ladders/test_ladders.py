@@ -94,6 +94,25 @@ def test_bad_baseline_and_orders_are_named() -> None:
     assert r.status_code == 400
 
 
+@pytest.mark.parametrize(
+    ("over", "field"),
+    [
+        ({"baseline": {"result": "3"}}, "baseline.result"),
+        ({"speeds": ["50"]}, "speeds[0]"),
+        ({"orders": ["forward", "sideways"]}, "orders[1]"),
+        ({"colour": "red"}, "colour"),
+    ],
+)
+def test_the_ladder_body_is_strict_and_names_the_field(over, field) -> None:
+    """The body is a contract model (ladders/schema.py LadderBody): nothing is coerced and
+    an unknown key is refused."""
+    cat = make_catalog()
+    response = post(token_client(make_org()), body(cat, **over))
+    assert response.status_code == 400, response.content
+    assert list(response.json()["error"]["fields"]) == [field]
+    assert not Ladder.objects.exists() and not Submission.objects.exists()
+
+
 def _finish(sub: Submission, points, tier_set) -> None:
     """What the pipeline does to a rung's submission: queued → … → in review, with a
     finished, verified run."""
@@ -192,7 +211,8 @@ def test_a_verified_config_is_reused_by_a_later_ladder() -> None:
 def test_engine_ladder_import_is_published_and_labelled(client, tmp_path) -> None:
     from django.core.management import call_command
 
-    from runner.ladder.attribution import parse_ladder, run_ladder
+    from agentperf.ladder.measure import run_ladder
+    from agentperf.ladder.spec import parse_ladder
 
     cat = make_catalog()
     org = make_org()
@@ -226,26 +246,30 @@ def test_engine_ladder_import_is_published_and_labelled(client, tmp_path) -> Non
     ladder = Ladder.objects.get(source=Ladder.SOURCE_ENGINE)
     assert ladder.is_simulated and ladder.status == Ladder.STATUS_PUBLISHED
     html = client.get(f"/ladders/{ladder.pk}/").content.decode()
-    assert "simulated" in html and "python -m runner.engine ladder" in html
+    assert "simulated" in html and "python -m agentperf.engine ladder" in html
     assert doc["rungs"][1]["name"] == "HBM" and "HBM" in html
     assert f"/ladders/{ladder.pk}/" in client.get("/ladders/").content.decode()
 
 
-def test_demo_publishes_the_gb300_ladder_labelled_simulated(client) -> None:
-    """make demo's step: the committed engine output of docs/examples/ladder-gb300.yaml."""
+def test_demo_publishes_the_gb300_ladders_labelled_simulated(client) -> None:
+    """make demo's step: the committed engine outputs of docs/examples/ladder-gb300.yaml and
+    of the same six changes re-run on decode-heavy work (ladder-gb300-decode-heavy.yaml)."""
     import yaml
 
     from catalog.services import catalog_seed
-    from demo.steps import GB300_LADDER, _publish_gb300_ladder
+    from demo.steps import GB300_LADDERS, _publish_gb300_ladders
 
     catalog_seed()
     org = make_org()
-    _publish_gb300_ladder(org)
-    _publish_gb300_ladder(org)  # idempotent
-    ladder = Ladder.objects.get(org=org)
+    _publish_gb300_ladders(org)
+    _publish_gb300_ladders(org)  # idempotent
+    assert Ladder.objects.filter(org=org).count() == len(GB300_LADDERS) == 2
+    (_, coding_json), (_, heavy_json) = GB300_LADDERS
+    examples = ROOT / "docs" / "examples"
+    spec = yaml.safe_load((examples / "ladder-gb300.yaml").read_text())
+    doc = json.loads(coding_json.read_text())
+    ladder = Ladder.objects.get(org=org, name=doc["name"])
     assert ladder.is_simulated and ladder.hardware.slug == "gb300-nvl72"
-    spec = yaml.safe_load((ROOT / "docs" / "examples" / "ladder-gb300.yaml").read_text())
-    doc = json.loads(GB300_LADDER.read_text())
     assert [c["name"] for c in doc["changes"]] == [s["name"] for s in spec["steps"]]
     assert [c["patch"] for c in doc["changes"]] == [s["patch"] for s in spec["steps"]]
     assert set(doc["orders"]) == {"forward", "reverse", "leave_one_out"}
@@ -253,6 +277,23 @@ def test_demo_publishes_the_gb300_ladder_labelled_simulated(client) -> None:
     assert "Simulated" in html and "co-located prefill/decode" in html
     for order in ("forward", "reverse", "leave_one_out"):
         assert f'id="wf-{order}"' in html
+
+    # the same changes on decode-heavy work: its generated long-output dataset, its tier set
+    heavy_spec = yaml.safe_load((examples / "ladder-gb300-decode-heavy.yaml").read_text())
+    heavy = json.loads(heavy_json.read_text())
+    assert heavy_spec["steps"] == spec["steps"] and heavy_spec["baseline"] == spec["baseline"]
+    assert [c["patch"] for c in heavy["changes"]] == [s["patch"] for s in spec["steps"]]
+    assert heavy["conditions"]["dataset"]["generate"]["shape"] == "decode-heavy"
+    assert heavy["tier_set"] == "agentperf-decode-heavy-v1"
+    assert [t["name"] for t in heavy["tiers"]][0] == "sustained 20 tok/s"
+    # every rung measured: a throughput at each tier's speed on every rung
+    forward = heavy["orders"]["forward"]
+    assert len(forward["rungs"]) == len(spec["steps"]) + 1
+    heavy_ladder = Ladder.objects.get(org=org, name=heavy["name"])
+    assert heavy_ladder.is_simulated and heavy_ladder.hardware.slug == "gb300-nvl72"
+    html = client.get(f"/ladders/{heavy_ladder.pk}/").content.decode()
+    assert "decode-heavy" in html and "tuned speculative decoding" in html
+    assert 'id="wf-forward"' in html
 
 
 def test_result_and_history_pages_link_the_ladder(client) -> None:

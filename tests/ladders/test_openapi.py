@@ -115,3 +115,12 @@ def test_a_form_or_yaml_body_is_a_415_in_the_error_shape() -> None:
     assert response.json()["error"]["code"] == "unsupported_media_type"
     response = api.post("/api/v1/ladders/", {"name": "x"}, format="multipart")
     assert response.status_code == 415
+
+
+def test_the_committed_ladder_schema_is_the_one_generated_from_the_model() -> None:
+    from ladders.schema import DEFAULT_PATH, render
+
+    assert DEFAULT_PATH == ROOT / "docs/ladder.schema.json"
+    assert DEFAULT_PATH.read_text() == render(), (
+        'regenerate: python manage.py shell -c "import ladders.schema as s; s.main([])"'
+    )

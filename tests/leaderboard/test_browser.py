@@ -41,16 +41,36 @@ def page_factory(browser, live_server):
     def make(viewport=LAPTOP):
         context = browser.new_context(viewport=viewport)
         context.route("**/*", guard)
+        csp_watch(context, violations)
         contexts.append(context)
         return context.new_page()
 
+    violations: list[str] = []
     make.requests = seen
     yield make
     for context in contexts:
         context.close()
+    # docs/security.md "Headers": the charts draw under the site's CSP, nothing refused
+    assert violations == [], f"Content-Security-Policy violations: {violations}"
     strays = [u for u in seen if urlsplit(u).netloc != allowed and not u.startswith("data:")]
     assert strays == [], f"requests left the live server: {strays}"
     assert seen, "no request was recorded"
+
+
+def csp_watch(context, violations: list[str]) -> None:
+    """Record every Content-Security-Policy violation in the context's pages: the
+    `securitypolicyviolation` event, and Chromium's console message for a refused load."""
+    context.add_init_script(
+        "document.addEventListener('securitypolicyviolation', e => console.error("
+        "'CSP violation: ' + e.violatedDirective + ' ' + e.blockedURI))"
+    )
+
+    def on_console(message) -> None:
+        text = message.text
+        if text.startswith("CSP violation") or "Content Security Policy" in text:
+            violations.append(text)
+
+    context.on("console", on_console)
 
 
 def _trace_dom(page) -> list[int]:

@@ -11,6 +11,7 @@ import pytest
 from django.urls import reverse
 from pydantic import ValidationError
 
+from agentperf.contract import TrialTelemetry
 from demo.synthetic import (
     make_org,
     make_published_result,
@@ -21,7 +22,6 @@ from demo.synthetic import (
 )
 from leaderboard.energy import result_energy
 from leaderboard.publishing import result_publish
-from runner.contract import TrialTelemetry
 from runs.models import Trial
 from submissions import constants as c
 
@@ -81,7 +81,7 @@ def test_power_of_fewer_accelerators_than_used_is_partial_and_computes_nothing()
 @pytest.mark.django_db
 def test_a_modelled_power_figure_is_never_read_as_measured():
     """A twin's power (in the metrics, with its telemetry not measured) stays out; a stray
-    power field in the telemetry is not even part of the contract (runner/contract.py)."""
+    power field in the telemetry is not even part of the contract (agentperf/contract.py)."""
     modelled = {"measured": False, "reason": "not measured: simulated on virtual time"}
     with pytest.raises(ValidationError):
         TrialTelemetry.model_validate({**modelled, "modelled_power_w": 9000.0})

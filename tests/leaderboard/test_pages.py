@@ -8,6 +8,7 @@ import pytest
 import yaml
 from django.urls import reverse
 
+from agentperf.engine.metrics import TTFT_PERCENTILES
 from demo.synthetic import (
     make_hardware,
     make_model,
@@ -17,7 +18,6 @@ from demo.synthetic import (
     synthetic_points,
 )
 from leaderboard.publishing import result_set_status
-from runner.engine.metrics import TTFT_PERCENTILES
 from submissions.models import Artifact
 
 # As stored: the JSON document of the vendor's YAML (dates become strings)
@@ -358,6 +358,11 @@ def test_methodology_is_generated_from_the_engine_and_tier_data(client, db):
     assert "nearest-rank" in html
     assert "Ramp N = 1, 2, 4" in html
     assert "20 tok/s" in html
+    # the real endpoint's defaults of `agentperf.engine search` (the CLI's own default is None)
+    from agentperf.engine.cli import REAL_DURATION_S, REAL_WARMUP_S
+
+    assert f"Warm-up of {REAL_WARMUP_S:.0f} s" in html
+    assert f"measurement window of {REAL_DURATION_S:.0f} s" in html
 
 
 @pytest.mark.parametrize("name", ["home", "model-list", "hardware-list", "compare", "methodology"])

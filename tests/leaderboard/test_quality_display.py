@@ -7,8 +7,8 @@ import math
 
 import pytest
 
+from agentperf.verification.checks import check_quality_distribution
 from demo.synthetic import make_model, make_published_result
-from runner.verification.checks import check_quality_distribution
 
 pytestmark = pytest.mark.django_db
 

@@ -90,8 +90,9 @@ def test_result_page_query_count_does_not_grow_with_trials(
     client, django_assert_num_queries, trials
 ):
     result = make_published_result(points=synthetic_points(concurrencies=trials))
-    # result with its joins, tiers, trials, raw-record artifacts, the ladders it is a rung of
-    with django_assert_num_queries(5):
+    # result with its joins, tiers, trials, raw-record artifacts, the ladders it is a rung of,
+    # its hardware's catalog prices (leaderboard.cost)
+    with django_assert_num_queries(6):
         assert client.get(reverse("result-detail", args=[result.pk])).status_code == 200
 
 
@@ -100,7 +101,8 @@ def test_result_page_query_count_does_not_grow_with_trials(
 def test_compare_query_count_does_not_grow_with_results(client, django_assert_num_queries, n):
     _, results = _results(n)
     query = "&".join(f"r={r.pk}" for r in results)
-    with django_assert_num_queries(2):
+    # the results with their joins and tiers, their hardware's catalog prices
+    with django_assert_num_queries(3):
         assert client.get(reverse("compare") + "?" + query).status_code == 200
 
 

@@ -10,13 +10,13 @@ import orjson
 import pytest
 from django.urls import reverse
 
+from agentperf import contract
+from agentperf.engine.metrics import NS, summarize
+from agentperf.engine.stats import throughput_interval
+from agentperf.engine.trial import TierVerdict
 from leaderboard import charts
-from leaderboard.pages import bracket_text
+from leaderboard.pages.common import bracket_text
 from leaderboard.publishing import tier_brackets
-from runner import contract
-from runner.engine.metrics import NS, summarize
-from runner.engine.stats import throughput_interval
-from runner.engine.trial import TierVerdict
 from runs import timeline
 from tests.support.records import (
     WARMUP_S,
@@ -89,7 +89,7 @@ def test_tier_brackets_hold_highest_pass_lowest_fail_and_confirmation(result):
 
 
 def _v(passed: bool, *, marginal: bool) -> dict:
-    """The engine's verdict as the worker stores it (runner/contract.py TierVerdict)."""
+    """The engine's verdict as the worker stores it (agentperf/contract.py TierVerdict)."""
     return contract.TierVerdict.of(TierVerdict(passed=passed, marginal=marginal)).dump()
 
 

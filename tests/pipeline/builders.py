@@ -10,11 +10,11 @@ import re
 from django.core.files.base import ContentFile
 from django.core.files.storage import storages
 
+from agentperf import contract
+from agentperf.engine.search import SearchTrial
+from agentperf.engine.trial import TierVerdict
 from demo.synthetic import make_org, trial_metrics
-from runner import contract
-from runner.engine.search import SearchTrial
-from runner.engine.trial import TierVerdict
-from runs.dispatch import run_prepare
+from runs.dispatch import run_prepare, run_token_for
 from submissions import constants as c
 from tests.pipeline.conftest import EXAMPLES
 
@@ -40,7 +40,9 @@ def prepared_run(org=None, *, status: str = c.VALIDATED):
     run, signature = run_prepare(submission=submission)
     submission.status = c.QUEUED
     submission.save(update_fields=["status"])
-    return run, signature.args[0]["api"]["token"]
+    # the token a pool host derives from the message's seed (docs/security.md "Run tokens
+    # and upload grants")
+    return run, run_token_for(run, signature.args[0]["api"]["seed"])
 
 
 def stored_records(run, index: int, *, attempt: int = 1, lines: int = 3) -> dict:
@@ -79,8 +81,8 @@ def trial_payload(run, index: int, concurrency: int, *, attempt: int = 1) -> dic
 
 
 def runner_info(**extra) -> dict:
-    """The worker's RunnerInfo (runner/worker/execute.py runner_info)."""
-    from runner.worker.execute import runner_info as worker_info
+    """The worker's RunnerInfo (runner/worker/director.py runner_info)."""
+    from runner.worker.director import runner_info as worker_info
 
     return worker_info().model_copy(update=extra).dump()
 
@@ -92,7 +94,7 @@ def progress(**fields) -> dict:
 
 def completion(run, *, flags: tuple[str, ...] = ()) -> dict:
     """``POST complete`` for the trials stored so far: the engine's own search result."""
-    from runner.engine.search import SearchResult, tier_results
+    from agentperf.engine.search import SearchResult, tier_results
 
     trials = [
         SearchTrial.from_dict(

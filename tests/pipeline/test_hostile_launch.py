@@ -46,7 +46,8 @@ def test_a_hostile_launch_waits_for_review_then_runs_contained_and_leaks_nothing
     # these paths itself, so they may appear in its own config, but never their contents
     targets = [str(tmp_path / "runner-secret.txt"), "/etc/shadow"]
     (tmp_path / "runner-secret.txt").write_text("PRIVATE-TEST-SET-ROW")
-    doc["launcher"]["process"]["command"] = ["python", "-c", PROBE, *targets]
+    doc["launch"]["command"] = "python"
+    doc["launch"]["args"] = ["-c", PROBE, *targets]
     env = no_database_env()
     env["HOST_ONLY_SECRET"] = "host-only-value-0123456789"
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")

@@ -134,3 +134,16 @@ def test_the_review_page_shows_the_exact_launch_to_approve(cast, submit_process,
     assert "Launched process" in html and "Not approved yet" in html
     assert "runner.launchers.llamacpp_server" in html
     assert "Approve launch" in html
+    assert "inside the sandbox (the image is not run)" in html
+
+
+@pytest.mark.django_db
+def test_a_container_launch_waits_for_approval_and_its_page_names_the_pinned_image(
+    cast, submit_process, client
+):
+    submission = submit_process(cast.org_a, (EXAMPLES / "container.yaml").read_text())
+    assert submission.status == c.AWAITING_APPROVAL
+    client.force_login(cast.rita)
+    html = client.get(f"/review/submissions/{submission.pk}/").content.decode()
+    assert "in the image above, pulled by its digest, with Podman" in html
+    assert submission.config["engine"]["image"] in html

@@ -4,6 +4,7 @@ lost or duplicated. Stale heartbeats: the reaper retries, then fails with a reas
 from __future__ import annotations
 
 import datetime as dt
+import re
 import signal
 import time
 
@@ -27,7 +28,8 @@ LONGER_SEARCH = {"cap": 8, "max_trials": 7}
 def test_a_worker_killed_mid_search_is_replaced_and_the_search_resumes_without_losing_trials(
     pipeline_settings, live_server, vendor, pool_worker_factory
 ):
-    pipeline_settings.RUN_SEARCH_OPTIONS_BY_POOL["simulated-realtime"].update(LONGER_SEARCH)
+    # The pipeline's short search (ramp 1, 2, 4 and a confirmation): the kill comes after two
+    # stored trials, and the resumed attempt still has N = 4 and the confirmation to run.
     _, token = vendor
     first = pool_worker_factory(pools=("simulated",), name="first")
     created = submit(live_server.url, token, small_profile_config())
@@ -191,7 +193,12 @@ def test_withdrawing_a_running_submission_stops_its_worker_and_the_run_ends_canc
     assert run.finished_at is not None
     assert "cancelled" in run.error
     trials_at_cancel = Trial.objects.filter(run=run).count()
-    time.sleep(3)  # the worker stopped: no trial lands after the cancel
+    # The event: the worker's task for this run has returned (Celery logs the task's end at
+    # INFO), so nothing of this run is left that could post a trial; none landed since.
+    task_ended = re.compile(r"Task runner\.execute_run\[[^\]]+\] (succeeded|failed|raised)")
+    while not task_ended.search(worker.log()):
+        assert time.monotonic() < deadline, worker.log()[-3000:]
+        time.sleep(0.5)
     assert Trial.objects.filter(run=run).count() == trials_at_cancel
 
 

@@ -3,7 +3,7 @@
 A simulated submission goes through the real pipeline on virtual time and is published; the
 block printed on its public page is then run as printed, in a shell, against the same
 simulator profile: it downloads the public tuning subset with the vendor CLI, writes the
-run's tiers and runs `python -m runner.engine search` with the run's settings.
+run's tiers and runs `agentperf-engine search` with the run's settings.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from catalog.datasets import public_tuning_subset
+from leaderboard.reproduce import INSTALL
 from review.services import review_publish
 from runs.models import BenchmarkRun
 from tests.pipeline.conftest import EXAMPLES, submit, wait_for_status
@@ -42,6 +43,11 @@ def test_the_printed_reproduce_command_of_a_published_run_runs_with_that_runs_se
     block = re.search(r'<pre class="cmd"><code>(.*?)</code></pre>', page, re.S)
     assert block, "no reproduce block on the result page"
     command = html.unescape(block.group(1))
+    # The block installs the engine's own distribution first; this checkout's venv has it
+    # already (make install), so that line is left out here and run in a fresh venv by
+    # tests/cli/test_engine_wheel.py.
+    assert f"{INSTALL}\n" in command
+    command = command.replace(f"{INSTALL}\n", "", 1)
     search, spec = run.run_spec["search"], run.run_spec
     # the run's own settings, not placeholders
     for flag in (

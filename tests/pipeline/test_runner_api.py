@@ -248,7 +248,7 @@ def test_the_upload_grant_names_a_key_of_this_run_and_attempt(two_runs):
     assert stored_records  # the helper stores objects the same way the grant names them
 
 
-# --- the contract at the boundary (runner/contract.py, docs/pipeline.md "The contract") ----
+# --- the contract at the boundary (agentperf/contract.py, docs/pipeline.md "The contract") ----
 
 
 def _refused(response) -> dict[str, list[str]]:

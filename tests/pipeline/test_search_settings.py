@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
-from runner.worker.execute import trial_config
+from agentperf.contract import RunSpec
+from runner.worker.director import trial_config
+from tests.foundation.test_contract import run_spec_doc
 
 
-def _spec(**search: object) -> dict:
+def _run_spec(search: dict, accelerators: int, run_id: int) -> RunSpec:
+    """The worker's RunSpec with these search options (the rest: a simulated run's)."""
+    doc = run_spec_doc()
+    doc.update(search=search, accelerators={"used": accelerators, "total": accelerators})
+    return RunSpec.model_validate({**doc, "run_id": run_id})
+
+
+def _spec(**search: object) -> RunSpec:
     options = {
         "warmup_s": 60.0,
         "duration_s": 60.0,
+        "cap": 16,
+        "max_trials": 8,
         "min_requests": 20,
         "max_loop_lag_ms": 25.0,
         "max_cpu_percent": 90.0,
@@ -16,7 +27,7 @@ def _spec(**search: object) -> dict:
         "request_timeout_s": 600.0,
     }
     options.update(search)
-    return {"search": options, "accelerators": {"used": 72, "total": 72}, "run_id": 7}
+    return _run_spec(options, 72, 7)
 
 
 def test_a_primed_cache_is_asked_for_only_on_virtual_time() -> None:
@@ -45,15 +56,15 @@ def test_with_the_shipped_virtual_defaults_one_agent_sends_enough_requests() -> 
     # the demo's 8-GPU H100 profile on the full-shape test set).
     import dataclasses
 
+    from agentperf.engine.datasets.synthetic import ShapeParams, generate_dataset
+    from agentperf.engine.jobs import Target, trial_job
     from config import settings as project
-    from runner.engine.datasets.synthetic import ShapeParams, generate_dataset
-    from runner.engine.runs import Target, trial_job
 
     options = {
         **project.RUN_SEARCH_OPTIONS,
         **project.RUN_SEARCH_OPTIONS_BY_POOL["simulated-virtual"],
     }
-    spec = {"search": options, "accelerators": {"used": 8, "total": 8}, "run_id": 1}
+    spec = _run_spec(options, 8, 1)
     config = trial_config(spec, "deepseek-v4.1-flash-max", virtual=True)
     config = dataclasses.replace(config, concurrency=1, bootstrap_resamples=0)
     dataset = generate_dataset(  # the full-shape private test set, as the pipeline makes it

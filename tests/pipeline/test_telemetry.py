@@ -49,13 +49,26 @@ def _nvml_samples(fake: FakeNvml, clock: ManualClock, stamps_s: list[float]):
     return samples
 
 
-def test_mean_power_over_a_window_sums_the_accelerators(tmp_path):
-    sampler = TelemetrySampler(interval_s=0.05, tool=_fake_tool(tmp_path))
+def _readings_after(sampler: TelemetrySampler, t_ns: int) -> int:
+    return len({s.t_ns for s in list(sampler.samples) if s.t_ns > t_ns})
+
+
+def _window_of_readings(sampler: TelemetrySampler) -> tuple[int, int]:
+    """Start the sampler and stop it once readings bracket a window of three readings: the
+    window's edges follow the sampler's own events, never a sleep of a guessed length."""
+    sampler.start()  # its first reading is taken before start() returns
     start = time.perf_counter_ns()
-    sampler.start()
-    time.sleep(0.4)
+    _wait_for(lambda: _readings_after(sampler, start) >= 3)
+    end = time.perf_counter_ns()
+    _wait_for(lambda: _readings_after(sampler, end) >= 1)
     sampler.stop()
-    window = sampler.window(start, time.perf_counter_ns())
+    return start, end
+
+
+def test_mean_power_over_a_window_sums_the_accelerators(tmp_path):
+    sampler = TelemetrySampler(interval_s=0.25, tool=_fake_tool(tmp_path))
+    start, end = _window_of_readings(sampler)
+    window = sampler.window(start, end)
     assert window["measured"] is True and window["tool"] == "nvidia-smi"
     assert window["power_w"] == 1200.0 and window["accelerators"] == 2
     assert window["samples"] >= 2
@@ -124,15 +137,18 @@ def test_boards_without_an_energy_counter_are_integrated_and_say_so():
     assert all(s.energy_mj is None for s in samples)
 
 
+def _wait_for(condition, limit_s: float = 60.0) -> None:
+    """Poll `condition` until it holds; a limit only so that a broken sampler fails the test."""
+    deadline = time.monotonic() + limit_s
+    while not condition():
+        assert time.monotonic() < deadline, "the sampler stopped reading"
+        time.sleep(0.01)
+
+
 def test_the_sampler_thread_reads_nvml_on_the_engines_clock():
     fake = FakeNvml(devices=[FakeDevice(power_w=250.0), FakeDevice(power_w=250.0)])
     sampler = TelemetrySampler(interval_s=0.05, nvml=fake)
-    sampler.start()
-    start = time.perf_counter_ns()
-    time.sleep(0.5)
-    end = time.perf_counter_ns()
-    time.sleep(0.15)
-    sampler.stop()
+    start, end = _window_of_readings(sampler)
     window = sampler.window(start, end)
     assert sampler.tool == "nvml" and window["tool"] == "nvml"
     assert window["power_w"] == pytest.approx(500.0, rel=0.01)
@@ -217,12 +233,9 @@ def test_amd_smi_power_is_integrated_with_the_same_coverage_rule(tmp_path):
     script = tmp_path / "amd-smi"
     script.write_text(f"#!/bin/sh\ncat <<'JSON'\n{json.dumps(AMD_OLD)}\nJSON\n")
     script.chmod(0o755)
-    sampler = TelemetrySampler(interval_s=0.05, source=SmiSource(name="amd-smi", tool=str(script)))
-    start = time.perf_counter_ns()
-    sampler.start()
-    time.sleep(0.4)
-    sampler.stop()
-    window = sampler.window(start, time.perf_counter_ns())
+    sampler = TelemetrySampler(interval_s=0.25, source=SmiSource(name="amd-smi", tool=str(script)))
+    start, end = _window_of_readings(sampler)
+    window = sampler.window(start, end)
     assert window["tool"] == "amd-smi" and window["power_w"] == 512.0
     assert window["method"].startswith("integrated sampled power (amd-smi")
     assert window["coverage"] > 0.9

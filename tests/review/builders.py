@@ -6,10 +6,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import orjson
+
+from agentperf import contract
+from agentperf.engine.metrics import ClientHealth, TrialSummary
+from agentperf.engine.trial import TierVerdict
 from demo.synthetic import make_hardware, make_model, make_submission, make_tier_set
-from runner import contract
-from runner.engine.metrics import ClientHealth, TrialSummary
-from runner.engine.trial import TierVerdict
 from runs.models import BenchmarkRun, Trial, VerificationReport
 from submissions import constants as c
 from submissions.models import Artifact, Submission
@@ -55,7 +57,7 @@ CHECKS = [
 
 def summary_dict(*, concurrency: int, p25: float, ttft_p75: float | None, accelerators=8) -> dict:
     """Trial.metrics as the runner stores it: the engine's TrialSummary through the
-    contract (runner/contract.py TrialMetrics)."""
+    contract (agentperf/contract.py TrialMetrics)."""
     ttft = {"p50": (ttft_p75 or 0) * 0.7, "p75": ttft_p75, "p90": None, "p95": None, "p99": None}
     summary = TrialSummary(
         window_start_ns=0,
@@ -189,7 +191,7 @@ def finish_run(
         artifact_store(
             kind=Artifact.KIND_RAW_RECORDS,
             key=key,
-            content=b'{"ok": true}\n',
+            content=_one_record_jsonl(),
             content_type="application/x-ndjson",
             org=sub.org,
             run=run,
@@ -207,6 +209,36 @@ def finish_run(
 
 
 PATH_TO_REVIEW = (c.SUBMITTED, c.VALIDATED, c.QUEUED, c.RUNNING, c.VERIFYING, c.IN_REVIEW)
+
+
+def _one_record_jsonl() -> bytes:
+    """One request record as the engine writes it (agentperf.engine.metrics.RequestRecord)."""
+    from agentperf.engine.metrics import RequestRecord
+
+    record = RequestRecord(
+        request_id="a0-s0-t0",
+        agent_id=0,
+        session_id="s0",
+        trajectory_id="traj-0",
+        turn_index=0,
+        target_output_tokens=64,
+        t_send_ns=1_000_000_000,
+        t_first_ns=1_200_000_000,
+        t_last_ns=2_000_000_000,
+        t_end_ns=2_000_000_000,
+        n_reads=64,
+        n_output_events=64,
+        n_in=1000,
+        n_out=64,
+        n_cached=0,
+        local_prompt_tokens=1000,
+        ok=True,
+        error_class=None,
+        error_detail="",
+        http_status=200,
+        finish_reason="length",
+    )
+    return orjson.dumps(record.to_dict()) + b"\n"
 
 
 def advance_to_in_review(sub: Submission) -> Submission:

@@ -20,6 +20,7 @@ from submissions.models import Notification, Submission
 from submissions.selectors import notification_list
 from submissions.services.lifecycle import submission_transition
 from submissions.services.submissions import submission_create, submission_resubmit
+from tests.leaderboard.test_browser import csp_watch
 from tests.review.builders import finish_run, make_reviewable
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -45,15 +46,19 @@ def new_page(browser, live_server):
     def make():
         context = browser.new_context(viewport={"width": 1280, "height": 900})
         context.route("**/*", guard)
+        csp_watch(context, violations)
         contexts.append(context)
         page = context.new_page()
         page.set_default_timeout(20_000)
         return page
 
+    violations: list[str] = []
     yield make
     for context in contexts:
         context.close()
     assert strays == [], f"requests left the live server: {strays}"
+    # docs/security.md "Headers": the console's pages run under the CSP, nothing refused
+    assert violations == [], f"Content-Security-Policy violations: {violations}"
 
 
 def sign_in(page, live_server, user, next_path: str) -> None:
@@ -100,7 +105,7 @@ def test_a_reviewer_publishes_a_run_from_the_queue(new_page, live_server, cast, 
     actions = page.locator("form[data-action]").evaluate_all(
         "forms => forms.map(f => f.dataset.action)"
     )
-    assert actions == ["supersede", "invalidate"]
+    assert actions == ["supersede", "invalidate", "redact"]
     page.screenshot(path=artifacts_dir / "3-published.png", full_page=True)
 
     result = Result.objects.get(submission=sub)

@@ -1,5 +1,8 @@
 """Shaping stored run data for the run page: trial rows, tier outcomes, chart, evidence."""
 
+from agentperf import contract
+from agentperf.engine.search import SearchResult, SearchTrial, TierResult
+from agentperf.engine.trial import TierVerdict
 from review.presenters import (
     check_counts,
     evidence_rows,
@@ -7,9 +10,6 @@ from review.presenters import (
     trial_chart,
     trial_rows,
 )
-from runner import contract
-from runner.engine.search import SearchResult, SearchTrial, TierResult
-from runner.engine.trial import TierVerdict
 from tests.review.builders import summary_dict
 
 TIERS = [
@@ -31,7 +31,7 @@ TIERS = [
 
 
 def _verdict(passed: bool, *reasons: str) -> dict:
-    """The engine's verdict as the worker stores it (runner/contract.py TierVerdict)."""
+    """The engine's verdict as the worker stores it (agentperf/contract.py TierVerdict)."""
     return contract.TierVerdict.of(TierVerdict(passed=passed, reasons=list(reasons))).dump()
 
 

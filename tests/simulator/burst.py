@@ -21,7 +21,7 @@ import json
 import sys
 from typing import Any
 
-from runner.engine.transport import Exchange, RequestSpec
+from agentperf.engine.transport import Exchange, RequestSpec
 
 STREAMS = 64
 TOKENS = 300
@@ -42,7 +42,7 @@ def _spec(rid: str, text: str) -> RequestSpec:
 
 def _transport_class(path: str) -> Any:
     if not path:
-        from runner.engine.client import HttpTransport
+        from agentperf.engine.client import HttpTransport
 
         return HttpTransport
     spec = importlib.util.spec_from_file_location("burst_client", path)

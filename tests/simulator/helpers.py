@@ -12,10 +12,10 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.engine.transport import Clock, Exchange, RequestSpec, Transport
-from runner.simulator.model import Counters
-from runner.simulator.profile import Profile, load_profile
-from runner.simulator.virtual import SimTransport, run_with_simulator
+from agentperf.engine.transport import Clock, Exchange, RequestSpec, Transport
+from agentperf.simulator.profile import Profile, load_profile
+from agentperf.simulator.scheduler import Counters
+from agentperf.simulator.virtual import SimTransport, run_with_simulator
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -139,9 +139,9 @@ def max_agents_at(profile: Profile, *, speed: float, candidates: list[int]) -> i
 
 def synthetic_trajectories(n: int = 200, seed: int = 1) -> list:
     """The engine's synthetic dataset (stdlib text: the same on every machine)."""
-    from runner.engine.datasets.corpus import build_corpus
-    from runner.engine.datasets.synthetic import generate_dataset
-    from runner.engine.tokens import TokenCounter
+    from agentperf.engine.datasets.corpus import build_corpus
+    from agentperf.engine.datasets.synthetic import generate_dataset
+    from agentperf.engine.tokens import TokenCounter
 
     counter = TokenCounter()
     corpus = build_corpus(counter, discover=False)

@@ -1,4 +1,4 @@
-"""`python -m runner.simulator calibrate`: the frontier is read between engine-measured
+"""`python -m agentperf.simulator calibrate`: the frontier is read between engine-measured
 trials, and the report compares it with published points."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.simulator.calibrate import SweepPoint, frontier_at, load_points, report
-from runner.simulator.profile import load_profile
+from agentperf.simulator.calibrate import SweepPoint, frontier_at, load_points, report
+from agentperf.simulator.profile import load_profile
 
 
 def _pt(n: int, speed: float, tput: float, power: float | None = None) -> SweepPoint:

@@ -1,5 +1,5 @@
 """Every command of the simulator and engine CLIs prints its help (argparse expands each
-help string with %-formatting, so a bare % broke `python -m runner.simulator --help`)."""
+help string with %-formatting, so a bare % broke `python -m agentperf.simulator --help`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import argparse
 
 import pytest
 
-from runner.engine.cli import build_parser
-from runner.simulator.__main__ import _parser
+from agentperf.engine.cli import build_parser
+from agentperf.simulator.__main__ import _parser
 
 
 def _commands(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:

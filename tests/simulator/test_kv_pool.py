@@ -8,7 +8,7 @@ from collections import OrderedDict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner.simulator.model import KvPool
+from agentperf.simulator.kv import KvPool
 
 
 class ReferencePool:

@@ -7,14 +7,14 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from runner.launchers.simulated import SimulatedLauncher
-from runner.simulator.profile import (
+from agentperf.simulator.profile import (
     OVERRIDE_SOURCE,
     ProfileError,
     load_profile,
     load_profile_with,
     profile_document,
 )
+from runner.launchers.simulated import SimulatedLauncher
 from tests.simulator.helpers import run_agents
 
 SLOWER = {"efficiency": {"iteration_overhead_us": 4000}}

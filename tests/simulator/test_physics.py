@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.simulator.calibrate import decode_step_seconds
+from agentperf.simulator.calibrate import decode_step_seconds
 from tests.simulator.helpers import max_agents_at, run_agents, tiny
 
 
@@ -71,8 +71,8 @@ def test_a_fixed_seed_gives_identical_results_and_another_seed_differs(by_kind: 
 def test_expert_parallel_all_to_all_adds_time_in_proportion_to_tokens_in_flight():
     import dataclasses
 
-    from runner.simulator.model import CostModel
-    from runner.simulator.profile import load_profile
+    from agentperf.simulator.cost import CostModel
+    from agentperf.simulator.profile import load_profile
 
     # GB200: the disaggregated 56-GPU decode group (GB300 is now co-located, issue 13)
     prof = load_profile("gb200-nvl72-dsv41-flash")
@@ -104,8 +104,8 @@ def test_expert_parallel_all_to_all_adds_time_in_proportion_to_tokens_in_flight(
 
 
 def test_show_reports_the_smallest_decode_batch_that_slows_agents_to_a_speed():
-    from runner.simulator.calibrate import decode_batch_for_speed
-    from runner.simulator.profile import load_profile
+    from agentperf.simulator.calibrate import decode_batch_for_speed
+    from agentperf.simulator.profile import load_profile
 
     prof = load_profile("gb200-nvl72-dsv41-flash")
     n = decode_batch_for_speed(prof, 82.0, context=27_000)
@@ -156,8 +156,8 @@ def test_tool_call_text_accepts_more_drafts_and_decodes_faster_than_prose():
 
 
 def test_co_located_prefill_slows_a_decode_step_in_proportion_to_its_chunk():
-    from runner.simulator.model import CostModel
-    from runner.simulator.profile import load_profile
+    from agentperf.simulator.cost import CostModel
+    from agentperf.simulator.profile import load_profile
 
     prof = load_profile("gb300-nvl72-dsv41-flash")
     assert prof.mode == "aggregated"  # co-located: prefill chunks share decode iterations
@@ -186,8 +186,8 @@ def test_co_located_prefill_slows_a_decode_step_in_proportion_to_its_chunk():
 
 
 def test_small_per_expert_batches_run_far_below_peak_and_large_ones_near_it():
-    from runner.simulator.model import CostModel
-    from runner.simulator.profile import load_profile
+    from agentperf.simulator.cost import CostModel
+    from agentperf.simulator.profile import load_profile
 
     prof = load_profile("gb300-nvl72-dsv41-flash")
     cm = CostModel(prof, prof.roles[0])
@@ -199,8 +199,8 @@ def test_small_per_expert_batches_run_far_below_peak_and_large_ones_near_it():
 
 
 def test_gb300_sweep_is_monotone_and_reaches_60_tok_s_per_agent_or_less():
-    from runner.simulator.calibrate import frontier_at, run_sweep
-    from runner.simulator.profile import load_profile
+    from agentperf.simulator.calibrate import frontier_at, run_sweep
+    from agentperf.simulator.profile import load_profile
     from tests.simulator.helpers import synthetic_trajectories
 
     prof = load_profile("gb300-nvl72-dsv41-flash")

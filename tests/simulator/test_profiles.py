@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runner.catalog import load_catalog
-from runner.simulator.profile import ProfileError, available_profiles, load_profile
+from agentperf.catalog import load_catalog
+from agentperf.simulator.profile import ProfileError, available_profiles, load_profile
 
 CATALOG_SYSTEMS = {"gb300-nvl72", "gb200-nvl72", "b200-hgx8", "h200-hgx8", "h100-sxm-hgx8"}
 
@@ -187,8 +187,12 @@ def test_the_predictive_profiles_differ_from_the_calibrated_one_by_named_changes
         assert all(p.provenance.values())  # every figure sourced, derived or an assumption
     vr = load_profile("vr-nvl72-dsv41-flash")
     assert (vr.accelerators_used, vr.spec_k, vr.precision) == (14, 6, "fp4")
-    # the catalog keeps Rubin's FP4 peak and power unknown: the profile's assumptions stand in
-    assert vr.provenance["system.peak_tflops_dense.fp4"].startswith("assumption:")
+    # the catalog keeps Rubin's FP4 peak and power unknown: the FP4 peak is an open parameter
+    # (a band over 25-50 PFLOPS, docs/simulator.md "Bands"), the power an assumption
+    assert vr.provenance["system.peak_tflops_dense.fp4"].startswith("open (band")
+    assert [(o.path, o.low, o.high) for o in vr.open_parameters] == [
+        ("catalog_overrides.system.peak_tflops_dense.fp4", 25000, 50000)
+    ]
     assert vr.provenance["system.accelerator_power_w"].startswith("assumption:")
     assert vr.provenance["deployment.speculative.k"].startswith("issue 13: DSpark with 6")
     assert base.power_tdp_w == 1400 and base.provenance["system.accelerator_power_w"].startswith(

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import random
 
-from runner.engine.replay import ReplayConfig
-from runner.engine.runs import Target, search_job
-from runner.engine.search import PHASE_BISECT
-from runner.engine.trajectory import Trajectory, Turn
-from runner.engine.trial import Tier, TrialConfig
+from agentperf.engine.jobs import Target, search_job
+from agentperf.engine.replay import ReplayConfig
+from agentperf.engine.search import PHASE_BISECT
+from agentperf.engine.trajectory import Trajectory, Turn
+from agentperf.engine.trial import Tier, TrialConfig
 
 # The project's default tier set (docs/catalog.md "SLO tier sets"): p25 speed tok/s, TTFT p75 limit.
 TIERS = [

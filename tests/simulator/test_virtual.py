@@ -6,15 +6,15 @@ import asyncio
 
 import pytest
 
-from runner.engine.transport import (
+from agentperf.engine.transport import (
     ERROR_HTTP_STATUS,
     ERROR_TIMEOUT,
     Clock,
     RequestSpec,
     Transport,
 )
-from runner.simulator.prompts import FILLER_WORDS, PromptAccountant
-from runner.simulator.virtual import VirtualDeadlock, run_with_simulator
+from agentperf.simulator.prompts import FILLER_WORDS, PromptAccountant
+from agentperf.simulator.virtual import VirtualDeadlock, run_with_simulator
 
 
 def _spec(rid: str, text: str, **body: object) -> RequestSpec:

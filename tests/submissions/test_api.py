@@ -10,12 +10,12 @@ from drf_spectacular.drainage import GENERATOR_STATS
 from drf_spectacular.generators import SchemaGenerator
 
 from demo.synthetic import make_org, trial_metrics
+from portal.api.access import VendorSubmitThrottle
 from runs.models import BenchmarkRun
 from submissions import constants as c
 from submissions.models import Artifact, Submission
 from tests.submissions.configs import as_json
 from tests.submissions.support import make_catalog, session_client, token_client
-from vendor.api.access import VendorSubmitThrottle
 
 pytestmark = pytest.mark.django_db
 
@@ -284,7 +284,7 @@ def test_submissions_are_throttled_per_organization(alice, catalog, cast, monkey
 def test_the_vendor_api_openapi_schema_generates_without_warnings():
     GENERATOR_STATS.reset()
     # Only the vendor API's own routes: other APIs answer for their own warnings.
-    patterns = [path("api/v1/", include("vendor.api.urls"))]
+    patterns = [path("api/v1/", include("portal.api.urls"))]
     schema = SchemaGenerator(patterns=patterns).get_schema(request=None, public=True)
     assert not GENERATOR_STATS._warn_cache, list(GENERATOR_STATS._warn_cache)
     assert not GENERATOR_STATS._error_cache, list(GENERATOR_STATS._error_cache)

@@ -210,8 +210,8 @@ def test_a_publish_without_a_label_takes_the_suggestion_not_a_generic_one(cast):
 
 
 def test_the_tuning_subset_is_published_listed_and_served(cast):
+    from agentperf.engine.trajectory import dataset_from_bytes
     from catalog.datasets import private_test_set
-    from runner.engine.trajectory import dataset_from_bytes
 
     private_test_set(size="small")
     out, _ = run("publish_tuning_subset")

@@ -21,9 +21,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from portal.api.access import VendorSubmitThrottle, VendorThrottle
 from submissions.models import Submission
 from tests.submissions.support import make_catalog, token_client
-from vendor.api.access import VendorSubmitThrottle, VendorThrottle
 
 pytestmark = pytest.mark.django_db
 

@@ -2,8 +2,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
+from agentperf.engine.trial import TierVerdict
 from demo.synthetic import trial_metrics
-from runner.engine.trial import TierVerdict
 from runs.models import BenchmarkRun
 from submissions import constants as c
 from submissions.models import Submission
@@ -11,7 +11,7 @@ from submissions.services.submissions import submission_create
 from tests.submissions.configs import as_json
 from tests.submissions.support import make_catalog
 
-# the worker's heartbeat (runner/contract.py Progress)
+# the worker's heartbeat (agentperf/contract.py Progress)
 PROGRESS = {"phase": "search", "search_phase": "ramp", "trial": 3, "max_trials": 8}
 
 pytestmark = pytest.mark.django_db
@@ -175,3 +175,16 @@ def test_alice_withdraws_her_submission_from_the_portal(cast, alices):
     response = client.post(f"/portal/submissions/{alices.pk}/withdraw/", {"reason": "typo"})
     assert response.status_code == 302
     assert Submission.objects.get(pk=alices.pk).status == c.WITHDRAWN
+
+
+def test_the_submit_page_says_a_config_is_public_and_refuses_a_clear_credential(cast):
+    client = logged_in(cast.alice)
+    page = client.get("/portal/submit/").content.decode()
+    assert "A config is public." in page and "{secret: NAME}" in page
+    catalog = make_catalog()
+    doc = catalog.config()
+    doc["launch"] = {"command": "vllm serve", "args": ["--max-model-len 8192 --api-key Zt8qLm3Vx9"]}
+    response = client.post("/portal/submit/", {"config_text": as_json(doc)})
+    assert response.status_code == 400
+    assert 'data-path="launch.args.0"' in response.content.decode()
+    assert not Submission.objects.exists()

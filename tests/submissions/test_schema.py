@@ -10,9 +10,16 @@ from submissions.schema import ConfigError, DeploymentConfig, parse_config
 from submissions.schema.__main__ import DEFAULT_PATH, render
 from tests.submissions.configs import EXAMPLES, as_json, as_yaml, example
 
-EXAMPLE_NAMES = ["attached", "gb300-nvl72-dry-run", "process", "simulated"]
+EXAMPLE_NAMES = [
+    "attached",
+    "container",
+    "gb300-nvl72-dry-run",
+    "process",
+    "simulated",
+    "simulated-open-loop",
+]
 # examples named for what they show rather than for their launcher
-LAUNCHER_OF = {"gb300-nvl72-dry-run": "simulated"}
+LAUNCHER_OF = {"gb300-nvl72-dry-run": "simulated", "simulated-open-loop": "simulated"}
 
 
 def errors_of(doc, content_type="application/json") -> dict[str, list[str]]:
@@ -36,7 +43,7 @@ def test_each_shipped_example_also_satisfies_the_published_json_schema(name):
 
 
 def test_the_simulated_example_targets_deepseek_v41_flash_on_a_shipped_profile():
-    from runner.simulator.profile import available_profiles
+    from agentperf.simulator.profile import available_profiles
 
     config = parse_config((EXAMPLES / "simulated.yaml").read_text(), "application/yaml")
     assert config.model.id == "deepseek-v4.1-flash-max"
@@ -48,11 +55,41 @@ def test_the_process_example_runs_llamacpp_on_the_local_cpu():
     config = parse_config((EXAMPLES / "process.yaml").read_text(), "application/yaml")
     assert config.engine.name == "llamacpp"
     assert config.hardware == "local-cpu"
-    assert config.launcher.process.command[:3] == [
-        "python",
-        "-m",
-        "runner.launchers.llamacpp_server",
-    ]
+    assert config.launcher.process is not None
+    assert config.launch is not None and config.launch.command == "python"
+    assert config.launch.args[:2] == ["-m", "runner.launchers.llamacpp_server"]
+
+
+def test_an_old_config_with_a_second_launch_description_is_refused_naming_each_field():
+    doc = example("process")
+    doc["launcher"] = {
+        "process": {"command": ["python", "-m", "x"], "port": 18431, "served_model_name": "m"}
+    }
+    fields = errors_of(doc)
+    assert set(fields) == {"launcher.process.command"}  # the first moved field it meets
+    assert "moved to launch.command and launch.args" in fields["launcher.process.command"][0]
+    doc["launcher"] = {"container": {"env": {"A": "1"}}}
+    fields = errors_of(doc)
+    assert list(fields) == ["launcher.container.env"]
+    assert "moved to env" in fields["launcher.container.env"][0]
+
+
+@pytest.mark.parametrize(
+    ("change", "path"),
+    [
+        (lambda d: d["launch"].pop("port"), "launch.port"),
+        (lambda d: d["launch"].pop("served_model_name"), "launch.served_model_name"),
+        (lambda d: d.pop("launch"), "launch"),
+        (lambda d: d["launch"].update(command="python -m server"), "launch.command"),
+        (lambda d: d["engine"].pop("image"), "engine.image"),
+        (lambda d: d["engine"].update(image="registry.example/llamacpp:latest"), "engine.image"),
+    ],
+    ids=["port", "model-name", "no-launch", "command-with-args", "no-image", "tag-only-image"],
+)
+def test_a_container_launch_needs_the_whole_launch_and_a_pinned_image(change, path):
+    doc = example("container")
+    change(doc)
+    assert list(errors_of(doc)) == [path]
 
 
 def test_the_checked_in_json_schema_is_current():
@@ -170,14 +207,14 @@ def test_a_clear_secret_in_the_environment_is_rejected_without_echoing_it():
     with pytest.raises(ConfigError) as info:
         parse_config(as_json(doc), "application/json")
     assert list(info.value.fields) == ["env.HF_TOKEN"]
-    assert "secret: true" in info.value.fields["env.HF_TOKEN"][0]
+    assert "{secret: NAME}" in info.value.fields["env.HF_TOKEN"][0]
     assert "hf_abcdef" not in str(info.value)
 
 
 def test_a_credential_shaped_value_under_an_innocent_name_is_rejected():
     doc = example("process")
-    doc["launcher"]["process"]["env"]["UPSTREAM"] = "sk-live-0123456789abcdef"
-    assert list(errors_of(doc)) == ["launcher.process.env.UPSTREAM"]
+    doc["env"]["UPSTREAM"] = "sk-live-0123456789abcdef"
+    assert list(errors_of(doc)) == ["env.UPSTREAM"]
 
 
 def test_token_counts_in_variable_names_are_not_mistaken_for_secrets():
@@ -288,7 +325,7 @@ def test_every_shipped_example_is_validated_here_and_each_launcher_has_one():
         parse_config((Path(EXAMPLES) / f"{n}.yaml").read_text(), "application/yaml").launcher.kind
         for n in EXAMPLE_NAMES
     }
-    assert kinds == {"attached", "process", "simulated"}
+    assert kinds == {"attached", "container", "process", "simulated"}
 
 
 def test_a_simulator_profile_for_other_hardware_is_rejected():
@@ -307,7 +344,7 @@ def test_a_simulator_profile_for_another_model_is_rejected():
 
 def test_a_config_that_fakes_speculative_acceptance_is_refused_at_its_path():
     doc = example("process")
-    doc["launcher"]["process"]["env"] = {"SGLANG_SIMULATE_ACC_LEN": "3"}
+    doc["env"] = {"SGLANG_SIMULATE_ACC_LEN": "3"}
     with pytest.raises(ConfigError) as info:
         parse_config(as_json(doc), "application/json")
-    assert list(info.value.fields) == ["launcher.process.env.SGLANG_SIMULATE_ACC_LEN"]
+    assert list(info.value.fields) == ["env.SGLANG_SIMULATE_ACC_LEN"]

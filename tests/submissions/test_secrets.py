@@ -38,11 +38,11 @@ def test_a_clear_api_key_after_a_flag_in_launch_args_is_refused_with_its_path():
     assert "--api-key" in fields[f"launch.args.{index}"][0]
 
 
-def test_a_flag_with_an_inline_clear_value_in_the_launcher_command_is_refused():
+def test_a_flag_with_an_inline_clear_value_in_the_launch_args_is_refused():
     doc = example("process")
-    doc["launcher"]["process"]["command"].append("--hf-token=hf_abcdefghijklmnopqrstuvwx")
-    index = len(doc["launcher"]["process"]["command"]) - 1
-    assert list(errors_of(doc)) == [f"launcher.process.command.{index}"]
+    doc["launch"]["args"].append("--hf-token=hf_abcdefghijklmnopqrstuvwx")
+    index = len(doc["launch"]["args"]) - 1
+    assert list(errors_of(doc)) == [f"launch.args.{index}"]
 
 
 def test_a_credential_in_free_text_notes_is_refused():
@@ -72,7 +72,7 @@ def test_credential_shapes_are_recognised(value):
         "vllm/vllm-openai@sha256:" + "0123456789abcdef" * 4,
         "deepseek-ai/DeepSeek-V4.1-Flash-Instruct",
         "--max-num-batched-tokens",
-        "9f2c1d7e4b3a59f2c1d7e4b3a59f2c1d7e4b3a5a",  # a git revision
+        "built from commit 9f2c1d7e4b3a59f2c1d7e4b3a59f2c1d7e4b3a5a",  # a named revision
         "${PORT}",
         "A real measurement of a tiny random-weight model on CPU; it shows the pipeline.",
     ],
@@ -92,8 +92,8 @@ def test_secret_named_flags_and_harmless_token_names():
 def test_one_secret_name_list_refuses_at_submission_and_redacts_on_display(segment):
     name = f"UPSTREAM_{segment}"
     doc = example("process")
-    doc["launcher"]["process"]["env"] = {name: "plain-value"}
-    assert list(errors_of(doc)) == [f"launcher.process.env.{name}"]
+    doc["env"] = {name: "plain-value"}
+    assert list(errors_of(doc)) == [f"env.{name}"]
     assert redact({"env": {name: "plain-value", "PORT": "8000"}}) == {
         "env": {name: REDACTED, "PORT": "8000"}
     }
@@ -101,11 +101,10 @@ def test_one_secret_name_list_refuses_at_submission_and_redacts_on_display(segme
 
 def test_a_secret_placeholder_is_accepted_as_a_command_argument_and_stored_by_name():
     doc = example("process")
-    doc["launcher"]["process"]["command"] += ["--api-key", {"secret": True, "name": "UPSTREAM_KEY"}]
     doc["launch"]["args"] += ["--api-key", {"secret": True, "name": "UPSTREAM_KEY"}]
     config = parse_config(as_json(doc), "application/json")
     dumped = config.model_dump(mode="json")
-    assert dumped["launcher"]["process"]["command"][-1] == {"secret": True, "name": "UPSTREAM_KEY"}
+    assert dumped["launch"]["args"][-1] == {"secret": True, "name": "UPSTREAM_KEY"}
     assert clear_secrets(dumped) == {}
 
 

@@ -1,7 +1,7 @@
 """Concurrent requests are each counted by the throttle (docs/security.md "Shared state
 across processes"): DRF's throttle reads a request history and writes it back, so two
 requests read at once would be counted as one. The history is read slowly here so that the
-requests overlap every time; the lock in vendor.api.access makes them take turns.
+requests overlap every time; the lock in portal.api.access makes them take turns.
 Threads stand in for web processes: the lock is a cache add(), the same across both."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import types
 import pytest
 from django.core.cache import cache
 
-from vendor.api.access import VendorSubmitThrottle
+from portal.api.access import VendorSubmitThrottle
 
 RATE = 5
 CALLERS = 8

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runner.engine.datasets.aa_local import cache_dir
+from agentperf.engine.datasets.aa_local import cache_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

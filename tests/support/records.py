@@ -12,6 +12,11 @@ from dataclasses import dataclass
 
 import orjson
 
+from agentperf import contract
+from agentperf.engine.metrics import NS, RequestRecord, summarize
+from agentperf.engine.search import SearchResult, SearchTrial, tier_results
+from agentperf.engine.stats import min_requests_table, trial_intervals
+from agentperf.engine.trial import Tier, evaluate_tiers, mark_marginal
 from demo.synthetic import (
     make_hardware,
     make_model,
@@ -20,11 +25,6 @@ from demo.synthetic import (
     make_tier_set,
     run_spec,
 )
-from runner import contract
-from runner.engine.metrics import NS, RequestRecord, summarize
-from runner.engine.search import SearchResult, SearchTrial, tier_results
-from runner.engine.stats import min_requests_table, trial_intervals
-from runner.engine.trial import Tier, evaluate_tiers, mark_marginal
 
 WARMUP_S = 10.0
 WINDOW_S = 60.0
@@ -93,7 +93,7 @@ def session_records(shape: Shape, *, seed: int, turns_per_session: int = 6) -> l
 
 
 def records_blob(records: list[RequestRecord]) -> bytes:
-    """The worker's raw-records format (runner/worker/execute.py records_blob)."""
+    """The worker's raw-records format (runner/worker/director.py records_blob)."""
     lines = b"".join(orjson.dumps(r.to_dict()) + b"\n" for r in records)
     return gzip.compress(lines, compresslevel=6, mtime=0)
 
@@ -110,7 +110,8 @@ def make_result_with_records(
 ):
     """A published Result whose every trial was measured from raw records in storage."""
     from leaderboard.publishing import result_publish
-    from runs.models import BenchmarkRun, Trial
+    from runs.models import BenchmarkRun
+    from runs.services import run_record_trial
     from submissions.models import Artifact
     from submissions.services.artifacts import artifact_store
 
@@ -120,10 +121,11 @@ def make_result_with_records(
     submission = make_submission(
         org=make_org(), status="in_review", model=model, hardware=hardware, config={}
     )
+    # running while its trials are stored (the runner API takes trials of a running run only)
     run = BenchmarkRun.objects.create(
         submission=submission,
         tier_set=tier_set,
-        status="done",
+        status="running",
     )
     run.run_spec = run_spec(
         run=run, accelerators=accelerators, cap=64, warmup_s=WARMUP_S, duration_s=WINDOW_S
@@ -161,7 +163,7 @@ def make_result_with_records(
             "min_requests": min_requests_table({25.0, *ps}),
             "marginal": sorted(n for n, v in verdicts.items() if v.marginal),
         }
-        # what the worker reports (runner/contract.py): the engine's summary and verdicts
+        # what the worker reports (agentperf/contract.py): the engine's summary and verdicts
         metrics = contract.TrialMetrics.of(summary, statistics=statistics).dump()
         blob = records_blob(records)
         artifact = artifact_store(
@@ -174,19 +176,24 @@ def make_result_with_records(
         phase = (
             "confirm" if any(s.concurrency == shape.concurrency for s in shapes[:index]) else "ramp"
         )
-        Trial.objects.create(
+        # stored the way the runner API stores a worker's report (runs.services)
+        run_record_trial(
             run=run,
-            index=index,
-            concurrency=shape.concurrency,
-            phase=phase,
-            window_start_s=WARMUP_S,
-            window_end_s=WARMUP_S + WINDOW_S,
-            metrics=metrics,
-            verdicts={k: contract.TierVerdict.of(v).dump() for k, v in verdicts.items()},
-            telemetry=contract.TrialTelemetry(measured=False, reason="not measured").dump(),
-            raw_records_key=artifact.storage_key,
-            raw_records_sha256=artifact.sha256,
-            raw_records_count=len(records),
+            attempt=run.attempt,
+            report=contract.TrialReport(
+                index=index,
+                concurrency=shape.concurrency,
+                phase=phase,
+                metrics=contract.TrialMetrics.model_validate(metrics),
+                verdicts={k: contract.TierVerdict.of(v) for k, v in verdicts.items()},
+                telemetry=contract.TrialTelemetry(measured=False, reason="not measured"),
+                raw_records=contract.RawRecordsRef(
+                    key=artifact.storage_key,
+                    sha256=artifact.sha256,
+                    size=artifact.size,
+                    count=len(records),
+                ),
+            ),
         )
         search_trials.append(
             SearchTrial(
@@ -197,6 +204,8 @@ def make_result_with_records(
                 marginal=sorted(k for k, v in verdicts.items() if v.marginal),
             )
         )
+    run.status = "done"
+    run.save(update_fields=["status"])
     cap = max(s.concurrency for s in shapes)
     results = tier_results(search_trials, [t.name for t in tiers], cap=cap)
     run.search_summary = contract.SearchSummary.of(

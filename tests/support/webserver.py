@@ -40,9 +40,11 @@ def start_gunicorn(
     workers: int = 2,
     env: dict[str, str] | None = None,
     ready_timeout: float = 60.0,
+    port: int | None = None,
 ) -> WebServer:
-    """Start `gunicorn config.wsgi` with `workers` processes and wait until it answers."""
-    port = free_port()
+    """Start `gunicorn config.wsgi` with `workers` processes and wait until it answers
+    (on `port`, else a free one)."""
+    port = port or free_port()
     args = [
         sys.executable,
         "-m",

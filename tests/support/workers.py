@@ -123,3 +123,19 @@ def start_worker(
         time.sleep(0.2)
     handle.stop()
     raise RuntimeError(f"worker not ready in {ready_timeout} s:\n{handle.log()[-3000:]}")
+
+
+def drop_queued(queue: str) -> int:
+    """Drop every message waiting in `queue` (the broker's own purge) and say how many: a
+    test that starts a worker and counts its task events must not also see the tasks that
+    earlier tests of the session queued with no worker running (their rebuilds, purges)."""
+    from config.celery import app
+
+    with app.connection_for_write() as conn:
+        channel = conn.default_channel
+        try:
+            return int(channel.queue_purge(queue) or 0)
+        except Exception as exc:  # no such queue yet: nothing is waiting in it
+            if "NOT_FOUND" in str(exc) or "no queue" in str(exc).lower():
+                return 0
+            raise

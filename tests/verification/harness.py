@@ -1,31 +1,37 @@
 """A whole benchmark run on virtual time, judged by the same checks the pipeline stores.
 
-``simulated_run(cheat)`` does what the pool worker does — qualification probes, the SLO
-search with /metrics scraped at every window's start and end — against the tiny simulated
-system in process (``cheat`` names dishonest modes), then builds the report with
-``runs.verification.report_checks``, the function the pipeline's report uses.
+``simulated_run(cheat)`` runs the pool worker's own orchestration — the ``RunDirector`` of
+runner/worker/director.py: qualification probes, the SLO search with /metrics scraped at
+every window's start and end, trial reports with their raw records — against the tiny
+simulated system in process (the ``simulated`` launcher on virtual time; ``cheat`` names
+dishonest modes), reporting to a ``MemoryReporter`` instead of the runner API
+(docs/pipeline.md "The director seam"). The run and its trials are then read back from what
+the reporter holds, as the web side stores them (runs/services.py), and judged by
+``runs.verification_report.report_checks``, the function the pipeline's report uses.
 Only the database and object storage are left out (the run is a plain namespace).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
+import tempfile
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
+from agentperf import contract
+from agentperf.engine import targets
+from agentperf.engine.datasets.synthetic import generate_dataset
+from agentperf.engine.trajectory import Dataset, dataset_to_bytes
+from agentperf.engine.trial import Tier
+from agentperf.simulator.virtual import run_with_simulator
+from agentperf.verification.checks import TrialData
 from catalog.datasets import small_shape
-from runner import contract
-from runner.engine.datasets.synthetic import generate_dataset
-from runner.engine.replay import ReplayConfig
-from runner.engine.runs import config_for_trial
-from runner.engine.search import TrialOutcome, run_search
-from runner.engine.trajectory import Dataset
-from runner.engine.trial import Tier, TrialConfig, run_trial
-from runner.simulator.virtual import run_with_simulator
-from runner.verification.checks import TrialData
-from runner.verification.probes import extended_probes, model_listed_check, run_probes
-from runner.verification.speculative import parse_metrics
-from runs.verification import report_checks
+from runner.worker.director import RunDirector
+from runner.worker.reporter import MemoryReporter
+from runs.verification_report import records_from_blob, report_checks
 
 MODEL = "tiny-1b"
 TIERS = [
@@ -46,22 +52,30 @@ def small_dataset(seed: int = 7, trajectories: int = 6) -> Dataset:
     )
 
 
-def run_spec(base: TrialConfig, *, cap: int, max_trials: int) -> dict[str, Any]:
-    """The stored run spec of a simulated run with `base`'s settings (runner/contract.py
-    RunSpec, as runs/dispatch.py stores it)."""
+@functools.lru_cache(maxsize=2)
+def dataset_file(seed: int = 7, trajectories: int = 6) -> bytes:
+    """The small dataset as the file a pool host downloads (gzip JSONL)."""
+    return dataset_to_bytes(small_dataset(seed, trajectories))
+
+
+def run_spec(
+    dataset: Dataset, data: bytes, *, cap: int, max_trials: int, prime_cache: bool = False
+) -> dict[str, Any]:
+    """The task message of a simulated run on virtual time (agentperf/contract.py RunSpec,
+    as runs/dispatch.py sends it), its dataset section naming ``data``."""
     search = {
-        "warmup_s": base.warmup_s,
-        "duration_s": base.duration_s,
+        "warmup_s": 10.0,
+        "duration_s": 40.0,
         "cap": cap,
         "max_trials": max_trials,
-        "min_requests": base.min_requests,
-        "tool_delay_scale": base.replay.tool_delay_scale,
-        "request_timeout_s": base.replay.timeout_s,
-        "max_loop_lag_ms": base.max_loop_lag_ms,
-        "max_cpu_percent": base.max_cpu_percent,
-        "seed": base.replay.seed,
-        "ramp_s": base.replay.ramp_s,
-        "prime_cache": base.replay.prime_cache,
+        "min_requests": 10,
+        "tool_delay_scale": 0.5,
+        "request_timeout_s": 600.0,
+        "max_loop_lag_ms": 25.0,
+        "max_cpu_percent": 90.0,
+        "seed": 3,
+        "ramp_s": 10.0,
+        "prime_cache": prime_cache,
     }
     return contract.RunSpec.model_validate(
         {
@@ -89,8 +103,89 @@ def run_spec(base: TrialConfig, *, cap: int, max_trials: int) -> dict[str, Any]:
             "telemetry_interval_s": 1.0,
             "limits": {"soft_s": 900, "hard_s": 1000},
             "simulated": True,
+            "dataset": {
+                "name": dataset.name,
+                "version": dataset.version,
+                "sha256": dataset.digest(),
+                "file_sha256": hashlib.sha256(data).hexdigest(),
+                "size": len(data),
+                "url": "memory:dataset",
+            },
         }
-    ).stored()
+    ).dump()
+
+
+@contextlib.contextmanager
+def simulator_with(cheat: str | None) -> Iterator[None]:
+    """The simulator's target (``sim:PROFILE``, agentperf/engine/targets.py) serving with the
+    dishonest modes ``cheat`` while the block runs; the installed one again after."""
+    installed = targets.runner_for(targets.SIM_SCHEME)
+    targets.register(targets.SIM_SCHEME, functools.partial(run_with_simulator, cheat=cheat))
+    try:
+        yield
+    finally:
+        targets.register(targets.SIM_SCHEME, installed)
+
+
+def direct(
+    cheat: str | None = None, *, cap: int = 8, max_trials: int = 9, prime_cache: bool = False
+) -> tuple[dict[str, Any], MemoryReporter, dict[str, Any]]:
+    """One simulated run through the RunDirector: (its task message, the reporter holding
+    every document it sent, its outcome)."""
+    data = dataset_file()
+    spec = run_spec(small_dataset(), data, cap=cap, max_trials=max_trials, prime_cache=prime_cache)
+    reporter = MemoryReporter(dataset_bytes=data)
+    with simulator_with(cheat), tempfile.TemporaryDirectory(prefix="verify-run-") as work_dir:
+        outcome = RunDirector(spec, reporter, work_dir=work_dir).run()
+    return spec, reporter, outcome
+
+
+def stored_trials(reporter: MemoryReporter) -> list[TrialData]:
+    """The trials as the web side stores their reports (runs/services.py run_record_trial)
+    and the report reads them back (runs/verification_report.py trial_data)."""
+    return [
+        TrialData(
+            index=t.index,
+            concurrency=t.concurrency,
+            phase=t.phase,
+            metrics=t.metrics.dump(),
+            verdicts={name: v.dump() for name, v in t.verdicts.items()},
+            telemetry=t.telemetry.dump(),
+            records=records_from_blob(reporter.uploads[t.raw_records.key]),
+            raw_records_key=t.raw_records.key,
+            raw_records_count=t.raw_records.count,
+        )
+        for t in sorted(reporter.trials, key=lambda t: t.index)
+    ]
+
+
+def stored_run(
+    spec: dict[str, Any], reporter: MemoryReporter, config: dict[str, Any] | None
+) -> SimpleNamespace:
+    """The run as the web side stores the reporter's documents (runs/services.py: start,
+    qualification, complete), with the fields ``report_checks`` reads."""
+    run_spec_ = contract.RunSpec.model_validate(spec)
+    completion = reporter.completions[-1]
+    runner_info: dict[str, Any] = {}
+    for document in (*reporter.starts, *reporter.qualifications, completion):
+        runner_info.update(document.runner_info.dump())
+    dataset = run_spec_.dataset
+    assert dataset is not None
+    return SimpleNamespace(
+        run_spec=run_spec_.stored(),
+        search_summary=completion.search_summary.dump(),
+        qualification=[c.dump() for c in reporter.qualifications[-1].checks],
+        telemetry=completion.telemetry.dump(),
+        runner_info=runner_info,
+        dataset=SimpleNamespace(
+            name=dataset.name,
+            version=dataset.version,
+            sha256=dataset.sha256,
+            visibility="private",
+            VISIBILITY_PRIVATE="private",
+        ),
+        submission=SimpleNamespace(config=config or {}),
+    )
 
 
 def simulated_run(
@@ -102,81 +197,11 @@ def simulated_run(
     prime_cache: bool = False,
 ) -> dict[str, dict[str, Any]]:
     """{check name: check} of one simulated run (tiny profile, virtual time)."""
-    dataset = small_dataset()
-    base = TrialConfig(
-        concurrency=1,
-        warmup_s=10.0,
-        duration_s=40.0,
-        accelerators=1,
-        min_requests=10,
-        replay=ReplayConfig(
-            model=MODEL, seed=3, ramp_s=10.0, tool_delay_scale=0.5, prime_cache=prime_cache
-        ),
-        bootstrap_resamples=200,
-    )
-
-    async def main(transport: Any, clock: Any) -> tuple[list, list[TrialData], Any]:
-        qualification = [model_listed_check(MODEL, None)]
-        qualification += await run_probes(transport, clock, model=MODEL)
-        qualification += await extended_probes(transport, clock, model=MODEL, dataset=dataset)
-        trials: list[TrialData] = []
-
-        async def execute(n: int, phase: str, index: int) -> TrialOutcome:
-            scraped: dict[str, Any] = {}
-
-            def on_window(mark: str, t_ns: int) -> None:
-                scraped[mark] = parse_metrics(transport.metrics_text())
-
-            config_n = config_for_trial(base, n, index)
-            res = await run_trial(
-                transport, clock, dataset.trajectories, config_n, TIERS, on_window=on_window
-            )
-            data = res.to_dict()
-            metrics = dict(data["summary"], statistics=data["statistics"])
-            trials.append(
-                TrialData(
-                    index=index,
-                    concurrency=n,
-                    phase=phase,
-                    metrics=metrics,
-                    verdicts=data["verdicts"],
-                    records=res.records,
-                    telemetry={
-                        "measured": False,
-                        "reason": "not measured: simulated on virtual time",
-                        "server_metrics": scraped,
-                    },
-                    raw_records_key=f"memory/{index}",
-                    raw_records_count=len(res.records),
-                )
-            )
-            return TrialOutcome(
-                {k: v.passed for k, v in res.verdicts.items()},
-                {},
-                sorted(k for k, v in res.verdicts.items() if v.marginal),
-            )
-
-        search = await run_search(execute, [t.name for t in TIERS], cap=cap, max_trials=max_trials)
-        return qualification, trials, search
-
-    qualification, trials, search = run_with_simulator("tiny", main, seed=0, cheat=cheat)
-    digest = dataset.digest()
-    run = SimpleNamespace(
-        run_spec=run_spec(base, cap=cap, max_trials=max_trials),
-        search_summary=contract.SearchSummary.of(search).dump(),  # what the worker sends
-        qualification=qualification,
-        telemetry={"measured": False, "reason": "not measured: simulated on virtual time"},
-        runner_info={"dataset": {"sha256": digest}},
-        dataset=SimpleNamespace(
-            name=dataset.name,
-            version=dataset.version,
-            sha256=digest,
-            visibility="private",
-            VISIBILITY_PRIVATE="private",
-        ),
-        submission=SimpleNamespace(config=config or {}),
-    )
-    checks = report_checks(run, trials, {t.id: t for t in dataset.trajectories})
+    spec, reporter, outcome = direct(cheat, cap=cap, max_trials=max_trials, prime_cache=prime_cache)
+    assert outcome["status"] == "completed", (outcome, [f.reason for f in reporter.failures])
+    run = stored_run(spec, reporter, config)
+    trajectories = {t.id: t for t in small_dataset().trajectories}
+    checks = report_checks(run, stored_trials(reporter), trajectories)
     return {c["name"]: c for c in checks}
 
 

@@ -37,5 +37,11 @@ def test_an_env_var_that_forces_acceptance_is_refused_at_its_path():
 def test_a_synthetic_rejection_sampler_in_the_launch_args_is_refused():
     args = ["--speculative-config", '{"method": "mtp", "rejection_sample_method": "synthetic"}']
     with pytest.raises(ConfigError) as exc:
-        parse_config(_with(launch={"command": "vllm serve", "args": args}), "application/yaml")
-    assert "launch.args.1" in exc.value.fields
+        launch = {
+            "command": "vllm",
+            "args": ["serve", *args],
+            "port": 8000,
+            "served_model_name": "m",
+        }
+        parse_config(_with(launch=launch), "application/yaml")
+    assert "launch.args.2" in exc.value.fields

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from runner.engine.runs import Target, run_on_target
-from runner.launchers.tiny_gguf import tiny_gguf
-from runner.verification.checks import check_model_identity
-from runner.verification.fingerprint import (
+from agentperf.engine.jobs import Target, run_on_target
+from agentperf.verification.checks import check_model_identity
+from agentperf.verification.fingerprint import (
     collect_canaries,
     compare_canaries,
     reference_document,
 )
+from runner.launchers.tiny_gguf import tiny_gguf
 from tests.support.llamacpp import start_llama_server
 
 pytestmark = pytest.mark.slow

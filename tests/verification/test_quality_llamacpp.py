@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-from runner.engine.runs import Target, run_on_target
+from agentperf.engine.jobs import Target, run_on_target
+from agentperf.verification.checks import check_model_identity, check_quality_distribution
+from agentperf.verification.fingerprint import REFERENCES_DIR, collect_canaries
+from agentperf.verification.quality import collect_distributions, compare_distributions
 from runner.launchers.tiny_gguf import TinyModelParams, tiny_gguf
-from runner.verification.checks import check_model_identity, check_quality_distribution
-from runner.verification.fingerprint import REFERENCES_DIR, collect_canaries
-from runner.verification.quality import collect_distributions, compare_distributions
 from runner.verification.reference import record_reference
 from tests.support.llamacpp import start_llama_server
 

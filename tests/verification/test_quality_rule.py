@@ -8,7 +8,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runner.verification.quality import (
+from agentperf.verification.quality import (
     compare_distributions,
     distribution_verdict,
     position_divergence,
@@ -39,12 +39,24 @@ def test_disjoint_top_k_lists_diverge_far_and_disagree():
     assert kl > 3 and not same
 
 
+def _rule_buckets(reference, candidate):
+    """The rule written out (docs/verification.md "quality_distribution"): the reference's
+    top-k tokens, each reference token the candidate did not list sharing the candidate's
+    unseen mass equally with the "other" bucket, and "other" on both sides."""
+    p = {tok: math.exp(lp) for tok, lp in reversed(reference)}
+    q_listed = {tok: math.exp(lp) for tok, lp in reversed(candidate)}
+    missing = [t for t in p if t not in q_listed]
+    unseen = 1.0 - sum(q_listed.values())
+    q = {t: q_listed.get(t, unseen / (len(missing) + 1)) for t in p}
+    return [(p[t], q[t]) for t in p] + [(1.0 - sum(p.values()), 1.0 - sum(q.values()))]
+
+
 @given(
     st.lists(st.floats(0.001, 1.0), min_size=1, max_size=8),
     st.lists(st.floats(0.001, 1.0), min_size=1, max_size=8),
     st.integers(0, 8),
 )
-def test_the_divergence_is_never_negative(ref_weights, cand_weights, overlap):
+def test_the_divergence_is_the_kl_of_the_rules_buckets(ref_weights, cand_weights, overlap):
     def normalised(weights, prefix):
         total = sum(weights) * 1.25  # some mass outside the top-k
         return [[f"{prefix}{i}", math.log(w / total)] for i, w in enumerate(weights)]
@@ -53,8 +65,13 @@ def test_the_divergence_is_never_negative(ref_weights, cand_weights, overlap):
     candidate = normalised(cand_weights, "c")
     for i in range(min(overlap, len(reference), len(candidate))):
         candidate[i][0] = reference[i][0]
+    buckets = _rule_buckets(reference, candidate)
+    # both sides are distributions, so Gibbs' inequality makes the KL non-negative by itself
+    assert math.isclose(sum(pi for pi, _ in buckets), 1.0, abs_tol=1e-9)
+    assert math.isclose(sum(qi for _, qi in buckets), 1.0, abs_tol=1e-9)
+    expected = sum(pi * math.log(pi / qi) for pi, qi in buckets if pi > 1e-12)
     kl, _ = position_divergence(reference, candidate)
-    assert kl >= 0.0
+    assert math.isclose(kl, max(0.0, expected), rel_tol=1e-6, abs_tol=1e-9)
 
 
 def test_unknown_precisions_are_held_to_the_strictest_limits():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from runner.verification.checks import TrialData, check_speculative
-from runner.verification.speculative import (
+from agentperf.verification.checks import TrialData, check_speculative
+from agentperf.verification.speculative import (
     fake_acceptance_findings,
     parse_metrics,
     spec_figures,

@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from runner.engine.metrics import RequestRecord
-from runner.engine.search import PHASE_REPEAT, SearchTrial, TrialOutcome, next_step, run_search
-from runner.engine.stats import (
+from agentperf.engine.metrics import RequestRecord
+from agentperf.engine.search import PHASE_REPEAT, SearchTrial, TrialOutcome, next_step, run_search
+from agentperf.engine.stats import (
     group_by_session,
     min_requests,
     min_requests_table,
@@ -83,8 +83,8 @@ def test_resampling_whole_sessions_gives_a_wider_interval_than_resampling_reques
 
 
 def test_an_interval_straddling_a_tier_threshold_marks_the_verdict_marginal():
-    from runner.engine.metrics import summarize
-    from runner.engine.trial import Tier, evaluate_tiers, mark_marginal
+    from agentperf.engine.metrics import summarize
+    from agentperf.engine.trial import Tier, evaluate_tiers, mark_marginal
 
     records = sessions(12, 8)
     summary = summarize(records, window_start_ns=0, window_end_ns=10**15, accelerators=1)

@@ -1,13 +1,13 @@
-"""A check's status has one definition (runner.verification.status): the worst of a report's
+"""A check's status has one definition (agentperf.verification.status): the worst of a report's
 checks is its status, and the contract and the database take nothing else."""
 
 import pytest
 from django.db import IntegrityError, transaction
 from pydantic import ValidationError
 
+from agentperf import contract
+from agentperf.verification.status import FAIL, PASS, STATUSES, WARN, worst_status
 from demo.synthetic import make_org, make_submission
-from runner import contract
-from runner.verification.status import FAIL, PASS, STATUSES, WARN, worst_status
 from runs.models import BenchmarkRun, VerificationReport
 
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from runner.verification.checks import check_quality_task
-from runner.verification.taskcheck import (
-    execute,
+from agentperf.verification.checks import check_quality_task
+from agentperf.verification.taskcheck import (
     load_problems,
     program_of,
     task_verdict,
     two_proportion_z,
 )
+from runner.verification.taskrun import execute
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from agentperf.verification.checks import TrialData, check_accelerators, check_power
 from runner.telemetry import TelemetrySampler, parse_nvidia_smi, power_coverage
-from runner.verification.checks import TrialData, check_accelerators, check_power
 
 S = 1_000_000_000
 

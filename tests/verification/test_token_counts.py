@@ -1,9 +1,9 @@
-"""The token-count check (runner.verification.checks.check_token_counts) on hand-made records."""
+"""The token-count check (agentperf.verification.checks.check_token_counts) on hand-made records."""
 
 from __future__ import annotations
 
-from runner.engine.metrics import RequestRecord
-from runner.verification.checks import TrialData, check_token_counts
+from agentperf.engine.metrics import RequestRecord
+from agentperf.verification.checks import TrialData, check_token_counts
 
 
 def _record(i: int, n_out: int, local_out: int) -> RequestRecord:

@@ -1,11 +1,11 @@
 from django.core.management.base import BaseCommand, CommandError
 
+from agentperf.catalog import CatalogError
 from catalog.services import catalog_seed
-from runner.catalog import CatalogError
 
 
 class Command(BaseCommand):
-    help = "Load models, hardware systems and SLO tier sets from runner/catalog/*.yaml."
+    help = "Load models, hardware systems and SLO tier sets from agentperf/catalog/*.yaml."
 
     def handle(self, *args, **options) -> None:
         try:

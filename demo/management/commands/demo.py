@@ -140,6 +140,10 @@ def serve(*, host: str, port: int, runs: bool) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         _stop(web, "web server")
         _stop(worker, "worker")
+        if runs:
+            from demo.steps import stop_environment
+
+            stop_environment()
 
 
 class Command(BaseCommand):

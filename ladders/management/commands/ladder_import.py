@@ -1,5 +1,5 @@
 """manage.py ladder_import LADDER_JSON --org SLUG --model SLUG --hardware SLUG: publish the
-ladder.json of ``python -m runner.engine ladder`` (labelled as an engine ladder, and
+ladder.json of ``python -m agentperf.engine ladder`` (labelled as an engine ladder, and
 simulated when its rungs were)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from submissions.schema import ConfigError
 
 
 class Command(BaseCommand):
-    help = "Publish an engine ladder.json (python -m runner.engine ladder)."
+    help = "Publish an engine ladder.json (python -m agentperf.engine ladder)."
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("path")

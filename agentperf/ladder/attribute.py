@@ -1,0 +1,558 @@
+"""Attribution (docs/engine.md "ladder"): which change bought the speed-up, from the
+rungs' measured trials (``TrialMeasure``, here or from the platform's stored trials:
+``ladders/services.py``), with bootstrap intervals by agent session, and the band a
+ladder on the twin carries into each share (``carry_band``).
+
+Attribution (``attribute``): on each rung's frontier (the Pareto frontier of its trials
+that meet the TTFT and error limits of the tier the speed falls in), throughput per
+accelerator at speed *s* is interpolated linearly between neighbours as the compare page
+does (``agentperf.engine.frontier``); a speed slower than every frontier point reads the
+slowest point's throughput, flagged ``floor`` (the rung never got that slow: saturated or
+capped, so it serves *at least* that much there); a speed faster than every point has no
+value. Each bootstrap resample draws every trial's agent sessions with replacement (each
+rung's trials independently) and recomputes the same chain, so a change's gain and share
+come with percentile intervals; a gain whose interval holds 0 is ``within_noise``.
+
+Order matters: a change's gain is measured on top of the changes before it. ``reverse``
+applies the changes last-first; ``leave_one_out`` credits each change with the full
+ladder's value minus the full ladder without it (those credits need not add up: the
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentperf.engine.frontier import Point, pareto_frontier, throughput_at_speed
+from agentperf.engine.metrics import NS, RequestRecord, attributed_tokens
+from agentperf.engine.stats import group_by_session
+from agentperf.engine.trial import Tier
+from agentperf.ladder.plan import RungPlan
+from agentperf.ladder.spec import LadderSpec
+from agentperf.mergepatch import overlapping
+
+ORDER_NOTE = (
+    "Order matters: each change is credited with the difference between its rung and the "
+    "rung before it, i.e. measured on top of every change listed above it. A change that "
+    "removes a bottleneck can look small before another change exposes that bottleneck, and "
+    "large after. Compare the reverse order and leave-one-out credits before reading a "
+    "share as the change's own worth."
+)
+
+
+# ---------------------------------------------------------------------------- the trials
+
+
+@dataclass(slots=True)
+class TrialMeasure:
+    """One trial of a rung, with its bootstrap replicates (speed and throughput per resample
+    drawn from the same sessions)."""
+
+    index: int
+    concurrency: int
+    p25_speed: float
+    throughput: float
+    error_rate: float
+    ttft_s: dict[str, float | None]
+    requests: int
+    sessions: int
+    verdicts: dict[str, bool]
+    server: dict[str, Any]
+    speed_reps: list[float] = field(default_factory=list)
+    throughput_reps: list[float] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> dict[str, Any]:
+        """``to_dict`` with every non-finite number as None (JSON, PostgreSQL jsonb)."""
+        out: dict[str, Any] = finite(self.to_dict())
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TrialMeasure:
+        """The inverse of ``to_dict``/``to_json`` (a None replicate is a resample without a
+        value, NaN again)."""
+        d = dict(d)
+        for key in ("speed_reps", "throughput_reps"):
+            d[key] = [math.nan if v is None else v for v in d.get(key) or []]
+        return cls(**d)
+
+    def feasible(self, tier: Tier | None) -> bool:
+        """Meets the TTFT and error limits of ``tier`` (its speed is the frontier's x)."""
+        if tier is None:
+            return True
+        ttft = self.ttft_s.get(f"p{tier.ttft_percentile:g}")
+        ttft_ok = ttft is not None and ttft <= tier.max_ttft_s
+        return ttft_ok and self.error_rate <= tier.max_error_rate
+
+
+def finite(doc: Any) -> Any:
+    """``doc`` with NaN and infinities replaced by None, recursively."""
+    if isinstance(doc, float):
+        return doc if math.isfinite(doc) else None
+    if isinstance(doc, dict):
+        return {k: finite(v) for k, v in doc.items()}
+    if isinstance(doc, list | tuple):
+        return [finite(v) for v in doc]
+    return doc
+
+
+def session_weights(
+    seed: int, concurrency: int, keys: Sequence[tuple[int, str]], resamples: int
+) -> Any:
+    """Poisson(1) bootstrap weights, one row per resample, one column per agent session.
+
+    A session's weights depend only on (seed, concurrency, agent, session), so the same
+    session of the same trial draws the same weights in every rung: every rung replays the
+    same sessions (same seed and dataset), and a change's gain is resampled as a difference
+    over the same sessions (paired; common random numbers). Poisson weights are the
+    streaming form of drawing sessions with replacement (the Poisson bootstrap).
+    """
+    import numpy as np
+
+    out = np.empty((resamples, len(keys)), dtype=np.int64)
+    for j, (agent, session) in enumerate(keys):
+        digest = hashlib.sha256(f"ladder:{seed}:{concurrency}:{agent}:{session}".encode()).digest()
+        out[:, j] = np.random.default_rng(list(digest[:16])).poisson(1.0, size=resamples)
+    return out
+
+
+def bootstrap_trial(
+    records: Sequence[RequestRecord],
+    w0: int,
+    w1: int,
+    accelerators: int,
+    resamples: int,
+    *,
+    seed: int,
+    concurrency: int,
+) -> tuple[list[float], list[float], int]:
+    """Per resample: the nearest-rank p25 speed of the requests sent in the window and the
+    tokens inside the window per second per accelerator (engine.metrics' rules), both
+    under one draw of session weights (``session_weights``); the throughput is the drawn
+    sessions' weighted mean times the trial's session count, as in a draw of k sessions."""
+    import numpy as np
+
+    sent = [r for r in records if w0 <= r.t_send_ns < w1]
+    groups = group_by_session(records)
+    keys = [(g[0].agent_id, g[0].session_id) for g in groups]
+    index = {key: k for k, key in enumerate(keys)}
+    scale = NS / (w1 - w0) / max(1, accelerators)
+    totals = np.array(
+        [sum(sum(attributed_tokens(r, w0, w1)) for r in g) * scale for g in groups], dtype=float
+    )
+    pairs = sorted(
+        (s, index[(r.agent_id, r.session_id)]) for r in sent if (s := r.output_speed) is not None
+    )
+    k = len(groups)
+    if k < 1 or resamples < 1 or not pairs:
+        return [], [], k
+    values = np.array([v for v, _ in pairs], dtype=float)
+    group_of = np.array([g for _, g in pairs], dtype=np.int64)
+    weights = session_weights(seed, concurrency, keys, resamples)
+    speeds: list[float] = []
+    thr: list[float] = []
+    for b in range(resamples):
+        w = weights[b]
+        drawn = int(w.sum())
+        reached = np.cumsum(w[group_of])
+        total = int(reached[-1])
+        if not drawn or not total:  # every session drew 0: no resample (p ≈ e^-k)
+            speeds.append(math.nan)
+            thr.append(math.nan)
+            continue
+        # rescaled to the trial's k sessions, as a draw of k with replacement would be
+        thr.append(float(w @ totals) * k / drawn)
+        rank = max(1, math.ceil(0.25 * total))
+        speeds.append(float(values[int(np.searchsorted(reached, rank))]))
+    return speeds, thr, k
+
+
+# ---------------------------------------------------------------------------- attribution
+
+
+def tier_for_speed(tiers: Sequence[Tier], speed: float) -> Tier | None:
+    """The tier a speed falls in: the fastest tier whose speed is at most ``speed`` (the
+    slowest tier below every tier's speed); its TTFT and error limits bound the frontier."""
+    if not tiers:
+        return None
+    below = [t for t in tiers if t.min_p25_output_speed <= speed]
+    if below:
+        return max(below, key=lambda t: t.min_p25_output_speed)
+    return min(tiers, key=lambda t: t.min_p25_output_speed)
+
+
+def value_at_speed(
+    points: Sequence[tuple[float, float]], speed: float
+) -> tuple[float | None, bool]:
+    """(throughput per accelerator at ``speed`` on the points' Pareto frontier, floor):
+    linear between neighbours inside the frontier (``agentperf.engine.frontier``, as compare);
+    slower than every frontier point: the slowest point's throughput, floor True; faster
+    than every point: None."""
+    pts = [Point(0, s, t) for s, t in points]
+    frontier = pareto_frontier(pts)
+    if not frontier:
+        return None, False
+    if speed < frontier[0].speed:
+        return frontier[0].throughput, True
+    return throughput_at_speed(pts, speed), False
+
+
+def _interval(values: Sequence[float], confidence: float) -> tuple[float, float] | None:
+    vals = sorted(v for v in values if v is not None and math.isfinite(v))
+    # resamples where a trial drew no session, or the speed left a frontier's range, carry
+    # no value; with fewer than half valued there is no interval
+    if len(vals) < max(2, 0.5 * len(values)):
+        return None
+    alpha = (1 - confidence) / 2
+    low = vals[max(0, math.ceil(alpha * len(vals)) - 1)]
+    high = vals[min(len(vals) - 1, math.ceil((1 - alpha) * len(vals)) - 1)]
+    return low, high
+
+
+def _est(
+    estimate: float | None, reps: Sequence[float], confidence: float
+) -> dict[str, float | None]:
+    iv = _interval(reps, confidence) if estimate is not None else None
+    return {
+        "estimate": estimate,
+        "low": None if iv is None else iv[0],
+        "high": None if iv is None else iv[1],
+    }
+
+
+@dataclass(slots=True)
+class RungCurve:
+    """A rung's value at each speed and per bootstrap resample."""
+
+    at: dict[float, tuple[float | None, bool]]
+    reps: dict[float, list[float]]
+    single: float | None
+    single_reps: list[float]
+
+
+def rung_curve(
+    trials: Sequence[TrialMeasure], spec: LadderSpec, speeds: Sequence[float]
+) -> RungCurve:
+    n_reps = min((len(t.speed_reps) for t in trials), default=0)
+    at: dict[float, tuple[float | None, bool]] = {}
+    reps: dict[float, list[float]] = {}
+    for s in speeds:
+        tier = tier_for_speed(spec.tiers, s)
+        ok = [t for t in trials if t.feasible(tier)]
+        at[s] = value_at_speed([(t.p25_speed, t.throughput) for t in ok], s)
+        reps[s] = []
+        for b in range(n_reps):
+            v, _ = value_at_speed([(t.speed_reps[b], t.throughput_reps[b]) for t in ok], s)
+            reps[s].append(math.nan if v is None else v)
+    ones = [t for t in trials if t.concurrency == 1]
+    single = ones[0].p25_speed if ones else None
+    single_reps = list(ones[0].speed_reps) if ones else []
+    return RungCurve(at, reps, single, single_reps)
+
+
+def _diff(a: Sequence[float], b: Sequence[float]) -> list[float]:
+    return [x - y for x, y in zip(a, b, strict=False)]
+
+
+def _passes(trial: TrialMeasure, tier: Tier) -> bool:
+    """The trial's verdict on ``tier``; a trial judged by another tier set (a rung of
+    another workload, e.g. decode-heavy with its own set: docs/ladders.md "Workloads") is
+    judged on the ladder's tier from its measured p25 speed, TTFT percentile and errors."""
+    if tier.name in trial.verdicts:
+        return trial.verdicts[tier.name]
+    ttft = trial.ttft_s.get(f"p{tier.ttft_percentile:g}")
+    return (
+        trial.p25_speed >= tier.min_p25_output_speed
+        and ttft is not None
+        and ttft <= tier.max_ttft_s
+        and trial.error_rate <= tier.max_error_rate
+    )
+
+
+def _max_agents(trials: Sequence[TrialMeasure], tiers: Sequence[Tier]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    ordered = sorted(trials, key=lambda t: t.concurrency)
+    for tier in tiers:
+        passed = [t.concurrency for t in ordered if _passes(t, tier)]
+        failed = [t.concurrency for t in ordered if not _passes(t, tier)]
+        best = max(passed, default=0)
+        above = [n for n in failed if n > best]
+        out[tier.name] = {
+            "max_agents": best,
+            "lowest_fail": min(above) if above else None,
+        }
+    return out
+
+
+def _server_summary(trials: Sequence[TrialMeasure]) -> dict[str, Any]:
+    """Speculative acceptance and prefix-cache hit rate from the server's counters, per
+    trial and over the rung (requests-weighted mean of the trials that report them)."""
+    per = [
+        {
+            "concurrency": t.concurrency,
+            "spec_acceptance": t.server.get("spec_acceptance"),
+            "prefix_cache_hit_rate": t.server.get("prefix_cache_hit_rate"),
+        }
+        for t in trials
+    ]
+
+    def mean(key: str) -> float | None:
+        rows: list[tuple[float, int]] = [
+            (float(v), t.requests) for t in trials if (v := t.server.get(key)) is not None
+        ]
+        weight = sum(w for _, w in rows)
+        return sum(v * w for v, w in rows) / weight if weight else None
+
+    return {
+        "spec_acceptance": mean("spec_acceptance"),
+        "prefix_cache_hit_rate": mean("prefix_cache_hit_rate"),
+        "scraped": any(t.server.get("scraped") for t in trials),
+        "per_trial": per,
+    }
+
+
+def attribute(
+    spec: LadderSpec,
+    plans: Sequence[RungPlan],
+    measured: dict[str, list[TrialMeasure]],
+    order: str,
+    *,
+    reused: dict[str, bool] | None = None,
+) -> dict[str, Any]:
+    """One order's rungs with their values and each change's gain and share per speed."""
+    speeds = [s for s, _ in spec.evaluated_speeds()]
+    curves = [rung_curve(measured[p.digest], spec, speeds) for p in plans]
+    conf = spec.confidence
+    rungs: list[dict[str, Any]] = []
+    if order == "leave_one_out":
+        top_curve = curves[1]
+    else:
+        top_curve = curves[-1]
+    base_curve = curves[0]
+    totals: dict[str, Any] = {}
+    for s in speeds:
+        a, b = top_curve.at[s][0], base_curve.at[s][0]
+        est = None if a is None or b is None else a - b
+        totals[f"{s:g}"] = _est(est, _diff(top_curve.reps[s], base_curve.reps[s]), conf)
+    single_total = _est(
+        None
+        if top_curve.single is None or base_curve.single is None
+        else top_curve.single - base_curve.single,
+        _diff(top_curve.single_reps, base_curve.single_reps),
+        conf,
+    )
+    for k, (plan, curve) in enumerate(zip(plans, curves, strict=True)):
+        trials = measured[plan.digest]
+        if order == "leave_one_out":
+            ref = curves[1] if k >= 2 else None
+            # the change's credit: all changes minus all but this one
+            pair = (ref, curve) if ref is not None else None
+        else:
+            pair = (curve, curves[k - 1]) if k >= 1 else None
+        at_speed: dict[str, Any] = {}
+        for s in speeds:
+            value, floor = curve.at[s]
+            row: dict[str, Any] = {
+                "throughput_per_accelerator": _est(value, curve.reps[s], conf),
+                "floor": floor,
+            }
+            if pair is not None:
+                hi, lo = pair
+                va, vb = hi.at[s][0], lo.at[s][0]
+                gain = None if va is None or vb is None else va - vb
+                gain_reps = _diff(hi.reps[s], lo.reps[s])
+                total_reps = _diff(top_curve.reps[s], base_curve.reps[s])
+                total = totals[f"{s:g}"]["estimate"]
+                share = None if gain is None or not total else gain / total
+                share_reps = [
+                    g / t if t else math.nan for g, t in zip(gain_reps, total_reps, strict=False)
+                ]
+                row["gain"] = _est(gain, gain_reps, conf)
+                row["share"] = _est(share, share_reps, conf)
+                g = row["gain"]
+                row["within_noise"] = (
+                    None if g["low"] is None else bool(g["low"] <= 0 <= (g["high"] or 0))
+                )
+            at_speed[f"{s:g}"] = row
+        single: dict[str, Any] = _est(curve.single, curve.single_reps, conf)
+        if pair is not None:
+            hi, lo = pair
+            gain = None if hi.single is None or lo.single is None else hi.single - lo.single
+            single["gain"] = _est(gain, _diff(hi.single_reps, lo.single_reps), conf)
+        rungs.append(
+            {
+                "index": k,
+                "name": plan.name,
+                "description": plan.description,
+                "change": None if plan.change is None else spec.steps[plan.change].name,
+                "applied": [spec.steps[i].name for i in plan.applied],
+                "digest": plan.digest,
+                "reused": bool((reused or {}).get(plan.digest)),
+                "target": plan.config.target,
+                "dataset": plan.config.dataset,
+                "single_agent_speed": single,
+                "max_agents": _max_agents(trials, spec.tiers),
+                "server_metrics": _server_summary(trials),
+                "speeds": at_speed,
+                "trials": [
+                    {
+                        "concurrency": t.concurrency,
+                        "p25_output_speed": t.p25_speed,
+                        "throughput_per_accelerator": t.throughput,
+                        "ttft_s": t.ttft_s,
+                        "error_rate": t.error_rate,
+                        "requests": t.requests,
+                        "sessions": t.sessions,
+                        "verdicts": t.verdicts,
+                    }
+                    for t in sorted(trials, key=lambda t: t.concurrency)
+                ],
+            }
+        )
+    out: dict[str, Any] = {
+        "order": order,
+        "rungs": rungs,
+        "total_gain": totals,
+        "single_agent_total_gain": single_total,
+    }
+    if order == "leave_one_out":
+        interaction: dict[str, float | None] = {}
+        for s in speeds:
+            total = totals[f"{s:g}"]["estimate"]
+            credits = [r["speeds"][f"{s:g}"].get("gain", {}).get("estimate") for r in rungs[2:]]
+            if total is None or any(c is None for c in credits):
+                interaction[f"{s:g}"] = None
+            else:
+                interaction[f"{s:g}"] = total - sum(c for c in credits if c is not None)
+        out["interaction"] = interaction
+    return out
+
+
+def carry_band(doc: dict[str, Any], samples: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Each change's gain and share get a band (docs/simulator.md "Bands"): the lowest and
+    highest of the nominal ladder's bootstrap interval and every band sample's estimate
+    (the same ladder, the baseline profile patched by the sample). A share whose band holds
+    0 is ``not_distinguishable``: under some value of an open parameter, or within the
+    noise, the change bought nothing (or cost)."""
+
+    def carry(rungs: list[dict[str, Any]], order: str) -> None:
+        for k, rung in enumerate(rungs):
+            for s, row in rung["speeds"].items():
+                if "share" not in row:
+                    continue
+                for key in ("gain", "share"):
+                    est = row[key]
+                    vals: list[float] = []
+                    by_sample: dict[str, float | None] = {}
+                    for name, sdoc in samples.items():
+                        try:
+                            other = sdoc["orders"][order]["rungs"][k]["speeds"][s][key]
+                        except (KeyError, IndexError, TypeError):
+                            other = {}
+                        v = (other or {}).get("estimate")
+                        by_sample[name] = v
+                        if v is not None:
+                            vals.append(v)
+                    pool = vals + [
+                        x
+                        for x in (est.get("estimate"), est.get("low"), est.get("high"))
+                        if x is not None
+                    ]
+                    row[f"{key}_band"] = {
+                        "low": min(pool) if pool else None,
+                        "high": max(pool) if pool else None,
+                        "by_sample": by_sample,
+                    }
+                band = row["share_band"]
+                row["not_distinguishable"] = (
+                    None if band["low"] is None else bool(band["low"] <= 0 <= band["high"])
+                )
+
+    for order, od in doc["orders"].items():
+        carry(od["rungs"], order)
+    carry(doc["rungs"], doc["order"])
+    doc["band"] = {
+        "samples": list(samples),
+        "note": (
+            "every rung measured again with the baseline profile patched by each sample; a "
+            "share's band spans its bootstrap interval and every sample's estimate; a band "
+            "holding 0 is not distinguishable"
+        ),
+    }
+    out: dict[str, Any] = finite(doc)
+    return out
+
+
+def independent_pairs(spec: LadderSpec) -> list[dict[str, Any]]:
+    """For each pair of changes, the profile paths both touch (none: independent)."""
+    out = []
+    for i, a in enumerate(spec.steps):
+        for j in range(i + 1, len(spec.steps)):
+            b = spec.steps[j]
+            common = overlapping(a.patch or {}, b.patch or {})
+            if a.dataset and b.dataset:
+                common.append("dataset")
+            if common:
+                out.append({"changes": [a.name, b.name], "paths": common})
+    return out
+
+
+# ---------------------------------------------------------------------------- ladder.json
+
+
+def ladder_document(
+    spec: LadderSpec,
+    plans: dict[str, list[RungPlan]],
+    measured: dict[str, list[TrialMeasure]],
+    *,
+    reused: dict[str, bool],
+    simulated: bool,
+) -> dict[str, Any]:
+    """ladder.json: every order's attribution (the first order's rungs at the top level)."""
+    orders_doc = {o: attribute(spec, plans[o], measured, o, reused=reused) for o in plans}
+    primary = orders_doc[next(iter(plans))]
+    doc: dict[str, Any] = {
+        "kind": "agentperf-ladder",
+        "version": 1,
+        "name": spec.name,
+        "description": spec.description,
+        "simulated": simulated,
+        "order": next(iter(plans)),
+        "order_note": ORDER_NOTE,
+        "speeds": [{"speed": s, "why": why} for s, why in spec.evaluated_speeds()],
+        "tier_set": spec.tier_set,
+        "tiers": [t.to_dict() for t in spec.tiers],
+        "conditions": {
+            "seed": spec.seed,
+            "dataset": spec.dataset,
+            "trials": spec.trials.to_dict(),
+            "bootstrap": {
+                "resamples": spec.resamples,
+                "confidence": spec.confidence,
+                "by": "agent session",
+            },
+        },
+        "changes": [
+            {
+                "name": c.name,
+                "description": c.description,
+                "patch": c.patch,
+                "target": c.target,
+                "dataset": c.dataset,
+            }
+            for c in spec.steps
+        ],
+        "overlapping_changes": independent_pairs(spec),
+        "rungs": primary["rungs"],
+        "total_gain": primary["total_gain"],
+        "single_agent_total_gain": primary["single_agent_total_gain"],
+        "orders": orders_doc,
+    }
+    out: dict[str, Any] = finite(doc)
+    return out

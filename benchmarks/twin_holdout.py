@@ -1,0 +1,306 @@
+"""The llama.cpp twin against the real server it models: fitted on one configuration,
+checked on configurations it was never fitted to (docs/simulator.md "Hold-out").
+
+    .venv/bin/python -m benchmarks.twin_holdout [--fit-config q8_0/p2/t1]
+        [--holdout q4_0/p2/t1,q8_0/p4/t1,q8_0/p2/t2] [--concurrency 1,2,4]
+        [--warmup 10] [--duration 40] [--fit] [--no-fit-config]
+        [--out benchmarks/results/twin_holdout.json]
+
+A configuration is ``TYPE/pPARALLEL/tTHREADS``: SmolLM2-135M as GGUF type TYPE
+(``benchmarks.cpu_micro.gguf_file``) served by ``runner.launchers.llamacpp_server
+--parallel PARALLEL --threads THREADS``. For each configuration and concurrency N, one
+trial of the engine (``agentperf.engine.jobs.trial_job``: same trajectories, warm-up, window
+and settings) runs twice:
+
+- measured: against the real llama.cpp server on this host;
+- predicted: on virtual time against the twin, the profile ``local-cpu-llamacpp`` with the
+  configuration's hardware figures from ``benchmarks/results/cpu_micro.json`` (matrix
+  throughput and memory bandwidth of TYPE at THREADS threads: ``benchmarks.cpu_micro``), its
+  weight bits and ``max_batch = PARALLEL``; its fitted efficiencies are the profile's.
+
+It prints config, N, measured, predicted and error for the p25 output speed per agent and the
+output throughput. ``--fit`` first fits the profile's three free parameters (compute and
+bandwidth efficiency, iteration overhead) to the fit configuration's measured points by least
+squares on log error (a deterministic coordinate search), and prints them; the profile
+carries the values so fitted. A hold-out configuration is never used by the fit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agentperf.engine.jobs import Target, trial_job
+from agentperf.engine.replay import ReplayConfig
+from agentperf.engine.trajectory import Trajectory, Turn
+from agentperf.engine.transport import Clock, Transport
+from agentperf.engine.trial import TrialConfig, TrialResult, run_trial
+from agentperf.simulator.profile import PROFILES_DIR, Profile, profile_from_dict
+from agentperf.simulator.virtual import run_with_simulator
+from benchmarks.cpu_micro import ALIAS, REPO, Server, gguf_file
+
+PROFILE = PROFILES_DIR / "local-cpu-llamacpp.yaml"
+MICRO = REPO / "benchmarks" / "results" / "cpu_micro.json"
+FREE = (
+    # (deployment path, low, high): the parameters the fit moves
+    ("efficiency.compute", 0.05, 1.5),
+    ("efficiency.bandwidth", 0.05, 1.5),
+    ("efficiency.iteration_overhead_us", 0.0, 20000.0),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    kind: str
+    parallel: int
+    threads: int
+
+    @classmethod
+    def parse(cls, text: str) -> Config:
+        try:
+            kind, p, t = text.split("/")
+            if not (p.startswith("p") and t.startswith("t")):
+                raise ValueError
+            return cls(kind, int(p[1:]), int(t[1:]))
+        except ValueError:
+            raise SystemExit(f"config {text!r}: TYPE/pPARALLEL/tTHREADS, e.g. q8_0/p2/t2") from None
+
+    def __str__(self) -> str:
+        return f"{self.kind}/p{self.parallel}/t{self.threads}"
+
+
+def trajectories(n: int = 24, seed: int = 25) -> list[Trajectory]:
+    """Agentic sessions sized for a 135M model on one or two cores: a ~120-token system
+    prompt, tool output appended each turn (contexts up to ~1k tokens), 16-48-token answers."""
+    rng = random.Random(seed)
+    words = ("def", "return", "import", "class", "value", "error", "test", "file", "path",
+             "line", "self", "config", "result", "assert", "module", "function", "output")  # fmt: skip
+
+    def text(k: int) -> str:
+        return " ".join(rng.choice(words) for _ in range(k))
+
+    out = []
+    for i in range(n):
+        system = {"role": "system", "content": f"You are coding agent {i}. " + text(100)}
+        turns = [Turn(0, (system, {"role": "user", "content": f"task {i}: " + text(20)}), 32)]
+        length = 2
+        for k in range(1, rng.randint(4, 7)):
+            new = (
+                {"role": "assistant", "content": f"step {k} " + text(rng.randint(10, 40))},
+                {"role": "user", "content": "tool output " + text(rng.randint(20, 100))},
+            )
+            turns.append(Turn(length, new, rng.randint(16, 48), tool_delay_s=rng.uniform(0.2, 1.5)))
+            length += 2
+        out.append(Trajectory(id=f"h{i}", turns=tuple(turns)))
+    return out
+
+
+def trial_config(n: int, warmup: float, duration: float) -> TrialConfig:
+    return TrialConfig(
+        concurrency=n,
+        warmup_s=warmup,
+        duration_s=duration,
+        accelerators=1,
+        min_requests=1,
+        bootstrap_resamples=0,
+        max_cpu_percent=100.0,
+        replay=ReplayConfig(model=ALIAS, ramp_s=min(2.0, warmup)),
+    )
+
+
+def micro_row(micro: dict[str, Any], cfg: Config) -> dict[str, Any]:
+    for r in micro["measurements"]:
+        if r["type"] == cfg.kind and r["threads"] == cfg.threads:
+            return dict(r)
+    raise SystemExit(f"{MICRO}: no measurement of {cfg.kind} at {cfg.threads} threads")
+
+
+def profile_doc(cfg: Config, micro: dict[str, Any], free: dict[str, float] | None = None) -> Any:
+    """The twin of ``cfg``: the profile with the configuration's hardware figures."""
+    doc = yaml.safe_load(PROFILE.read_text())
+    row = micro_row(micro, cfg)
+    m = row["model"]
+    dep = doc["deployment"]
+    dep["precision"] = cfg.kind
+    dep["weight_bits"] = round(m["weight_bytes"] * 8 / m["params"], 3)
+    dep["aggregated"]["max_batch"] = cfg.parallel
+    system = doc["system"]
+    src = f"benchmarks/cpu_micro.py: {cfg.kind} at {cfg.threads} threads"
+    system["peak_tflops_dense"] = {
+        cfg.kind: {"value": row["matmul_gflops_per_thread"] * cfg.threads / 1e3, "source": src}
+    }
+    system["hbm_bandwidth_tb_s"] = {"value": row["bandwidth_gb_s"] / 1e3, "source": src}
+    # llama.cpp gives each slot its own KV (--ctx-per-slot 4096): the pool holds them all
+    ctx = 4096 * cfg.parallel
+    reserve = dep["memory"]["reserve_fraction"]
+    mem = (m["weight_bytes"] + ctx * m["kv_bytes_per_token"]) / (1.0 - reserve) / 1e9
+    system["memory_gb_per_accelerator"] = {"value": mem * 1.0001, "source": src}
+    for path, value in (free or {}).items():
+        section, key = path.split(".")
+        dep[section][key] = value
+    return doc
+
+
+def _profile(cfg: Config, micro: dict[str, Any], free: dict[str, float] | None = None) -> Profile:
+    return profile_from_dict(profile_doc(cfg, micro, free), path=PROFILE)
+
+
+def _point(r: TrialResult) -> dict[str, float]:
+    s = r.summary
+    return {
+        "p25_output_speed": round(s.p25_output_speed, 2),
+        "output_throughput_tok_s": round(s.output_throughput_tok_s, 2),
+        "requests": s.requests,
+        "ttft_p50_s": round(s.ttft_s.get("p50", math.nan), 3),
+    }
+
+
+def predict(prof: Profile, trajs: list[Trajectory], config: TrialConfig) -> dict[str, float]:
+    async def main(transport: Transport, clock: Clock) -> TrialResult:
+        return await run_trial(transport, clock, trajs, config, ())
+
+    return _point(run_with_simulator(prof, main, seed=0))
+
+
+def measure(
+    cfg: Config, ns: list[int], trajs: list[Trajectory], warmup: float, duration: float
+) -> dict[int, dict[str, float]]:
+    out = {}
+    with Server(gguf_file(cfg.kind), parallel=cfg.parallel, threads=cfg.threads) as server:
+        for n in ns:
+            r = trial_job(
+                target=Target(base_url=server.url + "/v1"),
+                trajectories=trajs,
+                config=trial_config(n, warmup, duration),
+            )
+            out[n] = _point(r)
+            print(f"  measured {cfg} N={n}: {out[n]}", file=sys.stderr, flush=True)
+    return out
+
+
+def _loss(pred: dict[int, dict[str, float]], meas: dict[int, dict[str, float]]) -> float:
+    total = 0.0
+    for n, m in meas.items():
+        for key in ("p25_output_speed", "output_throughput_tok_s"):
+            a, b = pred[n][key], m[key]
+            total += math.log(max(a, 1e-6) / max(b, 1e-6)) ** 2
+    return total
+
+
+def fit(
+    cfg: Config,
+    meas: dict[int, dict[str, float]],
+    micro: dict[str, Any],
+    trajs: list[Trajectory],
+    warmup: float,
+    duration: float,
+) -> tuple[dict[str, float], float]:
+    """Bounded least squares on log error over the fit configuration's points: a
+    deterministic coordinate search in log space (halving steps), from the profile's values."""
+    if len(FREE) >= 2 * len(meas):
+        raise SystemExit(f"{len(FREE)} free parameters need more than {len(FREE)} points")
+    base = yaml.safe_load(PROFILE.read_text())["deployment"]
+    x = {p: float(base[p.split(".")[0]][p.split(".")[1]]) for p, _, _ in FREE}
+    bounds = {p: (lo, hi) for p, lo, hi in FREE}
+
+    def loss(v: dict[str, float]) -> float:
+        prof = _profile(cfg, micro, v)
+        pred = {n: predict(prof, trajs, trial_config(n, warmup, duration)) for n in meas}
+        return _loss(pred, meas)
+
+    best = loss(x)
+    step = 0.5  # in log space: ×1.65
+    while step > 0.01:
+        improved = False
+        for p, _, _ in FREE:
+            for sign in (1, -1):
+                lo, hi = bounds[p]
+                cur = max(x[p], 1.0)  # overhead 0 moves by an absolute microsecond scale
+                cand = dict(x)
+                cand[p] = min(hi, max(lo, cur * math.exp(sign * step)))
+                if cand[p] == x[p]:
+                    continue
+                value = loss(cand)
+                if value < best - 1e-12:
+                    x, best, improved = cand, value, True
+                    break
+        if not improved:
+            step /= 2
+    return {p: round(v, 4) for p, v in x.items()}, best
+
+
+def _err(pred: float, meas: float) -> str:
+    if meas <= 0:
+        return "n/a"
+    return f"{(pred / meas - 1) * 100:+.1f}%"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fit-config", default="q8_0/p2/t1")
+    ap.add_argument("--holdout", default="q4_0/p2/t1,q8_0/p4/t1,q8_0/p2/t2")
+    ap.add_argument("--concurrency", default="1,2,4")
+    ap.add_argument("--warmup", type=float, default=10.0)
+    ap.add_argument("--duration", type=float, default=40.0)
+    ap.add_argument("--fit", action="store_true", help="fit the free parameters first")
+    ap.add_argument(
+        "--no-fit-config", action="store_true", help="measure only the held-out configurations"
+    )
+    ap.add_argument("--micro", default=str(MICRO))
+    ap.add_argument("--out", default=None, help="write the table as JSON here")
+    args = ap.parse_args()
+    micro = json.loads(Path(args.micro).read_text())
+    ns = [int(x) for x in args.concurrency.split(",")]
+    trajs = trajectories()
+    fit_cfg = Config.parse(args.fit_config)
+    holdout = [Config.parse(c) for c in args.holdout.split(",") if c]
+    rows: list[dict[str, Any]] = []
+    fitted: dict[str, float] | None = None
+    started = time.monotonic()
+    plan = ([] if args.no_fit_config and not args.fit else [(fit_cfg, "fit")]) + [
+        (c, "held out") for c in holdout
+    ]
+    for cfg, role in plan:
+        meas = measure(cfg, ns, trajs, args.warmup, args.duration)
+        if role == "fit" and args.fit:
+            fitted, loss = fit(cfg, meas, micro, trajs, args.warmup, args.duration)
+            print(f"fitted on {cfg}: {fitted} (sum of squared log errors {loss:.4f})")
+        prof = _profile(cfg, micro, fitted)
+        for n in ns:
+            pred = predict(prof, trajs, trial_config(n, args.warmup, args.duration))
+            rows.append(
+                {"config": str(cfg), "role": role, "N": n, "measured": meas[n], "predicted": pred}
+            )
+    print(
+        f"{'config':<12} {'role':<8} {'N':>3} {'p25 meas':>9} {'p25 pred':>9} {'error':>7} "
+        f"{'tput meas':>9} {'tput pred':>9} {'error':>7}"
+    )
+    for r in rows:
+        m, p = r["measured"], r["predicted"]
+        print(
+            f"{r['config']:<12} {r['role']:<8} {r['N']:>3} {m['p25_output_speed']:>9.1f} "
+            f"{p['p25_output_speed']:>9.1f} {_err(p['p25_output_speed'], m['p25_output_speed']):>7} "
+            f"{m['output_throughput_tok_s']:>9.1f} {p['output_throughput_tok_s']:>9.1f} "
+            f"{_err(p['output_throughput_tok_s'], m['output_throughput_tok_s']):>7}"
+        )
+    print(f"({time.monotonic() - started:.0f} s)")
+    if args.out:
+        doc = {
+            "command": "python -m benchmarks.twin_holdout " + " ".join(sys.argv[1:]),
+            "fitted": fitted,
+            "rows": rows,
+        }
+        Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

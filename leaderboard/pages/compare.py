@@ -1,0 +1,226 @@
+"""The compare page: ratios of results 2..n to result 1 (the baseline, first in the URL) at
+the same speed and concurrency, with their tiers, power, cost, loops and config diff."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.db.models import Prefetch
+
+from agentperf.engine import frontier
+from catalog.models import SloTier
+from leaderboard import charts, configview
+from leaderboard.cost import CLASS_LABELS, CLASSES, cost_at_speed
+from leaderboard.loops import compare_loops_table
+from leaderboard.models import Result
+from leaderboard.pages.common import bracket_text, loops_json, page_figure, power_cell
+from leaderboard.tables import Column, Table
+
+MAX_COMPARE = 4
+
+
+def _ratio_rows(values: list[float | None], row: dict) -> dict:
+    """Each result's value in column v<i> and its ratio to the first in ratio<i>."""
+    base = values[0]
+    for i, v in enumerate(values):
+        row[f"v{i}"] = v
+        if i:
+            row[f"ratio{i}"] = frontier.ratio(v, base)
+    return row
+
+
+def _compare_columns(
+    results: list[Result], first: Column, kind: str, missing: str = "outside measured range"
+) -> list[Column]:
+    cols = [first]
+    for i, r in enumerate(results):
+        cols.append(Column(f"v{i}", r.display_label, kind, missing))
+        if i:
+            cols.append(
+                Column(f"ratio{i}", f"{r.display_label} ÷ {results[0].display_label}", "ratio")
+            )
+    return cols
+
+
+def compare_page(
+    *, ids: Sequence[int], speed: float | None, concurrency: int | None, log: bool
+) -> dict:
+    """Ratios of results 2..n to result 1 (the baseline, first in the URL)."""
+    by_pk = {
+        r.pk: r
+        for r in Result.objects.for_listing()
+        .select_related("submission", "tier_set", "run")
+        .prefetch_related(
+            Prefetch("tier_set__tiers", queryset=SloTier.objects.order_by("order")),
+            "hardware__prices",
+        )
+        .filter(pk__in=list(ids)[:MAX_COMPARE])
+    }
+    results = [by_pk[i] for i in ids if i in by_pk]
+    missing = [i for i in ids if i not in by_pk]
+    if len(results) < 2:
+        return {
+            "results": results,
+            "missing": missing,
+            "speed": speed,
+            "concurrency": concurrency,
+            "figure": None,
+            "tables": {},
+        }
+    points = [r.frontier_points() for r in results]
+    guides: list[tuple[str, float]] = []
+    for r in results:
+        for t in r.tier_set.tiers.all():
+            if all(abs(t.min_p25_output_speed - s) > 1e-9 for _, s in guides):
+                guides.append((t.name, t.min_p25_output_speed))
+    guides.sort(key=lambda g: g[1])
+    speed_rows = []
+    for name, s in guides:
+        row = {"speed": s, "label": f"{name} ({s:g} tok/s)"}
+        speed_rows.append(_ratio_rows([frontier.throughput_at_speed(p, s) for p in points], row))
+    if speed is not None:
+        row = {"speed": speed, "label": f"your speed ({speed:g} tok/s)", "_class": "picked"}
+        speed_rows.append(
+            _ratio_rows([frontier.throughput_at_speed(p, speed) for p in points], row)
+        )
+    iso_speed = Table(
+        "iso_speed",
+        "Throughput per accelerator at the same per-agent speed",
+        _compare_columns(results, Column("label", "p25 speed per agent"), "float0"),
+        speed_rows,
+        caption="Read off each result's frontier, interpolated linearly between its measured "
+        "points; no value outside a result's measured speed range.",
+    )
+    common = frontier.common_concurrencies(*points) if points else []
+    n_rows = []
+    for n in common:
+        row = {"label": f"N = {n}", "concurrency": n}
+        n_rows.append(_ratio_rows([frontier.throughput_at_concurrency(p, n) for p in points], row))
+    if concurrency is not None:
+        row = {"label": f"your N = {concurrency}", "concurrency": concurrency, "_class": "picked"}
+        n_rows.append(
+            _ratio_rows([frontier.throughput_at_concurrency(p, concurrency) for p in points], row)
+        )
+    iso_n = Table(
+        "iso_concurrency",
+        "Throughput per accelerator at the same concurrency",
+        _compare_columns(results, Column("label", "Concurrency (agents)"), "float0"),
+        n_rows,
+        caption="Concurrencies every result measured, plus yours (interpolated in N).",
+    )
+    single = [frontier.single_agent(p) for p in points]
+    single_table = Table(
+        "single_agent",
+        "Single-agent speed (p25 output speed at N = 1)",
+        _compare_columns(results, Column("label", ""), "float1", "N = 1 not run"),
+        [
+            _ratio_rows(
+                [s[1] if s and s[0] == 1 else None for s in single],
+                {"label": "p25 speed at N = 1 (tok/s)"},
+            )
+        ],
+    )
+    max_table = Table(
+        "max_agents",
+        "Max agents per tier",
+        _compare_columns(results, Column("label", "Tier"), "int", "never passed"),
+        [
+            _ratio_rows(
+                [r.max_agents.get(name) for r in results],
+                {"label": name},
+            )
+            for name, _ in guides
+        ],
+    )
+    brackets_table = Table(
+        "max_agents_brackets",
+        "Max agents: bracket and flags (highest pass … lowest fail)",
+        [Column("label", "Tier")]
+        + [Column(f"v{i}", r.display_label, "text", "not recorded") for i, r in enumerate(results)],
+        [
+            {
+                "label": name,
+                **{
+                    f"v{i}": bracket_text((r.brackets or {}).get(name))
+                    for i, r in enumerate(results)
+                },
+            }
+            for name, _ in guides
+        ],
+    )
+    power_table = Table(
+        "power",
+        "Agents per MW at max agents (each figure labelled measured or modelled)",
+        [Column("label", "Tier")]
+        + [Column(f"v{i}", r.display_label, "text", "not measured") for i, r in enumerate(results)],
+        [
+            {"label": name, **{f"v{i}": power_cell(r, name) for i, r in enumerate(results)}}
+            for name, _ in guides
+        ],
+        caption="Measured: runner-host telemetry. Modelled: a simulated result's power model "
+        "(never a measurement; no ratio is drawn between the two).",
+    )
+    cost_rows = []
+    for name, s in guides:
+        for kind in CLASSES:
+            prices = [
+                {p.price_class: p for p in r.hardware.prices.all()}.get(kind) for r in results
+            ]
+            row = {"label": f"{name} ({s:g} tok/s), {CLASS_LABELS[kind]}"}
+            cost_rows.append(
+                _ratio_rows(
+                    [cost_at_speed(r, s, price) for r, price in zip(results, prices, strict=True)],
+                    row,
+                )
+            )
+    cost_table_ = Table(
+        "cost_iso_speed",
+        "$ per million total tokens at the same per-agent speed",
+        _compare_columns(
+            results, Column("label", "p25 speed per agent, price class"), "float3", "—"
+        ),
+        cost_rows,
+        caption="The deployment's $ per hour at that speed over its throughput read off each "
+        'frontier there (docs/catalog.md "Prices"); owned systems with the power '
+        'interpolated the same way, measured or (simulated) modelled. "—": no such price '
+        "in the catalog, no power, or the speed is outside the result's measured range.",
+    )
+    loops = compare_loops_table(results, [name for name, _ in guides])
+    diff = configview.diff([configview.public_config(r) for r in results])
+    diff_table = Table(
+        "config_diff",
+        "Configuration",
+        [Column("field", "Field"), Column("changed", "Changed", "bool")]
+        + [Column(f"c{i}", r.display_label) for i, r in enumerate(results)],
+        [
+            {
+                "field": d.path,
+                "changed": d.changed,
+                **{f"c{i}": v for i, v in enumerate(d.values)},
+                "_class": "changed" if d.changed else "",
+            }
+            for d in diff
+        ],
+    )
+    series = [charts.result_series(r) for r in results]
+    return {
+        "results": results,
+        "missing": missing,
+        "speed": speed,
+        "concurrency": concurrency,
+        "figure": page_figure(series, guides, log=log, marker_speed=speed) if series else None,
+        "ranges": [frontier.speed_range(p) for p in points],
+        "tables": {
+            "iso_speed": iso_speed,
+            "iso_concurrency": iso_n,
+            "single_agent": single_table,
+            "max_agents": max_table,
+            "max_agents_brackets": brackets_table,
+            "power": power_table,
+            "loops": loops,
+            "cost_iso_speed": cost_table_,
+            "config_diff": diff_table,
+        },
+        "changed_count": sum(1 for d in diff if d.changed),
+        "loops_figure": loops_json(loops),
+    }

@@ -1,0 +1,450 @@
+"""A result's page: its frontier, tiers, trials, load generator, energy, loops, sessions,
+cost, verification, configuration, raw data and the command that reproduces it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from django.db.models import Prefetch
+from django.urls import NoReverseMatch, reverse
+
+from catalog.models import SloTier
+from leaderboard import charts, configview
+from leaderboard.cost import CLASS_LABELS, CLASSES, result_cost
+from leaderboard.energy import MODELLED, power_source, result_energy
+from leaderboard.loadgen import load_generator_table
+from leaderboard.loops import loops_table
+from leaderboard.models import Result
+from leaderboard.pages.common import (
+    FLAG_TEXT,
+    criterion_text,
+    loops_json,
+    page_figure,
+    points_table,
+)
+from leaderboard.reproduce import reproduce_command
+from leaderboard.tables import Column, Table
+from runs.models import Trial
+from submissions.models import Artifact
+
+
+def _raw_data_links(result: Result, artifacts: list[Artifact]) -> list[dict]:
+    links = []
+    for a in artifacts:
+        try:
+            url = reverse("result-raw-data", args=[result.pk, a.pk])
+        except NoReverseMatch:  # pragma: no cover - the URL is part of this app
+            continue
+        links.append({"url": url, "key": a.storage_key, "size": a.size, "sha256": a.sha256})
+    return links
+
+
+def trials_table(result: Result, trials: Iterable[Trial], tier_names: Sequence[str]) -> Table:
+    columns = [
+        Column("index", "Trial", "int"),
+        Column("phase", "Phase"),
+        Column("concurrency", "Concurrency", "int"),
+        Column("p25_speed", "p25 speed (tok/s)", "float1"),
+        Column("median_speed", "Median speed (tok/s)", "float1"),
+        Column("ttft_p50_s", "TTFT p50 (s)", "float2", "∞"),
+        Column("ttft_p75_s", "TTFT p75 (s)", "float2", "∞"),
+        Column("ttft_p95_s", "TTFT p95 (s)", "float2", "∞"),
+        Column("ttft_p99_s", "TTFT p99 (s)", "float2", "∞"),
+        Column("throughput_per_accelerator", "Throughput / accel. (tok/s)", "float0"),
+        Column("agents_per_accelerator", "Agents / accel.", "float3"),
+        Column("error_rate", "Error rate", "pct"),
+        Column("cache_hit_ratio", "Cache hit", "pct"),
+        Column("mean_in_flight", "Mean in flight", "float1"),
+        Column("requests", "Requests", "int"),
+        Column("power_w", "Power (W)", "float0", "not measured"),
+    ]
+    modelled_w = {
+        p.get("index"): (p.get("modelled_energy") or {}).get("power_w") for p in result.points
+    }
+    if result.modelled_power:
+        columns.append(Column("modelled_power_w", "Power (W, modelled)", "float0", "—"))
+    columns += [Column(f"tier:{t}", t, "text", "—") for t in tier_names]
+    columns.append(Column("simulated", "Simulated", "bool"))
+    rows = []
+    for t in trials:
+        m = t.summary
+        ttft = m.ttft_s
+        row = {
+            "index": t.index,
+            "phase": t.phase,
+            "concurrency": t.concurrency,
+            "p25_speed": m.p25_output_speed,
+            "median_speed": m.median_output_speed,
+            "ttft_p50_s": ttft.get("p50"),
+            "ttft_p75_s": ttft.get("p75"),
+            "ttft_p95_s": ttft.get("p95"),
+            "ttft_p99_s": ttft.get("p99"),
+            "throughput_per_accelerator": m.throughput_per_accelerator,
+            "agents_per_accelerator": t.concurrency / result.accelerators_used,
+            "error_rate": m.error_rate,
+            "cache_hit_ratio": m.cache_hit_ratio,
+            "mean_in_flight": m.mean_in_flight,
+            "requests": m.requests,
+            "power_w": next(
+                (p.get("power_w") for p in result.points if p.get("index") == t.index), None
+            ),
+            "modelled_power_w": modelled_w.get(t.index),
+            "simulated": result.is_simulated,
+        }
+        verdicts = t.tier_verdicts
+        for name in tier_names:
+            verdict = verdicts.get(name)
+            row[f"tier:{name}"] = (
+                None if verdict is None else ("pass" if verdict.passed else "fail")
+            )
+        rows.append(row)
+    return Table("trials", "Trials", columns, rows)
+
+
+def tiers_table(result: Result, tiers: Sequence[SloTier]) -> Table:
+    columns = [
+        Column("tier", "Tier"),
+        Column("min_p25_speed", "Min p25 speed (tok/s)", "float0"),
+        Column("max_ttft", "Max TTFT (s)", "float1"),
+        Column("ttft_percentile", "TTFT percentile", "int"),
+        Column("max_error_rate", "Max error rate", "pct"),
+        Column("max_agents", "Max agents", "int", "never passed"),
+        Column("highest_pass", "Highest pass", "int", "not recorded"),
+        Column("lowest_fail", "Lowest fail", "int", "no fail"),
+        Column("confirmed", "Confirmed", "bool"),
+        Column("marginal", "Marginal", "bool"),
+        Column("agents_per_accelerator", "Agents / accel.", "float3"),
+        Column("agents_per_mw", "Agents / MW", "float0", "not measured"),
+        Column("criterion", "Criterion"),
+        Column("sessions_met", "Sessions that met it, at max agents", "text", "not summarised"),
+    ]
+    criterion = criterion_text(result.tier_set)
+    modelled = ((result.modelled_power or {}).get("tiers") or {}) if result.is_simulated else {}
+    if result.is_simulated and result.modelled_power:
+        columns.append(Column("modelled_agents_per_mw", "Agents / MW (modelled)", "float0", "—"))
+    columns += [
+        Column("flags", "Flags"),
+        Column("simulated", "Simulated", "bool"),
+    ]
+    summary = (result.run.search_summary or {}).get("tiers") or {}
+    rows = []
+    for t in tiers:
+        bracket = (result.brackets or {}).get(t.name) or {}
+        flags = bracket.get("flags") or (summary.get(t.name) or {}).get("flags") or []
+        rows.append(
+            {
+                "highest_pass": bracket.get("highest_pass"),
+                "lowest_fail": bracket.get("lowest_fail"),
+                "confirmed": bracket.get("confirmed"),
+                "marginal": bracket.get("marginal"),
+                "tier": t.name,
+                "min_p25_speed": t.min_p25_output_speed,
+                "max_ttft": t.max_ttft_s,
+                "ttft_percentile": t.ttft_percentile,
+                "max_error_rate": t.max_error_rate,
+                "max_agents": result.max_agents.get(t.name),
+                "agents_per_accelerator": result.agents_per_accelerator.get(t.name),
+                "agents_per_mw": (result.agents_per_mw or {}).get(t.name),
+                "modelled_agents_per_mw": (modelled.get(t.name) or {}).get("agents_per_mw"),
+                "flags": ", ".join(FLAG_TEXT.get(f, f) for f in flags) or None,
+                "simulated": result.is_simulated,
+                "criterion": criterion,
+                "sessions_met": session_share_text(
+                    _point_sessions(result, result.max_agents.get(t.name)), t.name
+                ),
+                "_class": "marginal" if bracket.get("marginal") else "",
+            }
+        )
+    return Table(
+        "tiers",
+        "Max agents per tier",
+        columns,
+        rows,
+        caption="Max agents is the highest concurrency that passed with no fail below it; "
+        "the lowest fail bounds it from above. Confirmed: a repeat trial passed too. "
+        "Marginal: at a bound, the 95% session-bootstrap interval of speed or TTFT "
+        "straddled the tier's threshold (the verdict could go either way).",
+    )
+
+
+def _point_sessions(result: Result, n: int | None) -> dict | None:
+    """The session block of the (last) point at concurrency ``n``; None when none."""
+    if not n:
+        return None
+    at = [p for p in result.points or [] if p.get("concurrency") == n]
+    block = at[-1].get("sessions") if at else None
+    return block if isinstance(block, dict) else None
+
+
+def session_share_text(block: dict | None, tier: str) -> str | None:
+    """ "19 of 20 (95%; 95% CI 85–100%)", or None when the trial has no session block."""
+    share = ((block or {}).get("tiers") or {}).get(tier)
+    if not share or share.get("share") is None:
+        return None
+    text = f"{share['met']} of {share['sessions']} ({share['share']:.0%}"
+    low, high = share.get("low"), share.get("high")
+    if low is not None and high is not None:
+        text += f"; {share.get('confidence', 0.95):.0%} CI {low:.0%}–{high:.0%}"
+    return text + ")"
+
+
+def sessions_table(result: Result, tier_names: Sequence[str]) -> Table:
+    """Per trial: its sessions, the share that met each tier (session-bootstrap interval)
+    beside the request-level verdict, and the whole-task model time (docs/engine.md
+    "Session SLOs"); empty when no point has a session block."""
+    columns = [
+        Column("index", "Trial", "int"),
+        Column("concurrency", "Agents (N)", "int"),
+        Column("sessions", "Sessions in window", "int"),
+        Column("task_sessions", "Whole tasks", "int"),
+        Column("task_median_s", "Whole-task model time, median (s)", "float1", "no whole task"),
+        Column("task_p90_s", "Whole-task model time, p90 (s)", "float1", "no whole task"),
+    ]
+    for name in tier_names:
+        columns.append(Column(f"share:{name}", f"{name}: sessions met", "text", "—"))
+        columns.append(Column(f"requests:{name}", f"{name}: request-level verdict"))
+    rows = []
+    for p in sorted(result.points or [], key=lambda p: p.get("index", 0)):
+        block = p.get("sessions")
+        if not isinstance(block, dict):
+            continue
+        task = block.get("whole_task_model_time_s") or {}
+        row = {
+            "index": p.get("index"),
+            "concurrency": p.get("concurrency"),
+            "sessions": block.get("sessions"),
+            "task_sessions": task.get("sessions"),
+            "task_median_s": task.get("median"),
+            "task_p90_s": task.get("p90"),
+        }
+        verdicts = p.get("verdicts") or {}
+        for name in tier_names:
+            row[f"share:{name}"] = session_share_text(block, name)
+            v = verdicts.get(name)
+            row[f"requests:{name}"] = None if v is None else ("pass" if v else "fail")
+        rows.append(row)
+    return Table(
+        "sessions",
+        "Sessions: what each agent's user felt",
+        columns,
+        rows,
+        caption="A session (one agent's trajectory) meets a tier when its own p25 output "
+        "speed and its own TTFT percentile meet the tier, over its requests sent in the "
+        "window; the interval resamples sessions. Whole-task model time: the model time of "
+        'a whole trajectory, tool delays excluded (docs/engine.md "Session SLOs"). The '
+        "verdict column is the tier set's own criterion.",
+    )
+
+
+def cost_table(result: Result, cost: dict) -> Table:
+    """$ per million output tokens, per million total tokens and per agent-hour at each
+    tier's max agents, per price class (leaderboard.cost); "—" where a price or the power
+    an owned system needs is unknown."""
+    columns = [
+        Column("tier", "Tier"),
+        Column("max_agents", "Max agents", "int"),
+        Column("class", "Price class"),
+        Column("usd_per_m_output_tokens", "$ / M output tokens", "float3"),
+        Column("usd_per_m_total_tokens", "$ / M total tokens", "float3"),
+        Column("usd_per_agent_hour", "$ / agent-hour", "float3"),
+        Column("usd_per_hour", "$ / hour (deployment)", "float2"),
+        Column("power", "Power (owned)"),
+        Column("price", "Price (date, source)"),
+    ]
+    prices = cost.get("prices") or {}
+    rows = []
+    for name, t in (cost.get("tiers") or {}).items():
+        for kind in CLASSES:
+            c = t["classes"][kind]
+            price = prices.get(kind)
+            power = None
+            if c.get("power_source"):
+                power = f"{c['power_w']:,.0f} W ({c['power_source']})"
+            rows.append(
+                {
+                    "tier": name,
+                    "max_agents": t["max_agents"],
+                    "class": CLASS_LABELS.get(kind, kind),
+                    "usd_per_m_output_tokens": c["usd_per_m_output_tokens"],
+                    "usd_per_m_total_tokens": c["usd_per_m_total_tokens"],
+                    "usd_per_agent_hour": c["usd_per_agent_hour"],
+                    "usd_per_hour": c["usd_per_hour"],
+                    "power": power,
+                    "price": f"{price['date']}, {price['source'] or 'no source'}"
+                    if price
+                    else "no price in the catalog",
+                }
+            )
+    label = "modelled" if result.is_simulated else "measured"
+    return Table(
+        "cost",
+        "Cost at max agents",
+        columns,
+        rows,
+        caption="From the catalog's prices for this system, read now (docs/catalog.md "
+        '"Prices"): rental classes are $ per accelerator-hour × accelerators used; owned is '
+        "capex ÷ 3 years plus power × PUE × $/kWh, with this result's "
+        f'{label} power. "—": the catalog has no such price, or no power was {label}.',
+    )
+
+
+def timeline_trials(trials: Iterable) -> list[dict]:
+    """The trial picker of the session timeline (templates/leaderboard/_timeline.html), from
+    Trial rows or dicts with the same keys."""
+
+    def get(t, name: str):
+        return t.get(name) if isinstance(t, dict) else getattr(t, name)
+
+    return sorted(
+        (
+            {
+                "index": get(t, "index"),
+                "concurrency": get(t, "concurrency"),
+                "phase": get(t, "phase"),
+                "records": bool(get(t, "raw_records_key")),
+            }
+            for t in trials
+        ),
+        key=lambda t: t["index"],
+    )
+
+
+def energy_table(result: Result, energy: dict) -> Table:
+    """Measured energy at each tier's max agents (leaderboard.energy); empty when none."""
+    columns = [
+        Column("tier", "Tier"),
+        Column("max_agents", "Max agents", "int"),
+        Column("power_w", "Measured power (W)", "float0", "not measured"),
+        Column("agents_per_mw", "Agents / MW", "float0", "not computed"),
+        Column("tokens_per_joule", "Tokens / J", "float2", "not computed"),
+        Column("coverage", "Window coverage", "pct"),
+        Column("accelerators", "Accelerators measured / used"),
+    ]
+    rows = [
+        {
+            "tier": name,
+            "max_agents": t["max_agents"],
+            "power_w": t.get("power_w"),
+            "agents_per_mw": t.get("agents_per_mw"),
+            "tokens_per_joule": t.get("tokens_per_joule"),
+            "coverage": t.get("coverage"),
+            "accelerators": f"{energy['accelerators_measured']} / {result.accelerators_used}",
+        }
+        for name, t in (energy.get("tiers") or {}).items()
+    ]
+    return Table("energy", "Measured energy at max agents", columns, rows)
+
+
+def modelled_energy_table(result: Result) -> Table:
+    """A simulated result's modelled power at each tier's max agents (leaderboard.energy);
+    empty for a measured result or a profile that models no power."""
+    columns = [
+        Column("tier", "Tier"),
+        Column("max_agents", "Max agents", "int"),
+        Column("power_w", "Power (W, modelled)", "float0"),
+        Column("power_w_per_accelerator", "Power / accel. (W, modelled)", "float0"),
+        Column("agents_per_mw", "Agents / MW (modelled)", "float0"),
+        Column("tokens_per_joule", "Tokens / J (modelled)", "float2", "—"),
+        Column("source", "Power source"),
+    ]
+    tiers = ((result.modelled_power or {}).get("tiers") or {}) if result.is_simulated else {}
+    rows = [
+        {
+            "tier": name,
+            "max_agents": t["max_agents"],
+            "power_w": t["power_w"],
+            "power_w_per_accelerator": t["power_w"] / result.accelerators_used,
+            "agents_per_mw": t["agents_per_mw"],
+            "tokens_per_joule": t.get("tokens_per_joule"),
+            "source": MODELLED,
+        }
+        for name, t in tiers.items()
+    ]
+    return Table(
+        "modelled_energy",
+        "Modelled power at max agents (simulated: modelled, not measured)",
+        columns,
+        rows,
+        caption="From the simulator's power model: per accelerator, idle power plus the "
+        "dynamic rest of a sourced TDP times each iteration's utilisation "
+        "(docs/simulator.md). A model's figure, never a measurement.",
+    )
+
+
+def result_page(*, pk: int) -> dict | None:
+    result = (
+        Result.objects.select_related(
+            "model",
+            "hardware",
+            "submission__org",
+            "run__dataset",
+            "run__verification",
+            "tier_set",
+        )
+        .prefetch_related(
+            Prefetch("tier_set__tiers", queryset=SloTier.objects.order_by("order")),
+            "hardware__prices",
+            "run__trials",
+            Prefetch(
+                "run__artifacts",
+                queryset=Artifact.objects.filter(kind=Artifact.KIND_RAW_RECORDS).order_by(
+                    "storage_key"
+                ),
+                to_attr="raw_artifacts",
+            ),
+        )
+        .filter(pk=pk)
+        .first()
+    )
+    if result is None:
+        return None
+    run = result.run
+    submission = result.submission
+    tiers = list(result.tier_set.tiers.all())
+    tier_names = [t.name for t in tiers]
+    guides = [(t.name, t.min_p25_output_speed) for t in tiers]
+    series = [charts.result_series(result, band=result.band)]
+    # a missing reverse one-to-one raises RelatedObjectDoesNotExist, an AttributeError
+    verification = getattr(run, "verification", None)
+    config = configview.public_config(result) or {}  # docs/security.md "Secrets in configs"
+    roles = configview.roles(config)
+    total_role_acc = sum(r.accelerators or 0 for r in roles)
+    energy = result_energy(result)
+    cost = result_cost(result)
+    loops = loops_table(result, run.trials.all(), tier_names)
+    return {
+        "result": result,
+        "submission": submission,
+        "run": run,
+        "figure": page_figure(series, guides, log=False),
+        "tables": {
+            "tiers": tiers_table(result, tiers),
+            "trials": trials_table(result, run.trials.all(), tier_names),
+            "load_generator": load_generator_table(run.trials.all()),
+            "energy": energy_table(result, energy),
+            "modelled_energy": modelled_energy_table(result),
+            "loops": loops,
+            "sessions": sessions_table(result, tier_names),
+            "cost": cost_table(result, cost),
+            "points": points_table(series),
+        },
+        "loops_figure": loops_json(loops),
+        "band": result.band,  # simulated only: open parameters (docs/simulator.md "Bands")
+        "verification": verification,
+        "checks": list((verification.checks if verification else None) or []),
+        "config_groups": configview.grouped(config),
+        "config_withheld": configview.config_withheld(result),
+        "roles": roles,
+        "roles_total": total_role_acc,
+        "raw_data": _raw_data_links(result, run.raw_artifacts),
+        "search_flags": run.summary.flags if run.summary else [],
+        "timeline_trials": timeline_trials(run.trials.all()),
+        "timeline_base": f"/api/v1/public/results/{result.pk}/trials/",
+        "timeline_suffix": "/timeline/",
+        "reproduce": reproduce_command(result.run.run_spec),
+        "power_measured": result.agents_per_mw is not None,
+        "energy": energy,
+        "power_source": power_source(result),
+        "modelled": result.modelled_power if result.is_simulated else None,
+        "cost": cost,
+    }

@@ -1,5 +1,0 @@
-"""``python -m runner.engine``: see runner/engine/cli.py and docs/engine.md."""
-
-from runner.engine.cli import main
-
-raise SystemExit(main())

@@ -1,0 +1,755 @@
+"""The orchestration of one benchmark run: launcher → probes → search → completion
+(docs/pipeline.md "The director seam").
+
+`RunDirector(spec, reporter).run()` runs the steps of one attempt and sends every document
+through a `Reporter` (runner/worker/reporter.py): the pool worker's `ApiReporter` (the
+runner API with the run's token, uploads through presigned grants: runner/worker/execute.py),
+or a `MemoryReporter` in process (the verification harness, the director's tests). It never
+touches the database. A redelivered or retried run starts the same way; the reporter's
+`start` returns the trials already stored, and the search resumes after them
+(`run_search(prior_trials=...)`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import gzip
+import hashlib
+import logging
+import os
+import platform
+import socket
+import tempfile
+import threading
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from agentperf import contract
+from agentperf.engine.jobs import Target, run_on_target, search_job
+from agentperf.engine.openloop import (
+    auto_rate_step,
+    open_loop_summary,
+    steps_for,
+)
+from agentperf.engine.replay import ARRIVAL_OPEN, ReplayConfig
+from agentperf.engine.search import SearchTrial
+from agentperf.engine.sharding import LocalShards, ShardExecutor, Sharding
+from agentperf.engine.trajectory import Dataset
+from agentperf.engine.transport import Clock, Transport
+from agentperf.engine.trial import Tier, TrialConfig, TrialResult, run_trial
+from agentperf.verification.fingerprint import load_reference
+from agentperf.verification.speculative import parse_metrics, scrape_metrics
+from agentperf.verification.status import WARN
+from agentperf.verification.taskcheck import collect_completions, load_problems
+from runner.launchers import Endpoint, LauncherError, launcher_for
+from runner.launchers.base import Launcher
+from runner.launchers.devices import DeviceGrant, DevicePool
+from runner.telemetry import TelemetrySampler
+from runner.telemetry.modelled import modelled_power
+from runner.verification.probes import (
+    check,
+    distribution_probe,
+    extended_probes,
+    fatal_failures,
+    model_listed_check,
+    run_probes,
+)
+from runner.verification.taskrun import score
+from runner.worker.api_client import RunnerApiError, RunSuperseded
+from runner.worker.datasets import DatasetMismatch, dataset_file
+from runner.worker.inventory import collect_inventory
+from runner.worker.loadgen_hosts import CeleryShards
+from runner.worker.reporter import Reporter
+
+log = logging.getLogger(__name__)
+
+
+class RunCancelled(Exception):
+    """The web side said stop (the submission was withdrawn or the run cancelled)."""
+
+
+class RunFailure(Exception):
+    """A failure that retrying will not fix (bad config, failed qualification, bad data)."""
+
+
+def records_blob(result: TrialResult) -> tuple[bytes, int]:
+    """Raw request records as gzip JSONL (deterministic bytes) and their count."""
+    lines = b"".join(orjson.dumps(r.to_dict()) + b"\n" for r in result.records)
+    return gzip.compress(lines, compresslevel=6, mtime=0), len(result.records)
+
+
+class Heartbeat:
+    """Reports the shared progress every `interval_s` from a thread, so a long trial still
+    beats; remembers a cancel request from the web side."""
+
+    def __init__(self, reporter: Reporter, interval_s: float) -> None:
+        self.reporter = reporter
+        self.interval_s = interval_s
+        self.progress: dict[str, Any] = {}
+        self.cancelled = False
+        self.superseded = False
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._loop, name="heartbeat", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def update(self, **fields: Any) -> None:
+        with self._lock:
+            merged = {**self.progress, **fields}
+            contract.Progress.model_validate(merged)  # a wrong field fails here, not later
+            self.progress = merged
+        self.beat()
+
+    def beat(self) -> None:
+        with self._lock:
+            document = contract.Heartbeat(progress=contract.Progress.model_validate(self.progress))
+        try:
+            cancel = self.reporter.heartbeat(document)
+        except RunSuperseded:
+            self.superseded = True
+            return
+        except RunnerApiError as exc:  # a missed beat is not fatal; the next one may land
+            log.warning("heartbeat failed: %s", exc)
+            return
+        if cancel:
+            self.cancelled = True
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.beat()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def check(self) -> None:
+        if self.superseded:
+            raise RunSuperseded(409, "another attempt owns this run")
+        if self.cancelled:
+            raise RunCancelled("the run was cancelled on the web side")
+
+
+def trial_config(spec: contract.RunSpec, model: str, *, virtual: bool = False) -> TrialConfig:
+    """Every trial's settings but concurrency. ``prime_cache`` in the search options applies
+    only on virtual time (the simulator in process), the one transport that can prime."""
+    search = spec.search
+    return TrialConfig(
+        concurrency=1,
+        warmup_s=search.warmup_s,
+        duration_s=search.duration_s,
+        accelerators=spec.accelerators.used,
+        accelerators_total=spec.accelerators.total,
+        min_requests=search.min_requests,
+        max_loop_lag_ms=search.max_loop_lag_ms,
+        max_cpu_percent=search.max_cpu_percent,
+        replay=ReplayConfig(
+            model=model,
+            api=search.api,
+            seed=search.seed,
+            tool_delay_scale=search.tool_delay_scale,
+            ramp_s=search.warmup_s if search.ramp_s is None else search.ramp_s,
+            timeout_s=search.request_timeout_s,
+            # unique per run; the search adds the trial index (fresh namespaces per trial)
+            namespace_salt=f"run{spec.run_id}.",
+            prime_cache=virtual and search.prime_cache,
+        ),
+    )
+
+
+def sharding_for(
+    spec: contract.RunSpec,
+    endpoint: Endpoint,
+    reporter: Reporter,
+    tiers: list[Tier],
+    work_dir: str,
+) -> Sharding | None:
+    """The run's load generation (spec ``loadgen``): None for one process; local shard
+    processes; or shards on the pool's load-generator hosts (docs/engine.md "Sharded
+    trials")."""
+    section = spec.loadgen
+    shards = None if section.shards == "auto" else section.shards
+    if shards == 1:
+        return None
+    if endpoint.virtual:
+        raise RunFailure("sharded load generation needs a real-time endpoint, not virtual time")
+    if endpoint.connect is not None or not endpoint.base_url:
+        raise RunFailure(
+            "sharded load generation needs an endpoint reachable over the network; this "
+            "launched server is reachable only from the worker's sandbox network"
+        )
+    dataset = _dataset(spec)
+    dataset_path = dataset_file(dataset.file_sha256)
+    queue = section.queue
+    api = reporter.runner_api() if queue else None
+    if queue and api is None:
+        raise RunFailure("load-generator hosts report to the runner API; this run has none")
+    sync_host = os.environ.get("AGENTPERF_LOADGEN_SYNC_HOST", "127.0.0.1")
+    cpus = os.cpu_count() or 1
+
+    def executor() -> ShardExecutor:
+        if queue and api is not None:
+            return CeleryShards(
+                api=api,
+                run_id=spec.run_id,
+                queue=queue,
+                dataset=dataset.dump(),
+                api_key=endpoint.api_key,
+                work_dir=work_dir,
+            )
+        return LocalShards(dataset_path=dataset_path, api_key=endpoint.api_key, work_dir=work_dir)
+
+    ceiling = None
+    if shards is None:
+        from agentperf.engine.shard_cli import calibrate, read_ceiling
+
+        ceiling = read_ceiling() or float(calibrate(write=True)["events_per_core_s"])
+    hosts = len(section.hosts) or 1
+    return Sharding(
+        executor=executor,
+        shards=shards,
+        fastest_speed=max((t.min_p25_output_speed for t in tiers), default=0.0),
+        ceiling_events_per_core_s=ceiling,
+        max_shards=cpus * hosts if shards is None else None,
+        sync_host=sync_host,
+    )
+
+
+def _dataset(spec: contract.RunSpec) -> contract.DatasetRef:
+    """The message's dataset section (a stored spec has none; a task message always does)."""
+    if spec.dataset is None:
+        raise RunFailure("the run spec carries no dataset section")
+    return spec.dataset
+
+
+def _target(endpoint: Endpoint) -> Target:
+    if endpoint.virtual:
+        return Target(sim_profile=endpoint.sim_profile, seed=endpoint.seed)
+    return Target(
+        base_url=endpoint.base_url,
+        api_key=endpoint.api_key,
+        seed=endpoint.seed,
+        connect=endpoint.connect,
+    )
+
+
+def qualify(
+    endpoint: Endpoint, dataset: Dataset | None = None, *, reference: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    models = None if endpoint.virtual else endpoint.info.get("models")
+    checks = [model_listed_check(endpoint.served_model_name, models)]
+
+    async def main(transport: Transport, clock: Clock) -> list[dict[str, Any]]:
+        model = endpoint.served_model_name
+        basic = await run_probes(transport, clock, model=model)
+        extended = await extended_probes(
+            transport,
+            clock,
+            model=model,
+            dataset=dataset,
+            max_model_len=endpoint.info.get("max_model_len"),
+        )
+        if reference and reference.get("distributions"):
+            extended.append(
+                await distribution_probe(transport, clock, model=model, reference=reference)
+            )
+        return basic + extended
+
+    if checks[0]["status"] != "fail":
+        checks += run_on_target(_target(endpoint), main)
+    return checks
+
+
+def task_check(
+    endpoint: Endpoint, problems: list[dict[str, Any]], *, phase: str, load: Any = None
+) -> dict[str, Any]:
+    """HumanEval through the deployment, executed in the sandbox: idle, or while the
+    search's highest passing concurrency is replayed (docs/verification.md "quality_task")."""
+    model = endpoint.served_model_name
+    concurrency = None
+    load_note = ""
+    if load is not None:
+        dataset, base, tiers, result = load
+        passing = [t.concurrency for t in result.trials if any(t.verdicts.values())]
+        measured = [t.concurrency for t in result.trials]
+        if not measured:
+            return check(
+                f"task_{phase}",
+                WARN,
+                "the search ran no trial: nothing to load",
+                fatal=False,
+                evidence={},
+            )
+        # no tier passed (a slow host): the lowest measured load still busies the server
+        concurrency = max(passing) if passing else min(measured)
+        load_note = "" if passing else " (no concurrency passed a tier: the lowest measured)"
+        config = dataclasses.replace(base, concurrency=concurrency, duration_s=24 * 3600.0)
+
+    async def main(transport: Transport, clock: Clock) -> list[dict[str, Any]]:
+        if load is None:
+            return await collect_completions(
+                transport, clock, model=model, problems=problems, tag=phase
+            )
+        running = asyncio.ensure_future(
+            run_trial(transport, clock, dataset.trajectories, config, tiers)
+        )
+        try:
+            await clock.sleep(min(float(config.warmup_s), 30.0))  # the load is up first
+            return await collect_completions(
+                transport, clock, model=model, problems=problems, tag=phase
+            )
+        finally:
+            running.cancel()
+            with contextlib.suppress(BaseException):
+                await running
+
+    completions = run_on_target(_target(endpoint), main)
+    scored = score(problems, completions)
+    if concurrency is not None:
+        scored["concurrency"] = concurrency
+    where = (
+        f" with {concurrency} agents loading the deployment{load_note}"
+        if concurrency
+        else " (idle)"
+    )
+    return check(
+        f"task_{phase}",
+        "pass",
+        f"HumanEval pass@1 {scored['passed']}/{scored['problems']}{where}",
+        fatal=False,
+        evidence=scored,
+    )
+
+
+def runner_info(
+    endpoint: Endpoint | None = None, dataset: Dataset | None = None
+) -> contract.RunnerInfo:
+    """The worker about itself; with the endpoint (its model list left out) and what was
+    really replayed (verification compares it with the recorded digest)."""
+    info = contract.RunnerInfo(
+        hostname=socket.gethostname(),
+        pid=os.getpid(),
+        python=platform.python_version(),
+        platform=platform.platform(),
+        cpus=os.cpu_count(),
+    )
+    if endpoint is not None:
+        info.endpoint = contract.Endpoint.model_validate(
+            {k: v for k, v in endpoint.info.items() if k not in ("models", "runtime")}
+        )
+    if dataset is not None:
+        info.dataset = contract.ReplayedDataset(
+            name=dataset.name,
+            version=dataset.version,
+            sha256=dataset.digest(),
+            trajectories=len(dataset.trajectories),
+        )
+    return info
+
+
+def qualification_report(
+    checks: list[dict[str, Any]], info: contract.RunnerInfo
+) -> contract.QualificationReport:
+    return contract.QualificationReport(
+        checks=[contract.Check.model_validate(c) for c in checks], runner_info=info
+    )
+
+
+def trial_report(
+    trial: SearchTrial,
+    raw_records: dict[str, Any],
+    telemetry: dict[str, Any],
+    *,
+    simulator: bool = False,
+) -> contract.TrialReport:
+    """``POST trials`` for one finished trial (docs/pipeline.md "The contract"): the
+    engine's summary and verdicts (``trial.data`` is TrialResult.to_dict()), its bootstrap
+    statistics and load generator, the window's measured power, and on the simulator its
+    own modelled power (labelled, never read as measured)."""
+    data = trial.data
+    summary = data["summary"]
+    extra: dict[str, Any] = {}
+    if data.get("statistics"):
+        extra["statistics"] = data["statistics"]
+    if data.get("load_generator"):
+        extra["load_generator"] = data["load_generator"]
+    if telemetry.get("measured"):
+        extra["power_w"] = telemetry["power_w"]
+    if simulator:
+        modelled = modelled_power(telemetry.get("server_metrics"), summary.get("window_s"))
+        if modelled is not None:
+            extra["modelled_energy"] = modelled
+    return contract.TrialReport(
+        index=trial.index,
+        concurrency=trial.concurrency,
+        phase=trial.phase,
+        metrics=contract.TrialMetrics.model_validate({**summary, **extra}),
+        verdicts={k: contract.TierVerdict.model_validate(v) for k, v in data["verdicts"].items()},
+        telemetry=contract.TrialTelemetry.model_validate(telemetry),
+        raw_records=contract.RawRecordsRef(
+            key=raw_records["key"],
+            sha256=raw_records["sha256"],
+            size=raw_records["size"],
+            count=raw_records["count"],
+        ),
+    )
+
+
+def parse_spec(spec: dict[str, Any] | contract.RunSpec) -> contract.RunSpec:
+    """The run spec read through the contract; a RunFailure names the fields that do not
+    fit."""
+    if isinstance(spec, contract.RunSpec):
+        return spec
+    try:
+        return contract.RunSpec.model_validate(spec)
+    except ValidationError as exc:
+        raise RunFailure(
+            f"the run spec does not fit the contract: {contract.error_fields(exc)}"
+        ) from None
+
+
+class RunDirector:
+    """The steps of one attempt of a run, each document sent through ``reporter``;
+    `run()` does the work and returns a short outcome (it never raises for a run failure:
+    failures are reported). ``launcher`` replaces the spec's (runner/launchers
+    ``launcher_for``), as a test's failing one does."""
+
+    def __init__(
+        self,
+        spec: dict[str, Any] | contract.RunSpec,
+        reporter: Reporter,
+        *,
+        work_dir: str | None = None,
+        launcher: Launcher | None = None,
+    ) -> None:
+        self.spec = parse_spec(spec)
+        self.reporter = reporter
+        run_id = self.spec.run_id
+        self.work_dir = work_dir or tempfile.mkdtemp(prefix=f"agentperf-run-{run_id}-")
+        self.launcher = launcher
+        self.heartbeat = Heartbeat(reporter, self.spec.heartbeat_interval_s)
+        self.uploaded: dict[int, dict[str, Any]] = {}
+        self.current_index = 0
+        self.sampler = TelemetrySampler(interval_s=self.spec.telemetry_interval_s)
+        self.endpoint: Endpoint | None = None
+        self.grant: DeviceGrant | None = None
+        self.inventory: dict[str, Any] | None = None
+
+    def _grant_devices(self, launcher: Any) -> None:
+        """A launched server gets exactly the accelerators its topology uses, from what this
+        worker's pool declares (runner/launchers/devices.py); a LauncherError when it has
+        fewer. Attached and simulated endpoints get none (nothing is launched here)."""
+        if getattr(launcher, "kind", None) not in ("process", "container"):
+            return
+        accelerators = self.spec.accelerators.model_dump()
+        per_worker = list(accelerators.get("per_worker") or [int(accelerators["used"])])
+        self.grant = DevicePool.from_env().grant(per_worker)
+        launcher.devices = self.grant
+        minors = self.grant.minors()
+        if self.grant.accelerators and len(minors) == len(self.grant.accelerators):
+            self.sampler.minors = minors  # power and energy of the granted GPUs only
+
+    def _collect_inventory(self, endpoint: Endpoint) -> None:
+        """What served, read once the server answers (runner/worker/inventory.py); a host
+        that cannot read it records none (the inventory check then warns), never fails."""
+        if endpoint.virtual or endpoint.info.get("launcher") == "simulated":
+            return  # a twin's host is not the system it stands for
+        if endpoint.info.get("launcher") == "slurm":
+            # served on the job's nodes, not here: each node's inventory is in the job's
+            # layout, and the launcher refused a job whose tasks' GPUs do not add up to the
+            # accelerators used (docs/pipeline.md "Slurm")
+            return
+        try:
+            self.inventory = collect_inventory(endpoint, self.grant)
+        except Exception:
+            log.exception("run %s: inventory not collected", self.spec.run_id)
+
+    def _upload(self, kind: str, content: bytes, **extra: Any) -> dict[str, Any]:
+        digest = hashlib.sha256(content).hexdigest()
+        # what the runner API checks it against (contract.UploadRequest)
+        meta = contract.UploadRequest.model_validate(
+            {"kind": kind, "sha256": digest, "size": len(content), **extra}
+        )
+        key = self.reporter.upload(meta, content)
+        return {"key": key, "sha256": digest, "size": len(content), **extra}
+
+    def run(self) -> dict[str, Any]:
+        try:
+            started = self.reporter.start(contract.StartReport(runner_info=runner_info()))
+        except RunSuperseded as exc:
+            log.info("run %s not started: %s", self.spec.run_id, exc)
+            return {"status": "skipped", "reason": str(exc)}
+        prior = started.trials
+        self.heartbeat.update(phase="starting", attempt=started.attempt, trials_done=len(prior))
+        self.heartbeat.start()
+        launcher = self.launcher or launcher_for(
+            self.spec.launcher.dump(), log_dir=self.work_dir, run_id=self.spec.run_id
+        )
+        outcome: dict[str, Any]
+        try:
+            outcome = self._run(launcher, prior)
+        except RunSuperseded as exc:
+            outcome = {"status": "superseded", "reason": str(exc)}
+        except RunCancelled as exc:
+            outcome = self._cancelled(str(exc))
+        except (RunFailure, DatasetMismatch, LauncherError) as exc:
+            outcome = self._fail(str(exc), launcher)
+        except Exception as exc:
+            log.exception("run %s crashed", self.spec.run_id)
+            outcome = self._fail(f"runner error: {type(exc).__name__}: {exc}"[:2000], launcher)
+        finally:
+            self.heartbeat.stop()
+            self.sampler.stop()
+            launcher.stop()
+        return outcome
+
+    def _cancelled(self, reason: str) -> dict[str, Any]:
+        """Tell the web side the run stopped, so it ends `cancelled` with a finish time."""
+        try:
+            self.reporter.fail(contract.FailureReport(reason=f"cancelled: {reason}"[:5000]))
+        except RunnerApiError as exc:  # the reaper cancels it when this report is lost
+            log.warning("could not report the cancel of run %s: %s", self.spec.run_id, exc)
+        return {"status": "cancelled", "reason": reason}
+
+    def _fail(self, reason: str, launcher: Any) -> dict[str, Any]:
+        logs = self._upload_log(launcher)
+        try:
+            self.reporter.fail(contract.FailureReport(reason=reason[:5000], logs=logs))
+        except RunnerApiError as exc:
+            log.warning("could not report the failure of run %s: %s", self.spec.run_id, exc)
+        return {"status": "failed", "reason": reason}
+
+    def _upload_log(self, launcher: Any) -> list[contract.ArtifactRef]:
+        content = launcher.log_bytes()
+        if not content:
+            return []
+        try:
+            stored = self._upload("log", gzip.compress(content[-50_000_000:], mtime=0))
+            return [contract.ArtifactRef(**stored)]
+        except RunnerApiError as exc:
+            log.warning("launcher log upload failed: %s", exc)
+            return []
+
+    def _task_problems(self, reference: dict[str, Any] | None) -> list[dict[str, Any]]:
+        """The HumanEval problems to run: none without a reference task score; else the
+        first `task_problems` (search option) of those the reference scored."""
+        wanted = self.spec.search.task_problems
+        if reference is None or wanted <= 0:
+            return []
+        scored = {o["task_id"] for o in (reference.get("tasks") or {}).get("outcomes") or []}
+        return [p for p in load_problems() if p["task_id"] in scored][:wanted]
+
+    def _open_loop(
+        self,
+        endpoint: Endpoint,
+        dataset: Dataset,
+        base: TrialConfig,
+        tiers: list[Tier],
+        sharding: Sharding | None,
+    ) -> dict[str, Any]:
+        """The open-loop search beside the closed one (search option ``arrival: open``,
+        docs/engine.md "Arrival modes"): the same dataset, tiers and trial settings,
+        sessions arriving at a searched rate; its summary goes into the search summary."""
+        search = self.spec.search
+        replay = dataclasses.replace(
+            base.replay,
+            arrival=ARRIVAL_OPEN,
+            namespace_salt=f"{base.replay.namespace_salt}open.",
+        )
+        open_base = dataclasses.replace(base, replay=replay)
+        step = search.rate_step or auto_rate_step(
+            dataset.trajectories, base.duration_s, base.min_requests
+        )
+        max_trials = search.max_trials
+
+        def progress(phase: str, index: int, n: int) -> None:
+            self.heartbeat.check()
+            self.heartbeat.update(
+                phase="open loop", search_phase=phase, trial=index + 1, max_trials=max_trials
+            )
+
+        result = search_job(
+            target=_target(endpoint),
+            trajectories=dataset.trajectories,
+            tiers=tiers,
+            base=open_base,
+            cap=steps_for(search.rate_cap, step),
+            progress=progress,
+            max_trials=max_trials,
+            sharding=sharding,
+            rate_step=step,
+        )
+        return open_loop_summary(result, step)
+
+    def _run(self, launcher: Any, prior: list[dict[str, Any]]) -> dict[str, Any]:
+        spec = self.spec
+        self.heartbeat.update(phase="dataset")
+        dataset = self.reporter.dataset(_dataset(spec))
+        self.heartbeat.update(phase="launching")
+        self._grant_devices(launcher)
+        self.endpoint = endpoint = launcher.start()
+        self._collect_inventory(endpoint)
+        self.heartbeat.check()
+        self.heartbeat.update(phase="qualification")
+        # The model's reference ships with the runner's code; a twin has no weights to compare.
+        reference = None if endpoint.virtual else load_reference(spec.model.slug, simulated=False)
+        checks = qualify(endpoint, dataset, reference=reference)
+        task_problems = self._task_problems(reference)
+        if task_problems:
+            self.heartbeat.update(phase="task check (idle)")
+            checks.append(task_check(endpoint, task_problems, phase="idle"))
+        info = runner_info(endpoint, dataset)
+        self.reporter.qualification(qualification_report(checks, info))
+        failed = fatal_failures(checks)
+        if failed:
+            raise RunFailure(
+                "qualification failed: " + "; ".join(f"{c['name']}: {c['summary']}" for c in failed)
+            )
+        self.heartbeat.check()
+        self.sampler.start()
+        tiers: list[Tier] = spec.engine_tiers()
+        search = spec.search
+        base = trial_config(spec, endpoint.served_model_name, virtual=endpoint.virtual)
+        sharding = sharding_for(spec, endpoint, self.reporter, tiers, self.work_dir)
+
+        def on_attempt_failed(index: int, attempt: int, reason: str) -> None:
+            log.warning(
+                "run %s trial %s attempt %s failed: %s", spec.run_id, index, attempt, reason
+            )
+            self.heartbeat.update(
+                last_failed_attempt={"trial": index, "attempt": attempt, "reason": reason[:500]}
+            )
+
+        # a launcher that watches its deployment (slurm: every task alive, the job running)
+        # fails the run between trials, naming what ended (docs/pipeline.md "Slurm")
+        launcher_check = getattr(launcher, "check", None)
+
+        def progress(phase: str, index: int, concurrency: int) -> None:
+            self.heartbeat.check()
+            if launcher_check is not None:
+                launcher_check()
+            self.current_index = index
+            self.heartbeat.update(
+                phase="search",
+                search_phase=phase,
+                trial=index + 1,
+                max_trials=search.max_trials,
+                concurrency=concurrency,
+            )
+
+        scrapes: dict[int, dict[str, Any]] = {}
+        simulator = getattr(launcher, "kind", None) == "simulated"
+        threads: dict[int, list[threading.Thread]] = {}
+
+        def on_window(index: int, mark: str, t_ns: int, transport: Transport) -> None:
+            """/metrics at the window's start and end, for counter deltas (never blocks)."""
+            slot = scrapes.setdefault(index, {})
+            metrics_text = getattr(transport, "metrics_text", None)
+            if metrics_text is not None:  # the simulator in process, on virtual time
+                slot[mark] = parse_metrics(metrics_text())
+                return
+            if not endpoint.base_url:
+                return
+
+            def scrape() -> None:
+                try:
+                    text = scrape_metrics(
+                        str(endpoint.base_url), api_key=endpoint.api_key, connect=endpoint.connect
+                    )
+                    slot[mark] = parse_metrics(text)
+                except Exception as exc:  # a server without /metrics: "not measured"
+                    slot[f"{mark}_error"] = f"{type(exc).__name__}: {exc}"[:300]
+
+            thread = threading.Thread(target=scrape, name=f"metrics-{index}-{mark}", daemon=True)
+            threads.setdefault(index, []).append(thread)
+            thread.start()
+
+        def on_trial_result(result: TrialResult) -> None:
+            for thread in threads.pop(self.current_index, []):
+                thread.join(timeout=15)
+            blob, count = records_blob(result)
+            self.uploaded[self.current_index] = self._upload(
+                "raw_records", blob, trial_index=self.current_index, count=count
+            )
+            s = result.summary
+            self.uploaded[self.current_index]["telemetry"] = self.sampler.window(
+                s.window_start_ns, s.window_end_ns, virtual=result.simulated
+            )
+            scraped = scrapes.pop(self.current_index, None)
+            if scraped:
+                self.uploaded[self.current_index]["telemetry"]["server_metrics"] = scraped
+
+        def on_trial(trial: SearchTrial) -> None:
+            stored = self.uploaded.pop(trial.index)
+            telemetry = stored.pop("telemetry")
+            report = trial_report(trial, stored, telemetry, simulator=simulator)
+            self.reporter.trial(report)
+            self.heartbeat.update(
+                trials_done=trial.index + 1,
+                last_verdicts={k: bool(v) for k, v in trial.verdicts.items()},
+                last_trial={
+                    "index": trial.index,
+                    "concurrency": trial.concurrency,
+                    "p25_output_speed": report.metrics.p25_output_speed,
+                    "error_rate": report.metrics.error_rate,
+                },
+            )
+
+        result = search_job(
+            target=_target(endpoint),
+            trajectories=dataset.trajectories,
+            tiers=tiers,
+            base=base,
+            cap=search.cap,
+            prior_trials=prior,
+            on_trial=on_trial,
+            on_trial_result=on_trial_result,
+            progress=progress,
+            max_trials=search.max_trials,
+            on_window=on_window,
+            sharding=sharding,
+            on_attempt_failed=on_attempt_failed,
+        )
+        self.sampler.stop()
+        if task_problems:
+            self.heartbeat.update(phase="task check (under load)")
+            checks.append(
+                task_check(
+                    endpoint, task_problems, phase="under_load", load=(dataset, base, tiers, result)
+                )
+            )
+            self.reporter.qualification(qualification_report(checks, info))
+        open_loop = None
+        if search.arrival == ARRIVAL_OPEN:
+            open_loop = self._open_loop(endpoint, dataset, base, tiers, sharding)
+        if launcher_check is not None:
+            launcher_check()
+        self.heartbeat.update(phase="completing")
+        summary = contract.SearchSummary.of(result, open_loop)
+        logs = self._upload_log(launcher)
+        inventory = self.sampler.inventory()
+        if endpoint.virtual:
+            inventory = {
+                "measured": False,
+                "reason": "not measured: simulated on virtual time",
+                "accelerators": [],
+            }
+        elif self.inventory is not None:
+            inventory["inventory"] = self.inventory
+        completion = contract.CompletionReport(
+            search_summary=summary,
+            telemetry=contract.HostInventory.model_validate(inventory),
+            logs=logs,
+            runner_info=runner_info(endpoint),
+        )
+        self.reporter.complete(completion)
+        return {
+            "status": "completed",
+            "trials": len(result.trials),
+            "max_agents": summary.max_agents,
+        }

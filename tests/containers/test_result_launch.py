@@ -1,0 +1,92 @@
+"""A result says how its deployment was started, on its page and in the public API: the
+`process` launcher's results say "host process, image not run"; a `container` run names the
+image that ran (leaderboard/launch.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from demo.synthetic import make_published_result
+
+pytestmark = pytest.mark.django_db
+
+IMAGE = "registry.example/agentperf/llamacpp@sha256:" + "c" * 64
+
+
+def _published(endpoint: dict):
+    result = make_published_result(label="launch test")
+    run = result.run
+    run.runner_info = {**(run.runner_info or {}), "endpoint": endpoint}
+    run.save(update_fields=["runner_info"])
+    return result
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "image_run", "note"),
+    [
+        ({"launcher": "process", "sandbox": "bubblewrap"}, False, "host process, image not run"),
+        (
+            {"launcher": "container", "sandbox": "podman", "image": IMAGE},
+            True,
+            "image pulled by digest and run (Podman)",
+        ),
+        (
+            {"launcher": "slurm", "image": IMAGE, "slurm": {"runtime": "podman"}},
+            True,
+            "a Slurm job on the pool&#x27;s cluster, each task in the image (podman)",
+        ),
+        (
+            {"launcher": "slurm", "image": None, "slurm": {"runtime": "host"}},
+            False,
+            "a Slurm job on the pool&#x27;s cluster; host process, image not run",
+        ),
+    ],
+    ids=["process", "container", "slurm-podman", "slurm-host"],
+)
+def test_the_page_and_the_api_say_whether_the_image_ran(client, endpoint, image_run, note):
+    result = _published(endpoint)
+    body = client.get(f"/api/v1/public/results/{result.pk}/").json()
+    assert body["launch"] == {
+        "launcher": endpoint["launcher"],
+        "image_run": image_run,
+        "image": IMAGE if image_run else None,
+        "note": note.replace("&#x27;", "'"),
+    }
+    page = client.get(f"/results/{result.pk}/").content.decode()
+    assert f"<strong>{note}</strong>" in page
+    assert (IMAGE in page) is image_run
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "status"),
+    [
+        (
+            {"launcher": "container", "image": IMAGE},
+            "pulled by digest and run (container launcher)",
+        ),
+        ({"launcher": "process"}, "as declared, not run"),
+        (
+            {"launcher": "container", "image": IMAGE.replace("c" * 64, "d" * 64)},
+            "as declared, not run",
+        ),
+        (
+            {"launcher": "slurm", "image": IMAGE, "slurm": {"runtime": "podman"}},
+            "pulled by digest and run (slurm launcher)",
+        ),
+        (
+            {"launcher": "slurm", "image": None, "slurm": {"runtime": "host"}},
+            "as declared, not run",
+        ),
+    ],
+    ids=["container-ran-it", "host-process", "container-ran-another", "slurm-ran-it", "slurm-host"],
+)
+def test_the_receipt_says_the_image_ran_only_when_a_launcher_ran_it(endpoint, status):
+    from leaderboard import receipts
+
+    result = make_published_result(label="receipt image", config={"engine": {"image": IMAGE}})
+    run = result.run
+    run.runner_info = {**(run.runner_info or {}), "endpoint": endpoint}
+    run.save(update_fields=["runner_info"])
+    statement = receipts.publication_statement(result, [], {}, keyid="test")
+    assert statement["predicate"]["image"]["reference"] == IMAGE
+    assert statement["predicate"]["image"]["status"] == status

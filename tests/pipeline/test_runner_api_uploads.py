@@ -1,0 +1,127 @@
+"""Upload requests and shard reports cross the runner API as contract documents
+(agentperf/contract.py ``UploadRequest``, ``ShardReport``; docs/pipeline.md "The contract"):
+an unknown field or a number in another type is a 400 naming the field, an upload larger
+than the limit or a body larger than the JSON limit is a 413, and nothing is stored."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+
+import pytest
+from django.core.files.base import ContentFile
+from django.core.files.storage import storages
+from django.test import override_settings
+
+from runs.services import shard_key
+from tests.pipeline.builders import prepared_run
+from tests.pipeline.test_runner_api import _started
+
+pytestmark = pytest.mark.django_db
+
+UPLOAD = {"kind": "shard_records", "sha256": "a" * 64, "size": 10, "trial_id": "t0a1", "shard": 0}
+
+
+@pytest.fixture
+def started(catalog, cast):
+    run, token = prepared_run(cast.org_a)
+    client = _started(run, token)
+    run.refresh_from_db()  # the attempt start gave it, which names the shard keys
+    return run, client
+
+
+def _refused(response, status: int = 400) -> dict[str, list[str]]:
+    assert response.status_code == status, response.content[:500]
+    return response.json()["error"]["fields"]
+
+
+def _shard(run, *, trial_id: str = "t0a1", shard: int = 0) -> dict:
+    """A shard's records stored where its upload grant names them, and its report."""
+    body = gzip.compress(b'{"request_id": "r0"}\n', mtime=0)
+    key = shard_key(run, trial_id, shard)
+    storage = storages["artifacts"]
+    if storage.exists(key):
+        storage.delete(key)
+    storage.save(key, ContentFile(body))
+    return {
+        "trial_id": trial_id,
+        "shard": shard,
+        "report": {"shard": shard, "agents": [0, 1]},
+        "sha256": hashlib.sha256(body).hexdigest(),
+        "size": len(body),
+    }
+
+
+@override_settings(RUNNER_API_BASE_URL="http://testserver")
+def test_a_shard_upload_request_and_its_report_round_trip(started):
+    run, client = started
+    grant = client.post(f"/api/v1/runner/runs/{run.pk}/uploads", UPLOAD, format="json")
+    assert grant.status_code == 200, grant.content[:500]
+    assert grant.json()["key"] == shard_key(run, "t0a1", 0)
+    assert grant.json()["upload"]["size"] == 10
+    report = _shard(run)
+    posted = client.post(f"/api/v1/runner/runs/{run.pk}/shards", report, format="json")
+    assert posted.status_code == 201, posted.content[:500]
+    listed = client.get(f"/api/v1/runner/runs/{run.pk}/shards?trial_id=t0a1&shards=2").json()
+    [stored] = listed["shards"]
+    assert {k: stored[k] for k in report} == report
+    assert stored["key"] == shard_key(run, "t0a1", 0)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("size", "10"), ("size", 10.0), ("shard", "0"), ("shard", 0.0), ("trial_index", True)],
+)
+def test_an_upload_request_with_a_number_of_another_type_is_refused_naming_it(
+    started, field, value
+):
+    run, client = started
+    body = {**UPLOAD, field: value}
+    fields = _refused(client.post(f"/api/v1/runner/runs/{run.pk}/uploads", body, format="json"))
+    assert list(fields) == [field]
+
+
+def test_an_upload_request_with_an_unknown_field_is_refused_naming_it(started):
+    run, client = started
+    body = {**UPLOAD, "bucket": "elsewhere"}
+    fields = _refused(client.post(f"/api/v1/runner/runs/{run.pk}/uploads", body, format="json"))
+    assert fields == {"bucket": ["unknown field"]}
+
+
+@override_settings(RUN_UPLOAD_MAX_BYTES=1000)
+def test_an_upload_larger_than_the_limit_is_a_413_naming_the_size(started):
+    run, client = started
+    body = {**UPLOAD, "size": 1001}
+    response = client.post(f"/api/v1/runner/runs/{run.pk}/uploads", body, format="json")
+    assert _refused(response, 413) == {"size": ["larger than 1000 bytes"]}
+    assert response.json()["error"]["code"] == "too_large"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("size", "10"), ("size", 10.0), ("shard", "0"), ("sha256", 7), ("report", [])],
+)
+def test_a_shard_report_of_another_type_is_refused_naming_it_and_not_stored(started, field, value):
+    run, client = started
+    body = {**_shard(run), field: value}
+    fields = _refused(client.post(f"/api/v1/runner/runs/{run.pk}/shards", body, format="json"))
+    assert list(fields) == [field]
+    report_key = shard_key(run, "t0a1", 0, ".report.json")
+    assert not storages["artifacts"].exists(report_key)
+
+
+def test_a_shard_report_with_an_unknown_field_is_refused_naming_it(started):
+    run, client = started
+    body = {**_shard(run), "host": "lg1"}
+    fields = _refused(client.post(f"/api/v1/runner/runs/{run.pk}/shards", body, format="json"))
+    assert fields == {"host": ["unknown field"]}
+
+
+@override_settings(MAX_JSON_BODY_BYTES=2048)
+@pytest.mark.parametrize("path", ["uploads", "shards"])
+def test_a_body_larger_than_the_json_limit_is_a_413(started, path):
+    run, client = started
+    body = {**_shard(run), "report": {"padding": "x" * 4096}}
+    response = client.post(f"/api/v1/runner/runs/{run.pk}/{path}", body, format="json")
+    assert response.status_code == 413, response.content[:500]
+    assert response.json()["error"]["code"] == "too_large"
