@@ -362,7 +362,7 @@ class LastTrial(Contract):
 
 WorkerPhase = Literal[
     "starting", "dataset", "launching", "qualification", "task check (idle)", "search",
-    "task check (under load)", "open loop", "completing",
+    "task check (under load)", "open loop", "completing", "stopping",
 ]  # fmt: skip
 # the web side's phases (runs/progress.py): verifying, then the run's final state
 SettledPhase = Literal["verifying", "done", "failed", "cancelled"]

@@ -24,7 +24,7 @@ from runs.models import BenchmarkRun
 LIVE_SEARCH_KEYS = ("search_phase", "trial", "max_trials", "concurrency")
 HISTORY_RUNS = 20
 # Worker phases after the search (runner/worker/director.py) and the web side's verifying
-POST_SEARCH = ("task check (under load)", "completing", "verifying")
+POST_SEARCH = ("task check (under load)", "completing", "stopping", "verifying")
 
 
 def progress_settled(progress: dict[str, Any] | None, phase: str) -> dict[str, Any]:

@@ -22,6 +22,7 @@ to run other containers (e.g. one per Slurm task) with the same isolation.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -56,6 +57,7 @@ WORK_DIR = "/sandbox"
 LOG_TAIL_BYTES = 4000
 IMAGE_FIELD = "engine.image"
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+logger = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -563,16 +565,32 @@ class ContainerLauncher:
             os.close(self._netns_fd)
             self._netns_fd = None
         if self._podman:
-            self._podman_run(["rm", "--force", "--ignore", "--time", "15", self.name], timeout=120)
+            self._podman_run(["stop", "--ignore", "--time", "15", self.name], timeout=120)
         if self.process is not None:
             try:
                 self.process.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=30)
+        if self._podman:
+            self._remove()
         log = getattr(self, "_log", None)
         if log is not None and not log.closed:
             log.close()
+
+    def _remove(self, attempts: int = 3) -> None:
+        """Remove the stopped container and see that it is gone. `podman run --rm` removes it
+        itself as it exits, but a stop racing that cleanup can leave it listed (state
+        `stopping`); the removal is retried until `podman container exists` says no."""
+        for _ in range(attempts):
+            try:
+                exists = self._podman_run(["container", "exists", self.name], timeout=60)
+                if exists.returncode == 1:  # 0: it exists; 1: it does not; else an error
+                    return
+                self._podman_run(["rm", "--force", "--ignore", "--time", "0", self.name], timeout=120)
+            except LauncherError as exc:
+                logger.warning("removing container %s: %s", self.name, exc)
+        logger.error("container %s is still listed after %d removals", self.name, attempts)
 
     def log_bytes(self) -> bytes:
         return redacted_log(self.log_path, secrets=self._secrets, paths=self._host_paths)

@@ -496,6 +496,7 @@ class RunDirector:
         except RunSuperseded as exc:
             outcome = {"status": "superseded", "reason": str(exc)}
         except RunCancelled as exc:
+            self._release(launcher)
             outcome = self._cancelled(str(exc))
         except (RunFailure, DatasetMismatch, LauncherError) as exc:
             outcome = self._fail(str(exc), launcher)
@@ -516,7 +517,18 @@ class RunDirector:
             log.warning("could not report the cancel of run %s: %s", self.spec.run_id, exc)
         return {"status": "cancelled", "reason": reason}
 
+    def _release(self, launcher: Any) -> None:
+        """Stop what the run launched before the final report: a run that reads as finished
+        holds no server, container or Slurm job (stop() is idempotent; `run` calls it again
+        in its `finally`), and the stored log ends with the server's shutdown."""
+        self.heartbeat.update(phase="stopping")
+        try:
+            launcher.stop()
+        except Exception:  # the report still goes out; the pool host's reaper sweeps later
+            log.exception("run %s: stopping its deployment failed", self.spec.run_id)
+
     def _fail(self, reason: str, launcher: Any) -> dict[str, Any]:
+        self._release(launcher)
         logs = self._upload_log(launcher)
         try:
             self.reporter.fail(contract.FailureReport(reason=reason[:5000], logs=logs))
@@ -731,6 +743,7 @@ class RunDirector:
             launcher_check()
         self.heartbeat.update(phase="completing")
         summary = contract.SearchSummary.of(result, open_loop)
+        self._release(launcher)
         logs = self._upload_log(launcher)
         inventory = self.sampler.inventory()
         if endpoint.virtual:

@@ -70,6 +70,58 @@ def test_the_heartbeat_carries_the_phases_and_the_trials_done(tiny_run):
     assert reporter.heartbeats[-1].progress.trials_done == len(reporter.trials)
 
 
+class _StopWitness(MemoryReporter):
+    """Notes, at each final report, whether the run's launcher had been stopped by then."""
+
+    launcher: object = None
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.stopped_at_report: list[bool] = []
+
+    def complete(self, document: contract.CompletionReport) -> None:
+        self.stopped_at_report.append(self.launcher.stopped)
+        super().complete(document)
+
+    def fail(self, document: contract.FailureReport) -> None:
+        self.stopped_at_report.append(self.launcher.stopped)
+        super().fail(document)
+
+
+class _Stopped:
+    """The real launcher for the spec (the simulator on virtual time), with a stop flag."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.kind = inner.kind
+        self.stopped = False
+
+    def start(self) -> Endpoint:
+        return self.inner.start()
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.inner.stop()
+
+    def log_bytes(self) -> bytes:
+        return self.inner.log_bytes()
+
+
+def test_the_deployment_is_stopped_before_the_run_reports_that_it_finished(tmp_path):
+    """A run that reads `in_review` holds no server, container or Slurm job any more."""
+    from runner.launchers import launcher_for
+
+    spec = _spec()
+    reporter = _StopWitness(dataset_bytes=dataset_file())
+    inner = launcher_for(spec["launcher"], log_dir=str(tmp_path), run_id=spec["run_id"])
+    reporter.launcher = launcher = _Stopped(inner)
+    outcome = RunDirector(spec, reporter, work_dir=str(tmp_path), launcher=launcher).run()
+    assert outcome["status"] == "completed", reporter.failures
+    assert reporter.stopped_at_report == [True]
+    phases = [h.progress.phase for h in reporter.heartbeats]
+    assert phases.index("completing") < phases.index("stopping")
+
+
 class _BrokenLauncher:
     kind = "broken"
 
@@ -87,8 +139,8 @@ class _BrokenLauncher:
 
 
 def test_a_launcher_that_fails_is_reported_as_the_failure_with_its_log(tmp_path):
-    reporter = MemoryReporter(dataset_bytes=dataset_file())
-    launcher = _BrokenLauncher()
+    reporter = _StopWitness(dataset_bytes=dataset_file())
+    reporter.launcher = launcher = _BrokenLauncher()
     outcome = RunDirector(_spec(), reporter, work_dir=str(tmp_path), launcher=launcher).run()
     assert outcome["status"] == "failed"
     assert "exited with status 1 before answering" in outcome["reason"]
@@ -97,7 +149,7 @@ def test_a_launcher_that_fails_is_reported_as_the_failure_with_its_log(tmp_path)
     [log] = failure.logs
     assert gzip.decompress(reporter.uploads[log.key]) == launcher.log_bytes()
     assert reporter.qualifications == reporter.trials == reporter.completions == []
-    assert launcher.stopped
+    assert reporter.stopped_at_report == [True]  # stopped before the failure was reported
 
 
 def test_a_cancel_from_the_web_side_stops_the_run_before_any_load(tmp_path):
