@@ -587,7 +587,9 @@ class ContainerLauncher:
                 exists = self._podman_run(["container", "exists", self.name], timeout=60)
                 if exists.returncode == 1:  # 0: it exists; 1: it does not; else an error
                     return
-                self._podman_run(["rm", "--force", "--ignore", "--time", "0", self.name], timeout=120)
+                self._podman_run(
+                    ["rm", "--force", "--ignore", "--time", "0", self.name], timeout=120
+                )
             except LauncherError as exc:
                 logger.warning("removing container %s: %s", self.name, exc)
         logger.error("container %s is still listed after %d removals", self.name, attempts)
