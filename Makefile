@@ -120,10 +120,12 @@ varnish:
 	  apt-get update -qq && apt-get install -y -qq varnish varnish-modules wrk >/dev/null; \
 	fi
 
-# Starts PostgreSQL/RabbitMQ/Redis if they are down, a private SeaweedFS and a private
-# Varnish for the session.
+# Starts PostgreSQL/RabbitMQ/Redis if they are down; the suite runs as TEST_SHARDS sessions
+# side by side (tests/shards.py), each with its own SeaweedFS, Varnish, registry and test
+# database. PYTEST_ARGS naming test files runs them as one session.
+TEST_SHARDS ?= 2
 test: install slurm browser sandbox containers varnish lint imports check-migrations typecheck
-	$(PYTHON) -m tests.services --durations=25 $(PYTEST_ARGS)
+	$(PYTHON) -m tests.shards --shards $(TEST_SHARDS) --durations=25 $(PYTEST_ARGS)
 
 clean:
 	rm -rf var test-artifacts .pytest_cache .mypy_cache .ruff_cache

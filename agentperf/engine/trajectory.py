@@ -361,7 +361,7 @@ def save_dataset(path: str | os.PathLike[str], dataset: Dataset) -> str:
     dataset.validate()
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".tmp")
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")  # several writers: own tmp
     data = dataset_to_bytes(dataset)
     tmp.write_bytes(data)
     os.replace(tmp, target)

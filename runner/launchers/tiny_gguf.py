@@ -66,7 +66,7 @@ def fetch_vocab_gguf(name: str = "qwen2", directory: Path | None = None) -> Path
         src = tar.extractfile(member)
         if src is None:
             raise FileNotFoundError(member)
-        tmp = target.with_suffix(".tmp")
+        tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")  # several writers: own tmp
         tmp.write_bytes(src.read())
         os.replace(tmp, target)
     return target
@@ -90,7 +90,7 @@ def tokenizer_fields(vocab_file: Path) -> dict[str, tuple[int, int | None, Any]]
             vtype = int(fld.types[0])
             sub_type = int(fld.types[1]) if fld.types[0] == gguf.GGUFValueType.ARRAY else None
             fields[key] = (vtype, sub_type, fld.contents())
-    tmp = cached.with_suffix(".tmp")
+    tmp = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(fields, ensure_ascii=False))
     os.replace(tmp, cached)
     return fields
@@ -127,7 +127,7 @@ def build_tiny_gguf(
     n_vocab = len(fields["tokenizer.ggml.tokens"][2])
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
+    tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")
 
     writer = gguf.GGUFWriter(str(tmp), arch="llama")
     writer.add_name(name or f"tiny-llama-{params.vocab}-seed{seed}")

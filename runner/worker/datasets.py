@@ -48,7 +48,7 @@ def fetch_dataset(api: RunnerApi, dataset: dict[str, Any]) -> Dataset:
         if hashlib.sha256(data).hexdigest() != expected:
             raise DatasetMismatch("the downloaded dataset does not match the run spec's sha256")
         cached.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = cached.with_suffix(".tmp")
+        tmp = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")  # workers share the cache
         tmp.touch(mode=0o600)
         tmp.write_bytes(data)
         os.replace(tmp, cached)

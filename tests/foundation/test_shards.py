@@ -1,0 +1,51 @@
+"""The suite's split into side-by-side sessions (tests/shards.py): every file once, the files
+that share the Podman store in one shard, the recorded time dealt out evenly."""
+
+from __future__ import annotations
+
+from tests.shards import TOGETHER, database_url, deal, main, record, suite_files
+
+
+def test_every_file_runs_in_exactly_one_shard_and_the_podman_files_share_one():
+    files = suite_files()
+    assert "tests/foundation/test_shards.py" in files
+    groups = deal(files, {}, 2)
+    assert sorted(f for group in groups for f in group) == files
+    holding = [i for i, group in enumerate(groups) if any(f.startswith(TOGETHER) for f in group)]
+    assert len(holding) == 1
+    assert all(f in groups[holding[0]] for f in files if f.startswith(TOGETHER))
+
+
+def test_the_recorded_time_is_dealt_largest_first_onto_the_lightest_shard():
+    files = ["tests/a/test_a.py", "tests/a/test_b.py", "tests/a/test_c.py", "tests/a/test_d.py"]
+    durations = {files[0]: 100.0, files[1]: 60.0, files[2]: 50.0, files[3]: 10.0}
+    # 100 | 60, then 50 onto the 60, then 10 onto the 100
+    assert deal(files, durations, 2) == [[files[0], files[3]], [files[1], files[2]]]
+    assert deal(files, durations, 1) == [sorted(files)]
+
+
+def test_a_durations_log_is_summed_per_file(tmp_path):
+    log = tmp_path / "pytest.log"
+    log.write_text(
+        "============ slowest durations ============\n"
+        "12.50s call     tests/pipeline/test_x.py::test_one\n"
+        "1.25s setup    tests/pipeline/test_x.py::test_one\n"
+        "0.30s teardown tests/engine/test_y.py::TestZ::test_two[a-b]\n"
+        "tests/engine/test_y.py ....                 [ 50%]\n"
+    )
+    assert record(log) == {"tests/engine/test_y.py": 0.3, "tests/pipeline/test_x.py": 13.8}
+
+
+def test_each_shard_has_its_own_database():
+    base = "postgresql://postgres@127.0.0.1:5432/agentperf"
+    assert database_url(base, 0) == "postgresql://postgres@127.0.0.1:5432/agentperf_shard0"
+    assert database_url(base, 1) != database_url(base, 0)
+
+
+def test_named_paths_run_as_one_session(monkeypatch):
+    ran = []
+    monkeypatch.setattr("tests.services.main", lambda argv: ran.append(argv) or 7)
+    assert (
+        main(["-q", "tests/foundation/test_shards.py::test_each_shard_has_its_own_database"]) == 7
+    )
+    assert ran == [["-q", "tests/foundation/test_shards.py::test_each_shard_has_its_own_database"]]

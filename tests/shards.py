@@ -1,0 +1,146 @@
+"""Run the whole suite as several test sessions side by side: `python -m tests.shards`.
+
+Each shard is one `python -m tests.services` session (its own SeaweedFS, Varnish, registry,
+Slurm cluster, queue namespace, cache prefix) with its own test database, over a share of
+the test files. The files are dealt out by their recorded durations (tests/durations.json,
+seconds per file; a file not listed counts as `DEFAULT_S`), largest first onto the shard
+with the least so far. Files that share host-wide state beyond a session (the Podman image
+store, the container image built for it) are kept in one shard: `TOGETHER`.
+
+Most of a session's wall time is waiting (servers starting, workers polling, llama.cpp
+answering), so on this 2-core machine two sessions finish the suite in less time than one
+(docs/benchmarks.md "The test suite"). Each shard's output goes to its own log and is printed
+whole when the shard ends; the exit status is the first failing shard's, else 0.
+
+`--record LOG`: rewrite tests/durations.json from a pytest log run with `--durations=0`.
+Given test paths (an argument naming a file or folder), the run is one session, as before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DURATIONS = REPO / "tests" / "durations.json"
+DEFAULT_S = 5.0
+# One shard holds all of these: they share the Podman store and the image pushed into it.
+TOGETHER = (
+    "tests/containers/",
+    "tests/demo/test_demo_registry.py",
+    "tests/demo/test_demo_configs.py",
+    "tests/pipeline/test_e2e_llamacpp.py",
+    "tests/pipeline/test_devices.py",
+    "tests/slurm/",
+    "tests/verification/test_inventory_collect.py",
+)
+_DURATION_LINE = re.compile(r"^\s*([0-9.]+)s (?:setup|call|teardown)\s+(tests/\S+?\.py)")
+
+
+def suite_files() -> list[str]:
+    return sorted(str(p.relative_to(REPO)) for p in (REPO / "tests").rglob("test_*.py"))
+
+
+def load_durations() -> dict[str, float]:
+    try:
+        return {str(k): float(v) for k, v in json.loads(DURATIONS.read_text()).items()}
+    except FileNotFoundError:
+        return {}
+
+
+def record(log: Path) -> dict[str, float]:
+    """Seconds per test file (setup + call + teardown) from a `--durations=0` log."""
+    per_file: dict[str, float] = {}
+    for line in log.read_text(errors="replace").splitlines():
+        match = _DURATION_LINE.match(line)
+        if match:
+            seconds, path = float(match.group(1)), match.group(2)
+            per_file[path] = per_file.get(path, 0.0) + seconds
+    return {path: round(seconds, 1) for path, seconds in sorted(per_file.items())}
+
+
+def deal(files: list[str], durations: dict[str, float], shards: int) -> list[list[str]]:
+    """Files into `shards` lists of about equal recorded time; `TOGETHER` as one unit."""
+    together = [f for f in files if f.startswith(TOGETHER)]
+    units: list[list[str]] = [[f] for f in files if f not in together]
+    if together:
+        units.append(together)
+
+    def weight(unit: list[str]) -> float:
+        return sum(durations.get(f, DEFAULT_S) for f in unit)
+
+    out: list[list[str]] = [[] for _ in range(shards)]
+    loads = [0.0] * shards
+    for unit in sorted(units, key=lambda u: (-weight(u), u[0])):
+        i = loads.index(min(loads))
+        out[i].extend(unit)
+        loads[i] += weight(unit)
+    return [sorted(files) for files in out if files]
+
+
+def database_url(base: str, index: int) -> str:
+    """The shard's own database (pytest-django creates `test_<name>` from it)."""
+    head, _, name = base.rpartition("/")
+    return f"{head}/{name}_shard{index}"
+
+
+def run(shards: int, pytest_args: list[str]) -> int:
+    groups = deal(suite_files(), load_durations(), shards)
+    base_db = os.environ.get("TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/agentperf")
+    log_dir = REPO / "test-artifacts"
+    log_dir.mkdir(exist_ok=True)
+    started = time.monotonic()
+    running: list[tuple[int, subprocess.Popen[bytes], Path]] = []
+    for index, files in enumerate(groups):
+        env = dict(os.environ, TEST_DATABASE_URL=database_url(base_db, index))
+        log_path = log_dir / f"shard-{index}.log"
+        with open(log_path, "wb") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "tests.services", *pytest_args, *files],
+                cwd=REPO,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        running.append((index, process, log_path))
+        print(f"shard {index}: {len(files)} files, log {log_path.relative_to(REPO)}", flush=True)
+    status = 0
+    summary: list[str] = []
+    for index, process, log_path in running:
+        code = process.wait()
+        elapsed = time.monotonic() - started
+        print(f"\n===== shard {index} (exit {code}, {elapsed:.0f} s) =====", flush=True)
+        text = log_path.read_text(errors="replace")
+        print(text, flush=True)
+        last = [line for line in text.splitlines() if line.startswith("=") and " in " in line]
+        summary.append(f"shard {index}: exit {code}; {last[-1] if last else 'no summary line'}")
+        if code and not status:
+            status = code
+    print("\n".join(["", *summary]), flush=True)
+    return status
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--record"]:
+        durations = record(Path(argv[1]))
+        DURATIONS.write_text(json.dumps(durations, indent=1, sort_keys=True) + "\n")
+        print(f"{len(durations)} files, {sum(durations.values()):.0f} s in all -> {DURATIONS}")
+        return 0
+    shards = 2
+    if argv[:1] == ["--shards"]:
+        shards, argv = int(argv[1]), argv[2:]
+    named = [a for a in argv if not a.startswith("-") and Path(a.split("::")[0]).exists()]
+    if shards <= 1 or named:
+        from tests.services import main as one_session
+
+        return one_session(argv)
+    return run(shards, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
