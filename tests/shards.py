@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -39,6 +40,8 @@ TOGETHER = (
     "tests/slurm/",
     "tests/verification/test_inventory_collect.py",
 )
+_OUTCOME = re.compile(r"\d+ (?:passed|failed|errors?|skipped|deselected).* in [0-9.]+s")
+_PERCENT = re.compile(r"\[\s*(\d+)%\]")
 _DURATION_LINE = re.compile(r"^\s*([0-9.]+)s (?:setup|call|teardown)\s+(tests/\S+?\.py)")
 
 
@@ -109,20 +112,69 @@ def run(shards: int, pytest_args: list[str]) -> int:
             )
         running.append((index, process, log_path))
         print(f"shard {index}: {len(files)} files, log {log_path.relative_to(REPO)}", flush=True)
+    try:
+        return _finish(running, started)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: each session stops its own services
+        for _, process, _ in running:
+            if process.poll() is None:
+                process.send_signal(signal.SIGINT)
+        for _, process, _ in running:
+            process.wait()
+        return 130
+
+
+def outcome(text: str) -> str:
+    """pytest's closing count line in a shard's log (`1 failed, 775 passed ... in 810.04s`)."""
+    found = [line.strip(" =") for line in text.splitlines() if _OUTCOME.search(line)]
+    return found[-1] if found else "no outcome line (the session did not finish)"
+
+
+def _progress(log_path: Path) -> str:
+    """The last `[ NN%]` pytest printed in a shard's log."""
+    try:
+        tail = log_path.read_bytes()[-4000:].decode(errors="replace")
+    except OSError:
+        return "?"
+    found = _PERCENT.findall(tail)
+    return f"{found[-1]}%" if found else "starting"
+
+
+def _finish(running: list[tuple[int, subprocess.Popen[bytes], Path]], started: float) -> int:
+    """Print each shard's log whole as it ends (in the order they end), a progress line a
+    minute while they run, then one summary line per shard."""
     status = 0
-    summary: list[str] = []
-    for index, process, log_path in running:
-        code = process.wait()
-        elapsed = time.monotonic() - started
-        print(f"\n===== shard {index} (exit {code}, {elapsed:.0f} s) =====", flush=True)
-        text = log_path.read_text(errors="replace")
-        print(text, flush=True)
-        last = [line for line in text.splitlines() if line.startswith("=") and " in " in line]
-        summary.append(f"shard {index}: exit {code}; {last[-1] if last else 'no summary line'}")
-        if code and not status:
-            status = code
-    print("\n".join(["", *summary]), flush=True)
+    summary: dict[int, str] = {}
+    waiting = list(running)
+    last_note = time.monotonic()
+    while waiting:
+        for entry in list(waiting):
+            index, process, log_path = entry
+            code = process.poll()
+            if code is None:
+                continue
+            waiting.remove(entry)
+            elapsed = time.monotonic() - started
+            print(f"\n===== shard {index} (exit {code}, {elapsed:.0f} s) =====", flush=True)
+            text = log_path.read_text(errors="replace")
+            print(text, flush=True)
+            summary[index] = f"shard {index}: exit {code}; {outcome(text)}"
+            if code and not status:
+                status = code
+        if waiting:
+            if time.monotonic() - last_note >= 60:
+                last_note = time.monotonic()
+                states = ", ".join(f"shard {i} {_progress(path)}" for i, _, path in waiting)
+                print(f"{last_note - started:.0f} s: {states}", flush=True)
+            try:
+                waiting[0][1].wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                pass
+    print("\n".join(["", *(summary[i] for i in sorted(summary))]), flush=True)
     return status
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str]) -> int:
@@ -139,6 +191,7 @@ def main(argv: list[str]) -> int:
         from tests.services import main as one_session
 
         return one_session(argv)
+    signal.signal(signal.SIGTERM, _interrupt)
     return run(shards, argv)
 
 

@@ -49,3 +49,27 @@ def test_named_paths_run_as_one_session(monkeypatch):
         main(["-q", "tests/foundation/test_shards.py::test_each_shard_has_its_own_database"]) == 7
     )
     assert ran == [["-q", "tests/foundation/test_shards.py::test_each_shard_has_its_own_database"]]
+
+
+def test_a_running_shards_progress_is_the_last_percentage_it_printed(tmp_path):
+    from tests.shards import _progress
+
+    log = tmp_path / "shard-0.log"
+    assert _progress(log) == "?"
+    log.write_text("services: PostgreSQL, RabbitMQ\n")
+    assert _progress(log) == "starting"
+    log.write_text(
+        "tests/a/test_a.py ....   [  9%]\ntests/a/test_b.py ..   [ 46%]\ntests/a/test_c.py ."
+    )
+    assert _progress(log) == "46%"
+
+
+def test_a_shards_outcome_is_pytests_closing_count_line():
+    from tests.shards import outcome
+
+    assert outcome("tests/a.py ..\n8 passed, 768 deselected in 9.76s\n") == (
+        "8 passed, 768 deselected in 9.76s"
+    )
+    closing = "=== 1 failed, 775 passed, 1 warning in 810.04s (0:13:30) ==="
+    assert outcome(f"x\n{closing}\n") == "1 failed, 775 passed, 1 warning in 810.04s (0:13:30)"
+    assert outcome("services: PostgreSQL\nTraceback").startswith("no outcome line")
