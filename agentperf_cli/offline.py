@@ -1,6 +1,6 @@
 """`agentperf validate`: the API's own parser and validator (`agentperf.schema`, the DB-free
-schema the web side's `submissions.schema` re-exports), run here with no server, no
-database and no Django, so the same field paths come out.
+schema that the web side's `submissions.schema` wraps with its size limit), run here with no
+server, no database and no Django, so the same field paths come out.
 
 The size limit is the API's MAX_CONFIG_BYTES, read from the same environment variable as
 config/settings.py (same default). The catalog checks (the model and hardware slugs, an

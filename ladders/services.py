@@ -109,7 +109,7 @@ def _no_clear_secrets(body: dict[str, Any]) -> None:
     """A ladder is public once published: its and its rungs' names and descriptions go
     through the config's secret detector (each rung's patch does, in its rung's config)
     (docs/security.md "Secrets in configs")."""
-    from submissions.schema.secrets import clear_secrets
+    from agentperf.schema.secrets import clear_secrets
 
     texts: dict[str, Any] = {k: body[k] for k in ("name", "description") if k in body}
     rungs = body.get("rungs")

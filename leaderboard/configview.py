@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from agentperf.schema.secrets import REFUSE, is_secret_ref, looks_secret_name, scan
 from leaderboard.configdiff import ABSENT, config_table
-from submissions.schema.secrets import REFUSE, is_secret_ref, looks_secret_name, scan
 
 REDACTED = "[redacted]"
 SECRET_REFERENCE = "secret (resolved on the runner host)"
@@ -231,7 +231,7 @@ class Role:
 
 def roles(config: dict | None) -> list[Role]:
     """Prefill/decode (or aggregated) roles from ``config["topology"]["roles"]``: the
-    schema's list of Role objects (submissions/schema/deployment.py: ``name``, ``workers``,
+    schema's list of Role objects (agentperf/schema/deployment.py: ``name``, ``workers``,
     ``accelerators_per_worker``, parallelism degrees, ``hardware``; docs/catalog.md). A
     role's accelerators are workers × accelerators per worker; the other fields are its
     details. [] for a config without a topology."""

@@ -221,7 +221,7 @@ def default_label(*, hardware_name: str, when: dt.datetime) -> str:
 
 def engine_of(config: dict) -> tuple[str, str]:
     """(engine name, version) from the deployment config's ``engine`` section (the schema's
-    Engine: ``name`` and ``version``, submissions/schema/deployment.py); ("", "") for a
+    Engine: ``name`` and ``version``, agentperf/schema/deployment.py); ("", "") for a
     submission without a config."""
     engine = (config or {}).get("engine") or {}
     return str(engine.get("name", "")), str(engine.get("version", ""))

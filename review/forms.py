@@ -86,7 +86,7 @@ def decision_form(action: str, submission, data=None) -> DecisionForm:
     if action == PUBLISH:
         return PublishForm(data, prefix=action, initial={"label": suggested_label(submission)})
     if action == REDACT:
-        from submissions.schema.secrets import suspicious_strings
+        from agentperf.schema.secrets import suspicious_strings
 
         found = [row["path"] for row in suspicious_strings(submission.config or {})]
         return RedactForm(data, prefix=action, initial={"paths": "\n".join(found)})

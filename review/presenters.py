@@ -272,8 +272,8 @@ def suspicious_rows(config: Any) -> list[dict[str, Any]]:
     (docs/security.md "Secrets in configs"). A string at the refusal level (stored before a
     rule existed) is listed by path and rule with its text redacted: secrets never reach a
     page, not even a reviewer's."""
+    from agentperf.schema.secrets import REFUSE, suspicious_strings
     from leaderboard.configview import REDACTED
-    from submissions.schema.secrets import REFUSE, suspicious_strings
 
     rows = []
     for row in suspicious_strings(config or {}):

@@ -188,7 +188,7 @@ def test_the_default_step_gives_the_first_rate_enough_requests() -> None:
 
 
 def test_a_deployment_configs_arrival_is_checked_and_named_on_a_mistake() -> None:
-    from submissions.schema.deployment import ConfigError, parse_config
+    from submissions.schema import ConfigError, parse_config
     from tests.pipeline.conftest import EXAMPLES
 
     text = (EXAMPLES / "simulated.yaml").read_text()

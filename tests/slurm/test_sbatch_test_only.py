@@ -96,7 +96,7 @@ def racks() -> Iterator:
 
 @pytest.mark.parametrize("config_file", sorted(RACKS))
 def test_the_rendered_rack_jobs_pass_sbatch_test_only(racks, config_file, settings):
-    from submissions.schema.deployment import parse_config
+    from submissions.schema import parse_config
 
     parse_config((DEPLOY / config_file).read_text(), "application/yaml")  # a valid config
     script, answer = render_and_test(racks(RACKS[config_file]), config_file)

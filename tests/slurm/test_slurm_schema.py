@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from submissions.schema.deployment import ConfigError, validate_config
+from agentperf.schema.deployment import ConfigError, validate_config
 
 VR = (
     Path(__file__).resolve().parents[2]

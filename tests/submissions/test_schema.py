@@ -6,8 +6,8 @@ import jsonschema
 import pytest
 from django.test import override_settings
 
+from agentperf.schema.__main__ import DEFAULT_PATH, render
 from submissions.schema import ConfigError, DeploymentConfig, parse_config
-from submissions.schema.__main__ import DEFAULT_PATH, render
 from tests.submissions.configs import EXAMPLES, as_json, as_yaml, example
 
 EXAMPLE_NAMES = [
@@ -93,7 +93,7 @@ def test_a_container_launch_needs_the_whole_launch_and_a_pinned_image(change, pa
 
 
 def test_the_checked_in_json_schema_is_current():
-    assert DEFAULT_PATH.read_text() == render(), "run: python -m submissions.schema"
+    assert DEFAULT_PATH.read_text() == render(), "run: python -m agentperf.schema"
 
 
 def test_json_and_yaml_bodies_give_the_same_config():

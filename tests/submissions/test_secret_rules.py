@@ -9,8 +9,7 @@ import json
 
 import pytest
 
-from submissions.schema import ConfigError, parse_config
-from submissions.schema.secrets import (
+from agentperf.schema.secrets import (
     REFUSE,
     SUSPECT,
     clear_secrets,
@@ -20,6 +19,7 @@ from submissions.schema.secrets import (
     shell_tokens,
     suspicious_strings,
 )
+from submissions.schema import ConfigError, parse_config
 from tests.submissions.configs import as_json, example
 from tests.submissions.secret_corpus import (
     counts,

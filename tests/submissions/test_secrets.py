@@ -7,15 +7,15 @@ import logging
 
 import pytest
 
-from leaderboard.configview import REDACTED, redact
-from submissions.models import Submission
-from submissions.schema import ConfigError, parse_config
-from submissions.schema.secrets import (
+from agentperf.schema.secrets import (
     SECRET_NAME_SEGMENTS,
     clear_secrets,
     credential_kind,
     looks_secret_name,
 )
+from leaderboard.configview import REDACTED, redact
+from submissions.models import Submission
+from submissions.schema import ConfigError, parse_config
 from tests.submissions.configs import as_json, example
 from tests.submissions.support import make_catalog, token_client
 

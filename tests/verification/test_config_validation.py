@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from submissions.schema.deployment import ConfigError, parse_config
+from submissions.schema import ConfigError, parse_config
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "process.yaml"
 
