@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from agentperf.files import write_atomically
+
 FORMAT = "agentperf-dataset"
 FORMAT_VERSION = 1
 
@@ -361,10 +363,7 @@ def save_dataset(path: str | os.PathLike[str], dataset: Dataset) -> str:
     dataset.validate()
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")  # several writers: own tmp
-    data = dataset_to_bytes(dataset)
-    tmp.write_bytes(data)
-    os.replace(tmp, target)
+    write_atomically(target, dataset_to_bytes(dataset))
     return dataset.digest()
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from agentperf.engine.datasets.aa_local import cache_dir
+from agentperf.files import private_tmp, write_atomically
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 BUILDER_VERSION = 1  # bump when build_tiny_gguf changes what it writes
@@ -66,9 +67,7 @@ def fetch_vocab_gguf(name: str = "qwen2", directory: Path | None = None) -> Path
         src = tar.extractfile(member)
         if src is None:
             raise FileNotFoundError(member)
-        tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")  # several writers: own tmp
-        tmp.write_bytes(src.read())
-        os.replace(tmp, target)
+        write_atomically(target, src.read())
     return target
 
 
@@ -90,9 +89,7 @@ def tokenizer_fields(vocab_file: Path) -> dict[str, tuple[int, int | None, Any]]
             vtype = int(fld.types[0])
             sub_type = int(fld.types[1]) if fld.types[0] == gguf.GGUFValueType.ARRAY else None
             fields[key] = (vtype, sub_type, fld.contents())
-    tmp = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(fields, ensure_ascii=False))
-    os.replace(tmp, cached)
+    write_atomically(cached, json.dumps(fields, ensure_ascii=False).encode())
     return fields
 
 
@@ -127,7 +124,7 @@ def build_tiny_gguf(
     n_vocab = len(fields["tokenizer.ggml.tokens"][2])
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")
+    tmp = private_tmp(out)
 
     writer = gguf.GGUFWriter(str(tmp), arch="llama")
     writer.add_name(name or f"tiny-llama-{params.vocab}-seed{seed}")

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from agentperf.engine.trajectory import Dataset, dataset_from_bytes
+from agentperf.files import write_atomically
 from runner.worker.api_client import RunnerApi
 
 
@@ -48,10 +49,7 @@ def fetch_dataset(api: RunnerApi, dataset: dict[str, Any]) -> Dataset:
         if hashlib.sha256(data).hexdigest() != expected:
             raise DatasetMismatch("the downloaded dataset does not match the run spec's sha256")
         cached.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")  # workers share the cache
-        tmp.touch(mode=0o600)
-        tmp.write_bytes(data)
-        os.replace(tmp, cached)
+        write_atomically(cached, data, mode=0o600)  # the host's workers share the cache
     return checked_dataset(data, dataset)
 
 
