@@ -194,32 +194,48 @@ def http_ready(port: int, path: str) -> bool:
         return False
 
 
-def nginx_argv(job_dir: Path, name: str, port: int, upstreams: list[str]) -> list[str]:
+def nginx_argv(
+    job_dir: Path, name: str, port: int, upstreams: list[str], *, log_stem: str = "router"
+) -> list[str]:
     """Debian's nginx as the pool's router: a round-robin upstream over `upstreams`,
-    streaming (no buffering), HTTP/1.1 keep-alive to the workers."""
+    streaming (no buffering), HTTP/1.1 with one connection per request to the workers
+    (docs/pipeline.md "The router"). Its error log and a line per request that went to
+    more than one worker go to the job's `logs/` (`<log_stem>.router-error.log`,
+    `<log_stem>.router-retries.log`), so the run's uploaded logs carry them."""
     prefix = job_dir / name
     for sub in ("tmp", "logs"):
         (prefix / sub).mkdir(parents=True, exist_ok=True)
         (prefix / sub).chmod(0o777)
+    logs = job_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
     servers = "\n".join(f"    server {u} max_fails=0;" for u in upstreams)
     conf = f"""worker_processes 1;
 pid {prefix}/nginx.pid;
-error_log {prefix}/logs/error.log warn;
+error_log {logs}/{log_stem}.router-error.log warn;
 events {{ worker_connections 1024; }}
 http {{
-  access_log off;
+  # one line per request that went to more than one worker ($upstream_addr "a, b")
+  map $upstream_addr $agentperf_retried {{
+    "~," 1;
+    default 0;
+  }}
+  log_format agentperf_retry '$time_iso8601 $request_method $request_uri $status '
+                             'upstreams=[$upstream_addr] statuses=[$upstream_status] '
+                             'x_request_id=$http_x_request_id';
+  access_log {logs}/{log_stem}.router-retries.log agentperf_retry if=$agentperf_retried;
   client_body_temp_path {prefix}/tmp/body;
   proxy_temp_path {prefix}/tmp/proxy;
   fastcgi_temp_path {prefix}/tmp/fastcgi;
   uwsgi_temp_path {prefix}/tmp/uwsgi;
   scgi_temp_path {prefix}/tmp/scgi;
+  # No keep-alive to the workers. llama.cpp's server closes the connection after every
+  # streamed response although its headers say keep-alive; nginx, sending the next request
+  # on that connection before it sees the close (a busy node), got no answer and returned
+  # a 502, an error of the router in the deployment's measurement. A retry cannot cover it
+  # (with every worker's cached connection stale, nginx has no worker left to try). A fresh
+  # connection per request costs a connect on the pool's network and nothing else.
   upstream workers {{
 {servers}
-    keepalive 64;
-    # idle connections close before the servers' own keep-alive timeout (cpp-httplib's and
-    # uvicorn's are 5 s): a POST nginx sends on a connection the server has just closed is
-    # not retried (not idempotent) and becomes a 502, an error in the measurement
-    keepalive_timeout 2s;
   }}
   server {{
     listen 0.0.0.0:{port};
@@ -227,9 +243,13 @@ http {{
     location / {{
       proxy_pass http://workers;
       proxy_http_version 1.1;
-      proxy_set_header Connection "";
+      proxy_set_header Connection close;
       proxy_buffering off;
       proxy_request_buffering off;
+      # nginx's default: a worker that refuses the connection is skipped (the request goes
+      # to the next one and is a line of the retries log); a POST once sent is never sent
+      # again, and a worker's own HTTP error is passed on as it came
+      proxy_next_upstream error timeout;
       proxy_read_timeout 3600s;
       proxy_send_timeout 3600s;
       add_header X-Upstream $upstream_addr always;
@@ -329,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
             for i, u in enumerate(values[f"ROLE_{c['role']}_HOSTS"].split(","))
             if i % int(c.get("nodes_per_worker") or 1) == 0
         ]
-        argv_ = nginx_argv(job_dir, name, int(values["PORT"]), upstreams)
+        argv_ = nginx_argv(job_dir, name, int(values["PORT"]), upstreams, log_stem=f"{role}-{rank}")
         child_env = {"PATH": env.get("PATH", "/usr/bin:/bin")}
     else:
         declared = resolve_env(component.get("env") or {})

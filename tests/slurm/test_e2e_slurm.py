@@ -12,6 +12,7 @@ import os
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -97,6 +98,18 @@ def slurm_worker(slurm_cluster, pipeline_settings, tmp_path):
     worker.stop()
 
 
+def diagnostics(worker, shared: Path, limit: int = 6000) -> str:
+    """What a failure message shows: the pool worker's log, then the tail of every file in
+    the jobs' `logs/` (each task's output, the router's error and retries logs)."""
+    parts = [worker.log()[-3000:]]
+    for path in sorted(shared.glob("*/logs/*")):
+        if path.is_file():
+            parts.append(
+                f"==> {path.relative_to(shared)} <==\n{path.read_text(errors='replace')[-1500:]}"
+            )
+    return "\n".join(parts)[-limit:]
+
+
 def approved(live_server, token, cast) -> dict:
     from review.services import review_approve_launch
 
@@ -117,16 +130,17 @@ def approved(live_server, token, cast) -> dict:
 
 
 def test_a_two_worker_slurm_job_is_measured_and_published_with_its_layout(
-    live_server, vendor, cast, slurm_worker
+    live_server, vendor, cast, slurm_worker, tmp_path
 ):
     from review.services import review_publish
 
+    shared = tmp_path / "slurm-shared"  # the fixture's RUNNER_SLURM_SHARED_DIR
     _, token = vendor
     started = time.monotonic()
     created = approved(live_server, token, cast)
     body = wait_for_status(live_server.url, token, created["id"], {"in_review", "failed"})
     print(f"slurm e2e: submission to in_review in {time.monotonic() - started:.1f} s")
-    assert body["status"] == "in_review", (body, slurm_worker.log()[-3000:])
+    assert body["status"] == "in_review", (body, diagnostics(slurm_worker, shared))
     run = BenchmarkRun.objects.get(submission_id=created["id"])
     endpoint = run.runner_info["endpoint"]
     assert endpoint["launcher"] == "slurm"
@@ -153,6 +167,12 @@ def test_a_two_worker_slurm_job_is_measured_and_published_with_its_layout(
     # the job ends with the run: the worker cancels it as its task ends (after `complete`)
     wait_until(lambda: not active_jobs(layout["job_name"]), timeout_s=60, what="the job ended")
     assert [j["job_state"] for j in jobs(layout["job_name"])] == ["CANCELLED", "CANCELLED"]
+    # no request met a connection a worker had closed (llama.cpp closes after each stream;
+    # the router opens one connection per request: docs/pipeline.md "The router")
+    (router_log,) = shared.glob("*/logs/frontend-0.router-error.log")
+    assert "prematurely closed" not in router_log.read_text(), diagnostics(slurm_worker, shared)
+    failed = [c["name"] for c in run.verification.checks if c.get("status") == "fail"]
+    assert not failed, (failed, diagnostics(slurm_worker, shared))
 
     result = review_publish(
         submission=run.submission, actor=cast.rita, reason="CI", label="two llama.cpp on Slurm"
@@ -168,8 +188,9 @@ def test_a_two_worker_slurm_job_is_measured_and_published_with_its_layout(
 
 
 def test_withdrawing_a_running_slurm_submission_cancels_its_job(
-    live_server, vendor, cast, slurm_worker, pipeline_settings
+    live_server, vendor, cast, slurm_worker, pipeline_settings, tmp_path
 ):
+    shared = tmp_path / "slurm-shared"  # the fixture's RUNNER_SLURM_SHARED_DIR
     pipeline_settings.RUN_HEARTBEAT_INTERVAL_S = 1
     _, token = vendor
     created = approved(live_server, token, cast)
@@ -180,13 +201,16 @@ def test_withdrawing_a_running_slurm_submission_cancels_its_job(
     )
     name = f"agentperf-run-{run.pk}"
     wait_until(
-        lambda: active_jobs(name), timeout_s=120, what="the job is queued", log=slurm_worker.log
+        lambda: active_jobs(name),
+        timeout_s=120,
+        what="the job is queued",
+        log=lambda: diagnostics(slurm_worker, shared),
     )
     wait_until(
         lambda: Trial.objects.filter(run=run).exists() or None,
         timeout_s=300,
         what="a trial was stored",
-        log=slurm_worker.log,
+        log=lambda: diagnostics(slurm_worker, shared),
     )
     status, body = http(
         "POST",
