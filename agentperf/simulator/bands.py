@@ -14,7 +14,9 @@ Samples, few by design (each costs one sweep of engine trials on virtual time): 
 profile, each open parameter at each end of its range (or each alternative) with the others
 nominal, and, where the profile has a fit record, the fitted parameters at ±1.96 σ along the
 widest axis of their covariance (scaled to their boxes, clipped to the bounds): the
-direction the points pin down least. ``python -m agentperf.simulator band --profile P
+direction the points pin down least. A profile whose values are shares of another
+profile's fitted values (``fit_from``) gets that fit's pair, each value moved by the ratio
+its fitted parameter moved. ``python -m agentperf.simulator band --profile P
 [--write]`` runs them and writes ``<profile>.band.json`` next to the profile.
 """
 
@@ -35,7 +37,12 @@ import numpy as np
 
 from agentperf.mergepatch import merge_patch, patch_paths
 from agentperf.simulator import fit
-from agentperf.simulator.profile import Profile, profile_from_dict, resolve_profile_path
+from agentperf.simulator.profile import (
+    Profile,
+    ProfileError,
+    profile_from_dict,
+    resolve_profile_path,
+)
 
 if TYPE_CHECKING:
     from agentperf.engine.trajectory import Trajectory
@@ -112,6 +119,61 @@ def fit_samples(record: dict[str, Any], doc: dict[str, Any] | None = None) -> li
     return out
 
 
+def borrowed_fit_samples(profile: Profile, doc: dict[str, Any]) -> list[Sample]:
+    """A profile whose values are shares of another profile's fitted values (``fit_from``):
+    that fit's ±1.96 σ pair (around its own fitted values), each value of this profile
+    moved by the ratio its fitted parameter moved. None when the other profile has no
+    fit record with a covariance."""
+    borrowed = profile.fit_from
+    if borrowed is None:
+        return []
+    record = fit_record(resolve_profile_path(borrowed.profile))
+    if record is None:
+        raise ProfileError(
+            f"fit_from.profile: {borrowed.profile} has no fit record "
+            f"(python -m agentperf.simulator calibrate --fit --profile {borrowed.profile})"
+        )
+    out = []
+    for s in fit_samples(record):
+        values = {}
+        for own, fitted_path in borrowed.parameters:
+            spec = record["free"].get(fitted_path)
+            if spec is None:
+                raise ProfileError(
+                    f"fit_from.parameters.{own}: {fitted_path} is not a free parameter of "
+                    f"{borrowed.profile}'s fit ({', '.join(record['free'])})"
+                )
+            here = fit.get_path(doc, own)
+            assert here is not None  # checked when the profile was loaded
+            values[own] = fit._round(here * s.values[fitted_path] / float(spec["fitted"]))
+        name = s.name.replace("fit", f"fit of {borrowed.profile}", 1)
+        out.append(Sample(name, "fit", values))
+    return out
+
+
+def fit_summary(
+    profile: Profile, path: Path, record: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The band's ``fit``: the record whose ±1.96 σ pair is in it (the profile's own, or
+    the one its ``fit_from`` borrows, with the paths it moves), None when neither."""
+    if record is not None:
+        return {
+            "record": fit.record_path(path).name,
+            "free": {k: v["fitted"] for k, v in record["free"].items()},
+        }
+    borrowed = profile.fit_from
+    if borrowed is None:
+        return None
+    source = resolve_profile_path(borrowed.profile)
+    theirs = fit_record(source)
+    return {
+        "record": fit.record_path(source).name,
+        "free": {k: v["fitted"] for k, v in (theirs or {}).get("free", {}).items()},
+        "borrowed": dict(borrowed.parameters),
+        "reason": borrowed.reason,
+    }
+
+
 def samples_for(
     profile: Profile, doc: dict[str, Any], record: dict[str, Any] | None
 ) -> list[Sample]:
@@ -128,6 +190,8 @@ def samples_for(
                 out.append(Sample(f"{op.path} = {v:g}", "open", {op.path: v}))
     if record is not None:
         out.extend(fit_samples(record, doc))
+    else:
+        out.extend(borrowed_fit_samples(profile, doc))
     return out
 
 
@@ -276,14 +340,7 @@ def compute_band(
             }
             for op in prof.open_parameters
         ],
-        "fit": (
-            None
-            if record is None
-            else {
-                "record": fit.record_path(path).name,
-                "free": {k: v["fitted"] for k, v in record["free"].items()},
-            }
-        ),
+        "fit": fit_summary(prof, path, record),
         "samples": [s.to_dict() for s in samples],
         "trials": {
             "concurrency": list(concurrencies),

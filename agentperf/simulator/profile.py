@@ -134,6 +134,9 @@ _TOP_KEYS = {
     # the fit's declaration (agentperf.simulator.fit) and the parameters left open (bands)
     "fit",
     "open",
+    # values taken as shares of another profile's fitted values: its fit's uncertainty
+    # carries over to this profile's band (agentperf.simulator.bands)
+    "fit_from",
 }
 OPEN_TREATMENTS = ("envelope", "vendor_optimal")
 
@@ -155,6 +158,16 @@ class OpenParameter:
     # or named alternatives, each a JSON Merge Patch of the deployment (a split of GPUs
     # changes several numbers at once); the path is then the parameter's name
     choices: tuple[tuple[str, dict[str, Any]], ...] = ()
+
+
+@dataclass(slots=True, frozen=True)
+class FitFrom:
+    """Values of this profile that are shares of another profile's fitted values
+    (``fit_from``): that fit's uncertainty samples move them by the same ratio."""
+
+    profile: str  # the profile whose fit record (<profile>.fit.json) is borrowed
+    reason: str
+    parameters: tuple[tuple[str, str], ...]  # (this profile's path, the fitted path)
 
 
 @dataclass(slots=True, frozen=True)
@@ -265,6 +278,7 @@ class Profile:
     # "envelope" (every value in the range) or "vendor_optimal" (the best a vendor tuning
     # them reaches at each speed). Docs: docs/simulator.md "Bands".
     open_parameters: tuple[OpenParameter, ...] = ()
+    fit_from: FitFrom | None = None
     open_treatment: str = "envelope"
 
     @property
@@ -826,10 +840,43 @@ def profile_from_dict(
         ),
         provenance=prov,
         open_parameters=_open_parameters(doc.get("open")),
+        fit_from=_fit_from(doc),
         open_treatment=str((doc.get("open") or {}).get("treatment", "envelope")),
     )
     _validate(prof)
     return prof
+
+
+def _fit_from(doc: dict[str, Any]) -> FitFrom | None:
+    """``fit_from: {profile, reason, parameters: {this profile's path: the fitted path}}``:
+    each named value of this profile is a share of the other profile's fitted value, so
+    the other fit's ±1.96 σ samples move it by the same ratio (docs/simulator.md "Bands")."""
+    raw = doc.get("fit_from")
+    if raw is None:
+        return None
+    obj = _check_keys(raw, {"profile", "reason", "parameters"}, "fit_from")
+    source = obj.get("profile")
+    if not isinstance(source, str) or not source.strip():
+        raise ProfileError("fit_from.profile: the name of the profile whose fit is borrowed")
+    if source == doc.get("name"):
+        raise ProfileError("fit_from.profile: a profile with its own fit needs no fit_from")
+    if not str(obj.get("reason") or "").strip():
+        raise ProfileError("fit_from.reason: say how this profile's values derive from the fit")
+    params = obj.get("parameters")
+    if not isinstance(params, dict) or not params:
+        raise ProfileError("fit_from.parameters: a mapping of this profile's path → fitted path")
+    pairs = []
+    for own, fitted in params.items():
+        where = f"fit_from.parameters.{own}"
+        if not str(own).startswith("deployment.") or not isinstance(fitted, str):
+            raise ProfileError(f"{where}: a deployment. path mapped to the fitted path")
+        node: Any = doc
+        for part in str(own).split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, bool) or not isinstance(node, int | float) or node <= 0:
+            raise ProfileError(f"{where}: this profile has no positive number there")
+        pairs.append((str(own), fitted))
+    return FitFrom(source, str(obj["reason"]), tuple(pairs))
 
 
 def _open_parameters(raw: Any) -> tuple[OpenParameter, ...]:
