@@ -76,9 +76,7 @@ def test_a_profile_built_on_anothers_fit_carries_that_fits_uncertainty():
     assert summary["borrowed"] == dict(prof.fit_from.parameters)
     committed = bands.stored_band("vr-nvl72-dsv41-flash")
     assert committed["fit"] == summary
-    assert [s["name"] for s in committed["samples"] if s["kind"] == "fit"] == [
-        s.name for s in own
-    ]
+    assert [s["name"] for s in committed["samples"] if s["kind"] == "fit"] == [s.name for s in own]
 
 
 @pytest.mark.parametrize(
