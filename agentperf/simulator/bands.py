@@ -38,6 +38,7 @@ import numpy as np
 from agentperf.mergepatch import merge_patch, patch_paths
 from agentperf.simulator import fit
 from agentperf.simulator.profile import (
+    FitFrom,
     Profile,
     ProfileError,
     profile_from_dict,
@@ -119,20 +120,28 @@ def fit_samples(record: dict[str, Any], doc: dict[str, Any] | None = None) -> li
     return out
 
 
-def borrowed_fit_samples(profile: Profile, doc: dict[str, Any]) -> list[Sample]:
-    """A profile whose values are shares of another profile's fitted values (``fit_from``):
-    that fit's ±1.96 σ pair (around its own fitted values), each value of this profile
-    moved by the ratio its fitted parameter moved. None when the other profile has no
-    fit record with a covariance."""
-    borrowed = profile.fit_from
-    if borrowed is None:
-        return []
-    record = fit_record(resolve_profile_path(borrowed.profile))
+def borrowed_record(borrowed: FitFrom) -> tuple[Path, dict[str, Any]]:
+    """The profile path and fit record a ``fit_from`` names; a ProfileError when it has
+    none."""
+    source = resolve_profile_path(borrowed.profile)
+    record = fit_record(source)
     if record is None:
         raise ProfileError(
             f"fit_from.profile: {borrowed.profile} has no fit record "
             f"(python -m agentperf.simulator calibrate --fit --profile {borrowed.profile})"
         )
+    return source, record
+
+
+def borrowed_fit_samples(profile: Profile, doc: dict[str, Any]) -> list[Sample]:
+    """A profile whose values are shares of another profile's fitted values (``fit_from``):
+    that fit's ±1.96 σ pair (around its own fitted values), each value of this profile
+    moved by the ratio its fitted parameter moved. None when the other fit's record has no
+    covariance."""
+    borrowed = profile.fit_from
+    if borrowed is None:
+        return []
+    _, record = borrowed_record(borrowed)
     out = []
     for s in fit_samples(record):
         values = {}
@@ -156,21 +165,19 @@ def fit_summary(
 ) -> dict[str, Any] | None:
     """The band's ``fit``: the record whose ±1.96 σ pair is in it (the profile's own, or
     the one its ``fit_from`` borrows, with the paths it moves), None when neither."""
-    if record is not None:
-        return {
-            "record": fit.record_path(path).name,
-            "free": {k: v["fitted"] for k, v in record["free"].items()},
+    borrowed: dict[str, Any] = {}
+    if record is None and profile.fit_from is not None:
+        path, record = borrowed_record(profile.fit_from)
+        borrowed = {
+            "borrowed": dict(profile.fit_from.parameters),
+            "reason": profile.fit_from.reason,
         }
-    borrowed = profile.fit_from
-    if borrowed is None:
+    if record is None:
         return None
-    source = resolve_profile_path(borrowed.profile)
-    theirs = fit_record(source)
     return {
-        "record": fit.record_path(source).name,
-        "free": {k: v["fitted"] for k, v in (theirs or {}).get("free", {}).items()},
-        "borrowed": dict(borrowed.parameters),
-        "reason": borrowed.reason,
+        "record": fit.record_path(path).name,
+        "free": {k: v["fitted"] for k, v in record["free"].items()},
+        **borrowed,
     }
 
 

@@ -870,9 +870,7 @@ def _fit_from(doc: dict[str, Any]) -> FitFrom | None:
         where = f"fit_from.parameters.{own}"
         if not str(own).startswith("deployment.") or not isinstance(fitted, str):
             raise ProfileError(f"{where}: a deployment. path mapped to the fitted path")
-        node: Any = doc
-        for part in str(own).split("."):
-            node = node.get(part) if isinstance(node, dict) else None
+        node = _dig(doc, str(own))
         if isinstance(node, bool) or not isinstance(node, int | float) or node <= 0:
             raise ProfileError(f"{where}: this profile has no positive number there")
         pairs.append((str(own), fitted))

@@ -20,6 +20,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -110,9 +111,10 @@ def free_port() -> int:
 def router(tmp_path: Path):
     started: list[tuple[subprocess.Popen[bytes], list[DroppingWorker]]] = []
 
-    def start(workers: list[DroppingWorker], extra: list[str] = ()) -> tuple[str, Path]:
+    def start(workers: list[DroppingWorker], refusing: Sequence[int] = ()) -> tuple[str, Path]:
+        """nginx over `refusing` (ports nothing listens on) first, then `workers`."""
         port = free_port()
-        upstreams = [*extra, *(f"127.0.0.1:{w.port}" for w in workers)]
+        upstreams = [f"127.0.0.1:{p}" for p in (*refusing, *(w.port for w in workers))]
         argv = nginx_argv(tmp_path, "router", port, upstreams, log_stem="fe-0")
         process = subprocess.Popen(argv, stderr=subprocess.PIPE)
         started.append((process, workers))
@@ -135,10 +137,6 @@ def router(tmp_path: Path):
         process.wait(timeout=30)
         for w in workers:
             w.close()
-
-
-def router_with(router, refusing_ports: list[int], workers: list[DroppingWorker]):
-    return router(workers, [f"127.0.0.1:{p}" for p in refusing_ports])
 
 
 def post(url: str, rid: str) -> tuple[int, dict]:
@@ -178,7 +176,7 @@ def test_no_request_lands_on_a_connection_the_worker_drops(router, n_workers):
 def test_a_worker_that_refuses_is_skipped_and_the_request_logged(router):
     gone = free_port()  # nothing listens there
     alive = DroppingWorker()
-    url, logs = router_with(router, [gone], [alive])
+    url, logs = router([alive], refusing=[gone])
     got = [post(url, f"s{i}") for i in range(4)]
     assert [status for status, _ in got] == [200] * 4
     assert sorted(alive.answered) == ["s0", "s1", "s2", "s3"]
