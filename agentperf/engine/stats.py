@@ -18,6 +18,7 @@ Pure functions of records; seeded, so the same records give the same interval.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import math
@@ -139,6 +140,24 @@ def bootstrap_rng(seed: int, name: str) -> Any:
     return np.random.default_rng(list(digest))
 
 
+@functools.cache
+def _blas_controller() -> Any:
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+def one_blas_thread() -> contextlib.AbstractContextManager[Any]:
+    """BLAS on one thread for a float dot product of a bootstrap (docs/engine.md "Bootstrap
+    arithmetic"): above 10,000 elements OpenBLAS splits a dot product over its threads and
+    adds the partial sums, so the value would depend on the machine's core count, and on a
+    busy machine each call waits for threads the scheduler has not run (~4 ms against
+    0.03 ms for 25,000 elements on this project's 2-core machine)."""
+    import numpy  # noqa: F401  (loaded first, so the controller sees its BLAS)
+
+    return _blas_controller().limit(limits=1, user_api="blas")
+
+
 def _batched_counts(rng: Any, k: int, resamples: int) -> Iterator[Any]:
     """Each resample's count per group, ``resamples`` rows at a time: the draws of
     ``rng.integers(0, k, size=k)`` once per resample (one call of shape (rows, k) draws
@@ -239,11 +258,12 @@ def throughput_interval(
     # integer counts to floats and takes one BLAS dot product; the same dot product of the
     # same floats, row by row (a matrix product could sum in another order and round
     # differently), without casting every row on its own.
-    stats = sorted(
-        float(np.dot(row, values))
-        for batch in _batched_counts(rng, k, resamples)
-        for row in batch.astype(np.float64)
-    )
+    with one_blas_thread():
+        stats = sorted(
+            float(np.dot(row, values))
+            for batch in _batched_counts(rng, k, resamples)
+            for row in batch.astype(np.float64)
+        )
     alpha = (1 - confidence) / 2
     low = stats[max(0, math.ceil(alpha * len(stats)) - 1)]
     high = stats[min(len(stats) - 1, math.ceil((1 - alpha) * len(stats)) - 1)]

@@ -29,7 +29,7 @@ from typing import Any
 
 from agentperf.engine.frontier import Point, pareto_frontier, throughput_at_speed
 from agentperf.engine.metrics import NS, RequestRecord, attributed_tokens
-from agentperf.engine.stats import group_by_session
+from agentperf.engine.stats import group_by_session, one_blas_thread
 from agentperf.engine.trial import Tier
 from agentperf.ladder.plan import RungPlan
 from agentperf.ladder.spec import LadderSpec
@@ -157,19 +157,20 @@ def bootstrap_trial(
     weights = session_weights(seed, concurrency, keys, resamples)
     speeds: list[float] = []
     thr: list[float] = []
-    for b in range(resamples):
-        w = weights[b]
-        drawn = int(w.sum())
-        reached = np.cumsum(w[group_of])
-        total = int(reached[-1])
-        if not drawn or not total:  # every session drew 0: no resample (p ≈ e^-k)
-            speeds.append(math.nan)
-            thr.append(math.nan)
-            continue
-        # rescaled to the trial's k sessions, as a draw of k with replacement would be
-        thr.append(float(w @ totals) * k / drawn)
-        rank = max(1, math.ceil(0.25 * total))
-        speeds.append(float(values[int(np.searchsorted(reached, rank))]))
+    with one_blas_thread():  # the value of w @ totals must not depend on the core count
+        for b in range(resamples):
+            w = weights[b]
+            drawn = int(w.sum())
+            reached = np.cumsum(w[group_of])
+            total = int(reached[-1])
+            if not drawn or not total:  # every session drew 0: no resample (p ≈ e^-k)
+                speeds.append(math.nan)
+                thr.append(math.nan)
+                continue
+            # rescaled to the trial's k sessions, as a draw of k with replacement would be
+            thr.append(float(w @ totals) * k / drawn)
+            rank = max(1, math.ceil(0.25 * total))
+            speeds.append(float(values[int(np.searchsorted(reached, rank))]))
     return speeds, thr, k
 
 

@@ -155,3 +155,22 @@ def test_the_throughput_interval_is_the_one_summed_one_resample_at_a_time(sessio
     got = throughput_interval(records, window_start_ns=w0, window_end_ns=w1, accelerators=72)
     assert (got.low, got.high) == _throughput_one_resample_at_a_time(records, w0, w1, 72)
     assert got.low < got.high
+
+
+def test_the_throughput_interval_does_not_depend_on_the_blas_thread_count() -> None:
+    """Above 10,000 elements OpenBLAS splits a dot product over its threads and adds the
+    partial sums in another order; the interval is summed on one thread whatever the
+    process allows (docs/engine.md "Bootstrap arithmetic"), so a 2-core and a 16-core
+    machine write the same bounds."""
+    from threadpoolctl import threadpool_limits
+
+    records = _records(7, 12_000)
+    w0, w1 = 10 * NS, 40 * NS
+    got = {}
+    for threads in (1, 2, 4):
+        with threadpool_limits(limits=threads, user_api="blas"):
+            iv = throughput_interval(records, window_start_ns=w0, window_end_ns=w1, accelerators=72)
+        got[threads] = (iv.low, iv.high)
+    assert got[1] == got[2] == got[4]
+    with threadpool_limits(limits=1, user_api="blas"):
+        assert got[1] == _throughput_one_resample_at_a_time(records, w0, w1, 72)
