@@ -174,3 +174,22 @@ def test_the_throughput_interval_does_not_depend_on_the_blas_thread_count() -> N
     assert got[1] == got[2] == got[4]
     with threadpool_limits(limits=1, user_api="blas"):
         assert got[1] == _throughput_one_resample_at_a_time(records, w0, w1, 72)
+
+
+def test_the_ladders_resampled_throughput_does_not_depend_on_the_blas_thread_count() -> None:
+    """The ladder's per-resample ``w @ totals`` (agentperf/ladder/attribute.py) is summed on
+    one BLAS thread too (docs/engine.md "Bootstrap arithmetic")."""
+    from threadpoolctl import threadpool_limits
+
+    from agentperf.ladder.attribute import bootstrap_trial
+
+    records = _records(7, 12_000)
+    got = {}
+    for threads in (1, 2):
+        with threadpool_limits(limits=threads, user_api="blas"):
+            _, thr, k = bootstrap_trial(
+                records, 10 * NS, 40 * NS, 72, 50, seed=0, concurrency=12_000
+            )
+        got[threads] = thr
+    assert k == 12_000 and len(got[1]) == 50
+    assert got[1] == got[2]
