@@ -18,7 +18,6 @@ Pure functions of records; seeded, so the same records give the same interval.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import math
@@ -147,7 +146,7 @@ def _blas_controller() -> Any:
     return ThreadpoolController()
 
 
-def one_blas_thread() -> contextlib.AbstractContextManager[Any]:
+def one_blas_thread() -> Any:  # a context manager (threadpoolctl is untyped)
     """BLAS on one thread for a float dot product of a bootstrap (docs/engine.md "Bootstrap
     arithmetic"): above 10,000 elements OpenBLAS splits a dot product over its threads and
     adds the partial sums, so the value would depend on the machine's core count, and on a
