@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks.search_cost [--tree PATH[=LABEL] ...] [--parallel]
         [--profile gb300-nvl72-dsv41-flash] [--cap 16384] [--duration 120]
-        [--work /tmp/search-cost] [--against OTHER/cost.json]
+        [--work /tmp/search-cost] [--against OTHER/cost.json] [--args LABEL=OPTIONS ...]
 
 Runs ``python -m agentperf.engine search --target sim:PROFILE`` (the documented rack-scale
 command, docs/benchmarks.md "Rack scale": synthetic dataset seed 1, 200 trajectories,
@@ -13,7 +13,10 @@ system CPU and peak RSS (``os.wait4``), the trials, each trial's wall time, and 
 of every trial's ``trial.json`` and ``requests.jsonl`` (the records are deleted afterwards
 unless ``--keep-records``: a full search writes ~1.5 GB of them). Virtual time is
 deterministic, so two trees that compute the same thing give the same digests for every
-trial; the report says which trials differ.
+trial; the report says which trials differ. Where they differ because a tree runs an
+approximation (``--args 'new=--mean-field 512'``: docs/engine.md "Mean-field trials"), it
+also prints each tier's max agents and the figures of every concurrency both searches ran,
+with the approximation's error.
 
 Each tree's engine runs with that tree's own simulator registered for ``sim:`` (``TREE_MAIN``):
 the installed ``agentperf.targets`` entry point would load whichever checkout the venv was
@@ -32,6 +35,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import threading
@@ -102,6 +106,7 @@ class Run:
     def __init__(self, tree: Path, label: str, args: argparse.Namespace, dataset: Path) -> None:
         self.tree, self.label, self.args, self.dataset = tree, label, args, dataset
         self.out = Path(args.work) / label
+        self.extra = shlex.split(dict(a.split("=", 1) for a in args.args).get(label, ""))
         self.report: dict[str, Any] = {}
 
     def __call__(self) -> None:
@@ -129,6 +134,7 @@ class Run:
             str(a.duration),
             "--out",
             str(self.out),
+            *self.extra,
         ]
         env = dict(os.environ, PYTHONPATH=str(self.tree))
         started = time.monotonic()
@@ -164,6 +170,9 @@ class Run:
                     "concurrency": t["concurrency"],
                     "requests": summary.get("requests_total"),
                     "p25_output_speed": summary.get("p25_output_speed"),
+                    "ttft_p75_s": (summary.get("ttft_s") or {}).get("p75"),
+                    "throughput_per_accelerator": summary.get("throughput_per_accelerator"),
+                    "mean_field": (t["data"].get("mean_field") or {}).get("factor", 1),
                     "wall_s": round(end - previous, 2),
                     "trial_json_sha256": _sha256(folder / "trial.json"),
                     "requests_sha256": _sha256(records),
@@ -216,6 +225,40 @@ def _compare(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
         f"{a['label']} vs {b['label']}: {same} of {max(len(ta), len(tb))} trials identical "
         "(trial.json and requests.jsonl byte for byte)",
     )
+    if same < max(len(ta), len(tb)):
+        lines += _approximation(a, b)
+    return lines
+
+
+def _approximation(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """How far ``b``'s search is from ``a``'s when their records differ (an approximation
+    such as mean-field trials): each tier's max agents, and each concurrency both ran."""
+    lines = ["  max agents per tier:"]
+    for tier, n_a in a["max_agents"].items():
+        n_b = b["max_agents"].get(tier)
+        off = "" if not n_a or n_b is None else f" ({(n_b - n_a) / n_a:+.1%})"
+        lines.append(f"    {tier}: {n_a} vs {n_b}{off}")
+    first_a = {t["concurrency"]: t for t in reversed(a["trials"])}
+    first_b = {t["concurrency"]: t for t in reversed(b["trials"])}
+    lines.append(
+        "  same N in both (first trial at each): N, slice factor, p25 tok/s, TTFT p75 s, "
+        "tok/s per accelerator, each as a vs b (b's error)"
+    )
+    for n in sorted(set(first_a) & set(first_b)):
+        x, y = first_a[n], first_b[n]
+        cells = []
+        for key, fmt in (
+            ("p25_output_speed", "{:.1f}"),
+            ("ttft_p75_s", "{:.3f}"),
+            ("throughput_per_accelerator", "{:,.0f}"),
+        ):
+            u, v = x.get(key), y.get(key)
+            if u is None or v is None:
+                cells.append("-")
+                continue
+            err = f" ({(v - u) / u:+.1%})" if u else ""
+            cells.append(f"{fmt.format(u)} vs {fmt.format(v)}{err}")
+        lines.append(f"    N={n} k={y.get('mean_field', 1)}: " + "; ".join(cells))
     return lines
 
 
@@ -241,6 +284,13 @@ def main() -> None:
     ap.add_argument("--work", default="/tmp/search-cost")
     ap.add_argument("--keep-records", action="store_true")
     ap.add_argument("--against", action="append", default=[], help="an earlier cost.json")
+    ap.add_argument(
+        "--args",
+        action="append",
+        default=[],
+        metavar="LABEL=ARGS",
+        help="more search options for the tree LABEL, e.g. 'new=--mean-field 512'",
+    )
     args = ap.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,7 @@ import orjson
 from agentperf.engine.commands import COMMANDS_GROUP, AddCommand, CliError
 from agentperf.engine.datasets.cli import add_dataset_commands
 from agentperf.engine.jobs import Target, search_job, trial_job
+from agentperf.engine.meanfield import MeanField, MeanFieldError, check_mean_field
 from agentperf.engine.openloop import (
     DEFAULT_RATE_CAP,
     auto_rate_step,
@@ -104,6 +105,15 @@ def _common(p: argparse.ArgumentParser) -> None:
         dest="prime_cache",
         action="store_false",
         help="start cold: every agent's first prompt is an uncached prefill",
+    )
+    p.add_argument(
+        "--mean-field",
+        type=_positive_int,
+        default=None,
+        metavar="MIN_AGENTS",
+        help="sim: targets: run a trial of N agents as N/k agents on a 1/k slice of the "
+        "deployment, the largest k leaving MIN_AGENTS or more (an approximation; "
+        'docs/engine.md "Mean-field trials")',
     )
     p.add_argument("--max-loop-lag-ms", type=float, default=25.0)
     p.add_argument("--max-cpu-percent", type=float, default=90.0)
@@ -230,6 +240,17 @@ def _replay_config(args: argparse.Namespace) -> ReplayConfig:
     )
 
 
+def _mean_field(args: argparse.Namespace) -> MeanField | None:
+    if args.mean_field is None:
+        return None
+    mean_field = MeanField(args.mean_field)
+    try:
+        check_mean_field(mean_field, simulated=bool(args.target), arrival=args.arrival)
+    except MeanFieldError as exc:
+        raise CliError(f"--mean-field: {exc}") from exc
+    return mean_field
+
+
 def _trial_config(args: argparse.Namespace, concurrency: int) -> TrialConfig:
     if args.duration <= 0:
         raise CliError("--duration must be > 0")
@@ -339,6 +360,7 @@ def cmd_trial(args: argparse.Namespace, out: TextIO) -> int:
         tiers=tiers,
         out_dir=args.out,
         sharding=build_sharding(args, tiers, work_dir=Path(args.out) / "shards"),
+        mean_field=_mean_field(args),
     )
     reporter.line(_describe(result))
     at_once = result.arrival.get("concurrent_sessions") or {}
@@ -411,6 +433,7 @@ def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
         sharding=build_sharding(args, tiers, work_dir=out_dir / "shards"),
         on_attempt_failed=lambda i, a, why: reporter.line(f"trial {i} attempt {a} failed: {why}"),
         rate_step=step,
+        mean_field=_mean_field(args),
     )
     doc = result.to_dict()
     doc["simulated"] = args.target is not None

@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 
 from agentperf.engine import targets
 from agentperf.engine.loop import quiet_gc, run_real
+from agentperf.engine.meanfield import MeanField, check_mean_field, slice_trial
 from agentperf.engine.openloop import auto_rate_step, open_trial_config
 from agentperf.engine.replay import ARRIVAL_OPEN
 from agentperf.engine.search import (
@@ -128,14 +129,21 @@ def trial_job(
     tiers: Sequence[Tier] = (),
     out_dir: str | os.PathLike[str] | None = None,
     sharding: Sharding | None = None,
+    mean_field: MeanField | None = None,
 ) -> TrialResult:
     """One trial; writes DIR/trial.json and DIR/requests.jsonl when ``out_dir`` is given.
-    With ``sharding`` of more than one shard, its agents run in shard processes."""
+    With ``sharding`` of more than one shard, its agents run in shard processes; with
+    ``mean_field`` on a simulated target, on a slice of the deployment (engine.meanfield)."""
+    check_mean_field(mean_field, simulated=target.simulated, arrival=config.replay.arrival)
 
     async def main(transport: Transport, clock: Clock) -> TrialResult:
-        result, _ = await _one_trial(
-            transport, clock, target, trajectories, config, tiers, sharding, index=0
+        served, sliced, record = slice_trial(
+            transport, config, mean_field, virtual=clock.is_virtual
         )
+        result, _ = await _one_trial(
+            served, clock, target, trajectories, sliced, tiers, sharding, index=0
+        )
+        result.mean_field = record
         return result
 
     result = run_on_target(target, main)
@@ -269,6 +277,7 @@ def search_job(
     sharding: Sharding | None = None,
     on_attempt_failed: OnAttemptFailed | None = None,
     rate_step: float | None = None,
+    mean_field: MeanField | None = None,
 ) -> SearchResult:
     """The whole SLO-tier search; ``base`` gives every trial's settings but concurrency.
 
@@ -283,7 +292,10 @@ def search_job(
     measurement window (scrape /metrics there; it must not block). ``sharding`` runs each
     trial's agents in shard processes (docs/engine.md "Sharded trials"); a trial whose
     shard failed is reported to ``on_attempt_failed`` and run again under the same index.
+    ``mean_field`` runs each large enough trial on a slice of a simulated deployment
+    (``agentperf.engine.meanfield``; an approximation, recorded in each such trial).
     """
+    check_mean_field(mean_field, simulated=target.simulated, arrival=base.replay.arrival)
     names = [t.name for t in tiers]
     step = rate_step
     if step is None and base.replay.arrival == ARRIVAL_OPEN:
@@ -296,15 +308,18 @@ def search_job(
             config = config_for_trial(base, n, index)
             if step is not None:
                 config = open_trial_config(config, n, step)
+            served, config, record = slice_trial(
+                transport, config, mean_field, virtual=clock.is_virtual
+            )
             marks = None
             if on_window is not None:
                 hook = on_window
 
                 def marks(mark: str, t_ns: int) -> None:
-                    hook(index, mark, t_ns, transport)
+                    hook(index, mark, t_ns, served)
 
             result, _ = await _one_trial(
-                transport,
+                served,
                 clock,
                 target,
                 trajectories,
@@ -315,6 +330,7 @@ def search_job(
                 on_window=marks,
                 on_attempt_failed=on_attempt_failed,
             )
+            result.mean_field = record
             data = result.to_dict()
             if out_dir is not None:
                 folder = trial_dir(out_dir, index, n)

@@ -334,6 +334,9 @@ class TrialResult:
     load_generator: dict[str, Any] = field(default_factory=dict)
     # How the sessions arrived and how many ran at once (docs/engine.md "Arrival modes")
     arrival: dict[str, Any] = field(default_factory=dict)
+    # A mean-field trial (engine.meanfield): the factor k and the whole trial's concurrency
+    # and accelerators it stands for; ``config`` is the 1/k slice that ran. {}: run whole.
+    mean_field: dict[str, Any] = field(default_factory=dict)
 
     @property
     def concurrency(self) -> int:
@@ -342,7 +345,7 @@ class TrialResult:
     def to_dict(self) -> dict[str, Any]:
         """trial.json: everything but the raw records (those go to requests.jsonl)."""
         return {
-            "concurrency": self.config.concurrency,
+            "concurrency": self.mean_field.get("concurrency", self.config.concurrency),
             "simulated": self.simulated,
             "config": self.config.to_dict(),
             "summary": self.summary.to_dict(),
@@ -350,6 +353,7 @@ class TrialResult:
             "statistics": self.statistics,
             **({"load_generator": self.load_generator} if self.load_generator else {}),
             **({"arrival": self.arrival} if self.arrival else {}),
+            **({"mean_field": self.mean_field} if self.mean_field else {}),
             "frontier_point": {
                 "p25_output_speed": self.summary.p25_output_speed,
                 "throughput_per_accelerator": self.summary.throughput_per_accelerator,

@@ -63,6 +63,10 @@ class CostModel:
         self.attn_full = p.attn_flops_per_full_ctx_token
         self.window = p.max_attended_tokens
         self.moe = p.moe_weight_touch and self.pd < self.ptot
+        # A mean-field slice (RoleConfig.mean_field, docs/simulator.md "Mean-field trials"):
+        # the terms pooled over the expert-parallel group see the whole replica's tokens,
+        # s times the slice's, and its weights are read by s times the slice's bandwidth.
+        self.scale = role.mean_field
         self.frac = self.pd / self.ptot
         # Expert-parallel all-to-all: each token's hidden state goes to its experts on other
         # GPUs and comes back, every MoE layer; the group's GPUs send in parallel over their
@@ -162,9 +166,15 @@ class CostModel:
         )
         flops = gemm + attn
         kv = self.kvb * (decode_ctx + prefill_ctx_read)
-        nbytes = self.weight_bytes(tokens) + kv
-        g = self.gemm_efficiency(tokens)
-        imb = self.imbalance(tokens)
+        s = self.scale
+        if s == 1:
+            nbytes = self.weight_bytes(tokens) + kv
+            g = self.gemm_efficiency(tokens)
+            imb = self.imbalance(tokens)
+        else:
+            nbytes = self.weight_bytes(tokens * s) / s + kv
+            g = self.gemm_efficiency(tokens * s)
+            imb = self.imbalance(tokens * s)
         comm = self.comm_s_per_token * tokens * imb
         if self.dp_attention:
             if rank_s is None:  # no per-rank split given: the work spread evenly

@@ -56,11 +56,13 @@ class Deployment:
             edge += w
             self._mix.append((edge, profile.acceptance_for(kind)))
         self._mix_salt = f"accept:{seed}".encode()
+        # what one whole replica holds (a mean-field slice answers as the replica would)
         fr = profile.roles[0]
-        self.max_prompt_tokens = profile.kv_capacity_tokens(fr)
+        self.max_prompt_tokens = profile.kv_capacity_tokens(fr) * fr.mean_field
         if profile.mode == "disaggregated":
+            back = profile.roles[1]
             self.max_prompt_tokens = min(
-                self.max_prompt_tokens, profile.kv_capacity_tokens(profile.roles[1])
+                self.max_prompt_tokens, profile.kv_capacity_tokens(back) * back.mean_field
             )
 
     @property

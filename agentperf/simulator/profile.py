@@ -16,6 +16,7 @@ Loading refuses a profile whose figures are missing or unsourced, with the path 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -184,6 +185,11 @@ class RoleConfig:
     # Most prefill tokens one request gets in one iteration (a DP rank's own budget in a
     # data-parallel-attention replica); defaults to chunk_tokens.
     request_chunk_tokens: int = 0
+    # Mean-field thinning (docs/simulator.md "Mean-field trials"): this replica stands for
+    # one of ``mean_field`` equal slices of the real one: 1/mean_field of its data-parallel
+    # ranks, batch, chunk budget and KV cache, while its expert-parallel terms (weights
+    # touched, grouped-GEMM efficiency, EP imbalance) see the whole replica's tokens.
+    mean_field: int = 1
 
     @property
     def dp(self) -> int:
@@ -364,9 +370,55 @@ class Profile:
         raise KeyError(name)
 
     def kv_capacity_tokens(self, role: RoleConfig) -> int:
-        """KV cache of one replica: HBM left after weights and the reserve, in tokens."""
-        hbm = role.accelerators * self.memory_gb * 1e9 * (1.0 - self.memory_reserve_fraction)
-        return int((hbm - self.weight_bytes) // self.kv_bytes_per_token)
+        """KV cache of one replica: HBM left after weights and the reserve, in tokens (a
+        mean-field slice holds its share of the whole replica's)."""
+        s = role.mean_field
+        hbm = role.accelerators * s * self.memory_gb * 1e9 * (1.0 - self.memory_reserve_fraction)
+        return int((hbm - self.weight_bytes) // self.kv_bytes_per_token) // s
+
+    def mean_field_factors(self) -> tuple[int, ...]:
+        """The factors k by which ``thinned`` can slice this deployment (1 first)."""
+        return tuple(k for k in range(1, self.accelerators_used + 1) if self._thin_roles(k))
+
+    def thinned(self, k: int) -> Profile:
+        """This deployment cut to a 1/k slice that serves 1/k of the agents the same way
+        (docs/simulator.md "Mean-field trials"): roles of several replicas keep 1/k of them;
+        a single data-parallel-attention replica keeps 1/k of its ranks, batch, chunk
+        budget and KV cache (``RoleConfig.mean_field``)."""
+        roles = self._thin_roles(k)
+        if roles is None:
+            raise ValueError(f"{self.name} cannot be cut into {k} equal slices")
+        return dataclasses.replace(self, roles=roles)
+
+    def _thin_roles(self, k: int) -> tuple[RoleConfig, ...] | None:
+        if k == 1:
+            return self.roles
+        if k < 1 or any(r.mean_field != 1 for r in self.roles):
+            return None
+        out = []
+        for r in self.roles:
+            if r.replicas % k == 0:
+                out.append(dataclasses.replace(r, replicas=r.replicas // k))
+            elif (
+                r.replicas == 1
+                and self.attention_dp
+                and r.dp % k == 0
+                and r.max_batch % k == 0
+                and r.chunk_tokens % k == 0
+            ):
+                out.append(
+                    dataclasses.replace(
+                        r,
+                        accelerators=r.accelerators // k,
+                        max_batch=r.max_batch // k,
+                        chunk_tokens=r.chunk_tokens // k,
+                        request_chunk_tokens=r.request_chunk_tokens or r.chunk_tokens,
+                        mean_field=k,
+                    )
+                )
+            else:
+                return None
+        return tuple(out)
 
 
 def resolve_profile_path(profile: str | Path) -> Path:

@@ -39,6 +39,10 @@ class Timeline(Protocol):
     def call_at(self, t_ns: int, fn: Callable[[], None]) -> None: ...
 
 
+# Iterations of a mean-field slice's rank work its ghost ranks draw from (Replica._ghost_max)
+GHOST_STEPS = 256
+
+
 class SimRequest:
     """One request inside the model. Owners attach ``on_done`` / ``on_emit`` callbacks."""
 
@@ -111,6 +115,9 @@ class ReplicaHost(Protocol):
 
     @property
     def timeline(self) -> Timeline: ...
+
+    @property
+    def seed(self) -> int: ...
 
     def handoff(self, req: SimRequest, prefill_end_ns: int) -> None: ...
 
@@ -191,6 +198,15 @@ class Replica:
         self._seq = 0
         self._wake_at: int | None = None
         self._cancel_pending = 0
+        # A mean-field slice's ghost ranks (docs/simulator.md "Mean-field trials"): the
+        # whole replica's other dp·(s − 1) ranks, whose work each step is drawn from the
+        # slice's own ranks' work over its last GHOST_STEPS iterations.
+        s = role.mean_field
+        self.ghosts = role.dp * (s - 1)
+        self._ghost_work = np.zeros(GHOST_STEPS * role.dp) if s > 1 else np.zeros(0)
+        self._ghost_filled = 0
+        self._ghost_at = 0
+        self._ghost_rng = np.random.default_rng([deployment.seed, 0x6705, index]) if s > 1 else None
 
     # ---------------------------------------------------------------- load and routing
     @property
@@ -327,6 +343,19 @@ class Replica:
             self.pool.release(req.prompt.keys, req.reserved)
         req.reserved = 0
 
+    def _ghost_max(self, work: np.ndarray) -> float:
+        """The busiest rank of the whole replica for a mean-field slice whose own ranks'
+        work this iteration is ``work``: the max over them and ``ghosts`` draws from their
+        recent history (the slice's ranks stand for the rest of the replica's)."""
+        dp = len(work)
+        at = self._ghost_at
+        self._ghost_work[at : at + dp] = work
+        self._ghost_at = (at + dp) % len(self._ghost_work)
+        self._ghost_filled = min(self._ghost_filled + dp, len(self._ghost_work))
+        assert self._ghost_rng is not None
+        draws = self._ghost_rng.integers(0, self._ghost_filled, size=self.ghosts)
+        return float(max(work.max(), self._ghost_work[draws].max()))
+
     def plan(self, t_ns: int) -> IterationPlan | None:
         """Choose the next iteration's work at ``t_ns`` and price it (None: nothing to do).
 
@@ -431,7 +460,7 @@ class Replica:
                 )
                 work += np.bincount(dec_idx % cm.dp, weights=per_seq, minlength=cm.dp)
         if cm.dp_attention:
-            rank_s = float(work.max())
+            rank_s = float(work.max()) if cm.scale == 1 else self._ghost_max(work)
         cost = cm.cost(
             prefill_tokens=p_tokens,
             prefill_attended=p_att,

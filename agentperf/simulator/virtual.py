@@ -292,6 +292,33 @@ class SimTransport:
         self._deadline_seq = 0
         self._sweep: asyncio.TimerHandle | None = None
         self._sweep_at = math.inf
+        self._seed = seed
+        self._check = check_output_length
+        self._slices: dict[int, SimTransport] = {}
+
+    def mean_field_factors(self) -> tuple[int, ...]:
+        """The k this deployment can be cut into for mean-field trials (docs/engine.md
+        "Mean-field trials"); only 1 under a dishonest mode (what it fakes is the whole)."""
+        if self.dishonesty:
+            return (1,)
+        return self.profile.mean_field_factors()
+
+    def thinned(self, k: int) -> SimTransport:
+        """The transport to a 1/k slice of this deployment (``Profile.thinned``), on the
+        same timeline; one per k, kept, like a deployment that stays up between trials."""
+        if k == 1:
+            return self
+        found = self._slices.get(k)
+        if found is None:
+            found = SimTransport(
+                self.profile.thinned(k),
+                seed=self._seed,
+                check_output_length=self._check,
+                timeline=self.timeline,
+                cheat=self.dishonesty,
+            )
+            self._slices[k] = found
+        return found
 
     async def send(self, spec: RequestSpec) -> Exchange:
         tl = self.timeline
