@@ -25,7 +25,9 @@ to write its trial files (``os.wait4`` counts waited-for descendants).
 
 ``--parallel`` runs the trees at the same time (one core each; on a machine with other work
 both are slowed alike), else one after the other. ``--against FILE`` also compares with the
-``cost.json`` of an earlier run (before/after across two invocations).
+``cost.json`` of an earlier run (before/after across two invocations); with ``--no-run``
+it only compares those files. The first search listed (``--against`` files, then the trees
+in order) is the reference the others are compared with.
 """
 
 from __future__ import annotations
@@ -285,6 +287,11 @@ def main() -> None:
     ap.add_argument("--keep-records", action="store_true")
     ap.add_argument("--against", action="append", default=[], help="an earlier cost.json")
     ap.add_argument(
+        "--no-run",
+        action="store_true",
+        help="run nothing: compare the --against files (the first is the reference)",
+    )
+    ap.add_argument(
         "--args",
         action="append",
         default=[],
@@ -296,7 +303,7 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     (work / "tiers.json").write_text(json.dumps(TIERS))
     dataset = _dataset(work)
-    trees = args.tree or [f"{REPO}=this"]
+    trees = [] if args.no_run else args.tree or [f"{REPO}=this"]
     runs = []
     for spec in trees:
         path, _, label = spec.partition("=")

@@ -340,6 +340,7 @@ def cmd_trial(args: argparse.Namespace, out: TextIO) -> int:
     if open_loop != (args.rate is not None):
         raise CliError("--rate goes with --arrival open, --concurrency with the closed loop")
     target = _target(args)
+    mean_field = _mean_field(args)
     dataset, tiers = _load(args)
     config = _trial_config(args, args.concurrency or 1)
     if open_loop:
@@ -360,7 +361,7 @@ def cmd_trial(args: argparse.Namespace, out: TextIO) -> int:
         tiers=tiers,
         out_dir=args.out,
         sharding=build_sharding(args, tiers, work_dir=Path(args.out) / "shards"),
-        mean_field=_mean_field(args),
+        mean_field=mean_field,
     )
     reporter.line(_describe(result))
     at_once = result.arrival.get("concurrent_sessions") or {}
@@ -375,6 +376,7 @@ def cmd_trial(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
     _resolve_search_defaults(args)
     target = _target(args)
+    mean_field = _mean_field(args)
     dataset, tiers = _load(args)
     base = _trial_config(args, 1)
     open_loop = args.arrival == ARRIVAL_OPEN
@@ -433,7 +435,7 @@ def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
         sharding=build_sharding(args, tiers, work_dir=out_dir / "shards"),
         on_attempt_failed=lambda i, a, why: reporter.line(f"trial {i} attempt {a} failed: {why}"),
         rate_step=step,
-        mean_field=_mean_field(args),
+        mean_field=mean_field,
     )
     doc = result.to_dict()
     doc["simulated"] = args.target is not None
