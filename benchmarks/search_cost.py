@@ -302,8 +302,8 @@ def main() -> None:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     (work / "tiers.json").write_text(json.dumps(TIERS))
-    dataset = _dataset(work)
     trees = [] if args.no_run else args.tree or [f"{REPO}=this"]
+    dataset = _dataset(work) if trees else work / "syn.jsonl.gz"
     runs = []
     for spec in trees:
         path, _, label = spec.partition("=")

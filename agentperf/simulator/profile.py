@@ -171,6 +171,12 @@ class FitFrom:
     parameters: tuple[tuple[str, str], ...]  # (this profile's path, the fitted path)
 
 
+# Fewest data-parallel ranks a mean-field slice of one replica keeps: its ghost ranks draw
+# from its own ranks' work, and 3 ranks (GB300 at k = 24) put TTFT p75 7-11 % off the whole
+# rack's (docs/benchmarks.md "Rack scale in under five minutes: mean-field trials").
+MIN_SLICE_RANKS = 8
+
+
 @dataclass(slots=True, frozen=True)
 class RoleConfig:
     """One kind of engine instance: ``replicas`` copies of ``accelerators`` accelerators each."""
@@ -403,6 +409,7 @@ class Profile:
                 r.replicas == 1
                 and self.attention_dp
                 and r.dp % k == 0
+                and r.dp // k >= MIN_SLICE_RANKS
                 and r.max_batch % k == 0
                 and r.chunk_tokens % k == 0
             ):

@@ -30,8 +30,8 @@ class _Timeline:
 def test_a_slice_of_the_rack_keeps_its_share_of_ranks_batch_chunk_budget_and_kv_cache() -> None:
     whole = load_profile(RACK)
     (role,) = whole.roles
-    assert whole.mean_field_factors()[:4] == (1, 2, 3, 4)
-    assert 8 in whole.mean_field_factors() and 5 not in whole.mean_field_factors()
+    # the divisors of its 72 ranks that leave a slice MIN_SLICE_RANKS (8) ranks or more
+    assert whole.mean_field_factors() == (1, 2, 3, 4, 6, 8, 9)
     part = whole.thinned(8)
     (sliced,) = part.roles
     assert (sliced.accelerators, sliced.dp, sliced.max_batch) == (9, 9, role.max_batch // 8)
@@ -45,6 +45,8 @@ def test_a_slice_of_the_rack_keeps_its_share_of_ranks_batch_chunk_budget_and_kv_
     assert Deployment(part, _Timeline()).max_prompt_tokens // 8 == part.kv_capacity_tokens(sliced)
     with pytest.raises(ValueError, match="cannot be cut into 5 equal slices"):
         whole.thinned(5)
+    with pytest.raises(ValueError, match="cannot be cut into 12 equal slices"):
+        whole.thinned(12)  # 6 ranks: too few for the ghost ranks to draw from
     with pytest.raises(ValueError, match="cannot be cut"):
         part.thinned(2)  # a slice is not sliced again
 
