@@ -358,14 +358,27 @@ def podman_storage_env() -> dict[str, str]:
     }
 
 
+# Advisory-lock key of ensure_database ("APDB"): the shards of one `make test` start at once.
+DATABASE_LOCK = 0x41504442
+
+
 def ensure_database(name: str = "agentperf") -> None:
-    """Create the services-profile database (Celery results live there) if it is missing."""
+    """Create the services-profile database (Celery results live there) if it is missing.
+
+    The test shards start together on a fresh machine: without the lock both found the
+    database missing and the second CREATE DATABASE failed (pg_database_datname_index),
+    ending that shard before any test ran. The check and the create now run under a
+    session-level advisory lock (CREATE DATABASE cannot run in a transaction)."""
     import psycopg
 
     with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
-        if not exists:
-            conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute("SELECT pg_advisory_lock(%s)", (DATABASE_LOCK,))
+        try:
+            found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+            if not found.fetchone():
+                conn.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (DATABASE_LOCK,))
 
 
 def services_env() -> dict[str, str]:

@@ -328,8 +328,14 @@ class Reporter:
 def _describe(result: TrialResult) -> str:
     s = result.summary
     verdicts = " ".join(f"{k}={'pass' if v.passed else 'fail'}" for k, v in result.verdicts.items())
+    mf = result.mean_field
+    load = f"N={result.concurrency}"
+    if mf:  # docs/engine.md "Mean-field trials"
+        load = (
+            f"N={mf['concurrency']} (mean-field: {result.concurrency} agents on 1/{mf['factor']})"
+        )
     return (
-        f"N={result.concurrency} requests={s.requests} errors={s.error_rate:.1%} "
+        f"{load} requests={s.requests} errors={s.error_rate:.1%} "
         f"p25_speed={s.p25_output_speed:.1f} tok/s ttft_p75={s.ttft_s['p75']:.3f} s "
         f"tput/acc={s.throughput_per_accelerator:.0f} tok/s {verdicts}".rstrip()
     )

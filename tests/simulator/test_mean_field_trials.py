@@ -49,10 +49,12 @@ def _trial(inputs: tuple[Path, Path], out: Path, n: int, *extra: str) -> dict:
 
 
 def test_a_rack_trial_on_an_eighth_of_the_rack_lands_within_the_stated_tolerance(
-    inputs: tuple[Path, Path], tmp_path: Path
+    inputs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     whole = _trial(inputs, tmp_path / "whole", 2048)
     part = _trial(inputs, tmp_path / "slice", 2048, "--mean-field", "256")
+    said = capsys.readouterr().out
+    assert "N=2048 requests=" in said and "N=2048 (mean-field: 256 agents on 1/8) " in said
     assert "mean_field" not in whole
     assert part["mean_field"] == {
         "factor": 8,
