@@ -166,15 +166,10 @@ class CostModel:
         )
         flops = gemm + attn
         kv = self.kvb * (decode_ctx + prefill_ctx_read)
-        s = self.scale
-        if s == 1:
-            nbytes = self.weight_bytes(tokens) + kv
-            g = self.gemm_efficiency(tokens)
-            imb = self.imbalance(tokens)
-        else:
-            nbytes = self.weight_bytes(tokens * s) / s + kv
-            g = self.gemm_efficiency(tokens * s)
-            imb = self.imbalance(tokens * s)
+        s = self.scale  # 1 for a whole replica: the same floats (x / 1 is x)
+        nbytes = self.weight_bytes(tokens * s) / s + kv
+        g = self.gemm_efficiency(tokens * s)
+        imb = self.imbalance(tokens * s)
         comm = self.comm_s_per_token * tokens * imb
         if self.dp_attention:
             if rank_s is None:  # no per-rank split given: the work spread evenly

@@ -292,8 +292,6 @@ class SimTransport:
         self._deadline_seq = 0
         self._sweep: asyncio.TimerHandle | None = None
         self._sweep_at = math.inf
-        self._seed = seed
-        self._check = check_output_length
         self._slices: dict[int, SimTransport] = {}
 
     def mean_field_factors(self) -> tuple[int, ...]:
@@ -312,8 +310,8 @@ class SimTransport:
         if found is None:
             found = SimTransport(
                 self.profile.thinned(k),
-                seed=self._seed,
-                check_output_length=self._check,
+                seed=self.deployment.seed,
+                check_output_length=self.check_output_length,
                 timeline=self.timeline,
                 cheat=self.dishonesty,
             )
