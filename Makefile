@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: demo test install browser sandbox containers slurm varnish lint imports format migrate seed worker beat web check-migrations typecheck clean
+.PHONY: demo test install vllm browser sandbox containers slurm varnish lint imports format migrate seed worker beat web check-migrations typecheck clean
 
 $(PYTHON):
 	$(PY) -m venv $(VENV)
@@ -37,7 +37,7 @@ seed: migrate
 	$(PYTHON) manage.py seed_catalog
 
 # Embedded default: SQLite, kombu's SQLite broker and a local artifacts folder under var/.
-demo: seed sandbox
+demo: seed sandbox vllm
 	$(PYTHON) manage.py publish_tuning_subset
 	$(PYTHON) manage.py demo --host $(HOST) --port $(PORT)
 
@@ -69,6 +69,13 @@ check-migrations: install
 
 typecheck: install
 	$(BIN)/mypy
+
+# The vLLM CPU serving environment (docs/engine.md "vLLM on CPU"): the wheelhouse under
+# $AGENTPERF_CACHE/vllm (~/.cache/agentperf) is filled from PyPI on a host's first run only,
+# the environment is built from it with nothing fetched, and the tiny model is made from its
+# recipe (runner/launchers/tiny_hf.py). Later runs find all three and do nothing.
+vllm: install
+	$(PYTHON) -m runner.launchers.vllm_env
 
 # Debian's Chromium and ChromeDriver for the browser tests (Playwright launches it by path;
 # no browser download), installed when missing.
@@ -124,7 +131,7 @@ varnish:
 # side by side (tests/shards.py), each with its own SeaweedFS, Varnish, registry and test
 # database. PYTEST_ARGS naming test files runs them as one session.
 TEST_SHARDS ?= 2
-test: install slurm browser sandbox containers varnish lint imports check-migrations typecheck
+test: install vllm slurm browser sandbox containers varnish lint imports check-migrations typecheck
 	$(PYTHON) -m tests.shards --shards $(TEST_SHARDS) --durations=25 $(PYTEST_ARGS)
 
 clean:

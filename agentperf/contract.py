@@ -34,6 +34,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic_core import PydanticUndefined
 
+from agentperf.engine.cachetruth import CacheCounters as EngineCacheCounters
+from agentperf.engine.cachetruth import CacheTruth as EngineCacheTruth
 from agentperf.engine.metrics import ClientHealth as EngineClientHealth
 from agentperf.engine.metrics import TrialSummary
 from agentperf.engine.search import Phase, SearchResult
@@ -493,6 +495,22 @@ class ClientHealth(Complete, EngineClientHealth):
     model_config = Contract.model_config
 
 
+class CacheCounters(Complete, EngineCacheCounters):
+    """The server's prefix-cache counters over a window against the requests' own cached
+    counts: the engine's model (agentperf.engine.cachetruth), every field required."""
+
+    model_config = Contract.model_config
+
+
+class CacheTruth(Complete, EngineCacheTruth):
+    """A trial's cache truth (agentperf.engine.cachetruth, docs/metrics.md "Cache truth"):
+    the engine's model, every field required."""
+
+    model_config = Contract.model_config
+
+    counters: CacheCounters | None
+
+
 class ModelledEnergy(Contract):
     """A simulated trial's modelled power (runner/telemetry/modelled.py, docs/simulator.md);
     never read for a measured result."""
@@ -553,6 +571,9 @@ class TrialMetrics(Contract, TrialSummary):
     # engine.metrics.summarize_sessions (docs/engine.md "Session SLOs"); None: a trial
     # stored before sessions were summarised
     sessions: SessionMetrics | None = None  # type: ignore[assignment]
+    # engine.cachetruth (docs/metrics.md "Cache truth"), with the window's counters where
+    # the worker scraped them; None: a trial stored before it was summarised
+    cache_truth: CacheTruth | None = None
 
     @classmethod
     def of(cls, summary: TrialSummary, **extra: Any) -> TrialMetrics:
@@ -573,6 +594,21 @@ class ServerMetrics(Contract):
     end: dict[str, float] | None = None
     start_error: str | None = None
     end_error: str | None = None
+
+
+class EngineMetrics(Contract):
+    """The serving engine's own gauges and counters over a trial window, scraped from its
+    /metrics through the run (docs/pipeline.md "Engine metrics"): each series is (seconds
+    from the window's start, value); counters are cumulative from the server's start."""
+
+    source: str = Field(max_length=100)
+    # a floor rather than gt=0: OpenAPI 3.0's exclusiveMinimum is a flag, not a number
+    interval_s: float = Field(ge=0.1, le=3600)
+    counters: list[str] = Field(default_factory=list, max_length=20)
+    series: dict[str, list[Annotated[list[float], Field(min_length=2, max_length=2)]]] = Field(
+        max_length=20
+    )
+    failed_scrapes: Count = 0
 
 
 class TrialTelemetry(Contract):
@@ -597,6 +633,7 @@ class TrialTelemetry(Contract):
     per_accelerator: list[dict[str, Any]] | None = None
     cross_check: dict[str, float] | None = None
     server_metrics: ServerMetrics | None = None
+    engine_metrics: EngineMetrics | None = None
 
 
 class TrialReport(Contract):

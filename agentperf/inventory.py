@@ -70,6 +70,23 @@ class RuntimeRecord(_Doc):
     user: str | None = Field(default=None, max_length=100)
 
 
+class ServerSettings(_Doc):
+    """The serving engine's effective settings as the running server reports them
+    (docs/verification.md "inventory"); None: not reported. ``sources`` names where each
+    was read: vLLM's ``/v1/models`` (max_model_len), its ``vllm:cache_config_info`` series in
+    ``/metrics`` (prefix caching, cache dtype, block size, KV-cache size) and the engine's
+    own start-up line in its log (dtype, chunked prefill)."""
+
+    max_model_len: int | None = None
+    prefix_caching: bool | None = None
+    chunked_prefill: bool | None = None
+    dtype: str | None = Field(default=None, max_length=50)
+    kv_cache_dtype: str | None = Field(default=None, max_length=50)
+    kv_cache_tokens: int | None = None
+    block_size: int | None = None
+    sources: dict[str, str] = Field(default_factory=dict, max_length=20)
+
+
 class ServerRecord(_Doc):
     """What the server says it is (``/version``, ``/v1/models``, build info in ``/metrics``)."""
 
@@ -77,6 +94,7 @@ class ServerRecord(_Doc):
     engine_version: str | None = Field(default=None, max_length=100)
     source: str | None = Field(default=None, max_length=200)
     models: list[str] = Field(default_factory=list, max_length=100)
+    settings: ServerSettings | None = None
 
 
 class MachineRecord(_Doc):
@@ -193,6 +211,93 @@ def _locked(acc: AcceleratorRecord, kind: str) -> int | None:
     return None
 
 
+# the config's precision names -> the torch dtype names a server reports
+_DTYPES = {
+    "fp32": "float32",
+    "float32": "float32",
+    "float": "float32",
+    "bf16": "bfloat16",
+    "bfloat16": "bfloat16",
+    "fp16": "float16",
+    "float16": "float16",
+    "half": "float16",
+}
+
+
+def _arg(args: list[Any], *names: str) -> str | None:
+    """The value of the last ``--name V`` or ``--name=V`` among ``args`` (strings only)."""
+    found = None
+    items = [a for a in args if isinstance(a, str)]
+    for i, item in enumerate(items):
+        for name in names:
+            if item == name and i + 1 < len(items):
+                found = items[i + 1]
+            elif item.startswith(name + "="):
+                found = item.split("=", 1)[1]
+    return found
+
+
+def _flag(args: list[Any], name: str) -> bool | None:
+    """``--name`` → True, ``--no-name`` → False (the last one wins), absent → None."""
+    found = None
+    for item in args:
+        if item == f"--{name}":
+            found = True
+        elif item == f"--no-{name}":
+            found = False
+    return found
+
+
+def declared_settings(config: Mapping[str, Any]) -> dict[str, Any]:
+    """What the config declares of the settings a server reports (ServerSettings): the
+    launch's own arguments first (what the server was started with), then the config's
+    fields (``kv_cache.prefix_caching``, ``model.kv_cache_dtype``). Only vLLM's arguments
+    are read; another engine declares nothing here, and nothing is compared."""
+    if ((config.get("engine") or {}).get("name")) != "vllm":
+        return {}
+    args = list((config.get("launch") or {}).get("args") or [])
+    out: dict[str, Any] = {}
+    length = _arg(args, "--max-model-len")
+    if length is not None and length.isdigit():
+        out["max_model_len"] = int(length)
+    dtype = _arg(args, "--dtype")
+    if dtype is not None and dtype != "auto":
+        out["dtype"] = _DTYPES.get(dtype.lower(), dtype.lower())
+    chunked = _flag(args, "enable-chunked-prefill")
+    if chunked is not None:
+        out["chunked_prefill"] = chunked
+    prefix = _flag(args, "enable-prefix-caching")
+    declared_prefix = (config.get("kv_cache") or {}).get("prefix_caching")
+    if prefix is not None:
+        out["prefix_caching"] = prefix
+    elif isinstance(declared_prefix, bool):
+        out["prefix_caching"] = declared_prefix
+    kv = (config.get("model") or {}).get("kv_cache_dtype")
+    if isinstance(kv, str) and kv.lower() in _DTYPES:
+        out["kv_cache_dtype"] = _DTYPES[kv.lower()]
+    return out
+
+
+def compare_settings(
+    declared: Mapping[str, Any], reported: ServerSettings | None
+) -> tuple[dict[str, Any], list[str], list[str]]:
+    """(compared, mismatches, not reported) of the declared settings against the server's."""
+    compared: dict[str, Any] = {}
+    mismatches: list[str] = []
+    unchecked: list[str] = []
+    for name, value in declared.items():
+        got = getattr(reported, name, None) if reported is not None else None
+        if name == "kv_cache_dtype" and got == "auto" and reported is not None:
+            got = reported.dtype  # vLLM's "auto" cache dtype is the model's dtype
+        compared[name] = {"declared": value, "server": got}
+        if got is None:
+            unchecked.append(f"{name} not reported by the server")
+        elif got != value:
+            source = reported.sources.get(name, "the server") if reported is not None else ""
+            mismatches.append(f"{name} {value!r} declared; {source} reports {got!r}")
+    return compared, mismatches, unchecked
+
+
 def _result(status: str, summary: str, evidence: dict[str, Any]) -> dict[str, Any]:
     return {
         "name": NAME,
@@ -201,7 +306,9 @@ def _result(status: str, summary: str, evidence: dict[str, Any]) -> dict[str, An
         "rule": (
             "the inventory of what served equals the config: the hardware system's "
             "accelerator, the accelerators used, the power cap, declared clock locks, and "
-            "the engine name and version the server reports"
+            "the engine name and version the server reports, and the engine settings the "
+            "launch declares (vLLM: max model length, dtype, prefix caching, chunked prefill, "
+            "KV-cache dtype) as the running server reports them"
         ),
         "evidence": evidence,
     }
@@ -294,6 +401,14 @@ def check_inventory(
                     f"engine version {engine['version']!r} declared; the server reports "
                     f"{server.engine_version!r}"
                 )
+    declared = declared_settings(config)
+    if declared:
+        settings_compared, wrong, missing = compare_settings(
+            declared, server.settings if server is not None else None
+        )
+        compared["settings"] = settings_compared
+        mismatches += wrong
+        unchecked += missing
     evidence = {
         "compared": compared,
         "mismatches": mismatches,

@@ -287,6 +287,12 @@ def open_envelope(
 # --- checking a receipt folder ------------------------------------------------------------
 
 
+# Only the config may be withheld, and only once a signed status statement says the result
+# is one of these (docs/security.md "Secrets in configs"); any other gap fails the check.
+WITHHOLDING_STATUSES = ("invalidated", "withdrawn")
+WITHHOLDABLE = (CONFIG,)
+
+
 @dataclass(frozen=True)
 class Checked:
     """What a verified receipt says (docs/verification.md "Receipt")."""
@@ -297,30 +303,38 @@ class Checked:
     status: str
     status_reason: str
     status_keyid: str
+    # {name: why} of files absent from the folder that a signed status statement withholds
     withheld: dict[str, str]
     # {name: why} of documents checked against a signed status statement's digest instead of
     # the receipt's: the config a reviewer redacted after publication
     redacted: dict[str, str] = field(default_factory=dict)
+    # when the status statement was signed ("" without one): the status is as of then
+    status_at: str = ""
+
+
+@dataclass(frozen=True)
+class _Status:
+    status: str = "published"
+    reason: str = ""
+    keyid: str = ""
+    at: str = ""
+    redaction: tuple[str, str] | None = None  # (config sha256, why)
+    withheld: dict[str, str] = field(default_factory=dict)  # {name: why}, as signed
 
 
 def check(
-    envelope: Any,
-    folder: Path,
-    keys: Mapping[str, bytes],
-    *,
-    status_envelope: Any = None,
-    withheld: Mapping[str, str] | None = None,
+    envelope: Any, folder: Path, keys: Mapping[str, bytes], *, status_envelope: Any = None
 ) -> Checked:
     """Verify ``envelope`` with ``keys`` and recompute every subject's digest from
     ``folder``; ReceiptError naming the first file that is missing or differs.
 
-    ``withheld``: {name: reason} of documents the platform no longer publishes (the config
-    of an invalidated result); such a file may be absent, and is reported as not checked.
+    A file may be absent only when a status statement signed by a listed key about this
+    receipt withholds it (the config of an invalidated or withdrawn result); it is then
+    reported as not checked. What an unsigned wrapper says is withheld counts for nothing.
     """
-    withheld = dict(withheld or {})
     not_checked: dict[str, str] = {}
     doc, keyid = open_envelope(envelope, keys)
-    status, reason, status_keyid, redaction = _status(envelope, status_envelope, keys)
+    said = _status(envelope, status_envelope, keys)
     redacted: dict[str, str] = {}
     if doc.get("predicateType") != PREDICATE_TYPE:
         raise ReceiptError(
@@ -341,17 +355,20 @@ def check(
         if not is_file_subject(name):
             raise ReceiptError(f"receipt: subject name {name!r} is not a file name", name=name)
         path = folder / PurePosixPath(name)
-        if not path.is_file() and name in withheld:
-            not_checked[name] = withheld[name]
+        if not path.is_file() and name in said.withheld:
+            not_checked[name] = said.withheld[name]
             continue
         if not path.is_file():
-            raise ReceiptError(f"{name}: missing from {folder}", name=name)
+            raise ReceiptError(
+                f"{name}: missing from {folder}, and no signed statement withholds it",
+                name=name,
+            )
         actual = sha256_file(path)
-        if name == CONFIG and redaction is not None:
+        if name == CONFIG and said.redaction is not None:
             # the receipt signed the config as published; the status statement signs the
             # config a reviewer redacted since, which is what the platform serves now
-            expected = redaction[0]
-            redacted[name] = redaction[1]
+            expected = said.redaction[0]
+            redacted[name] = said.redaction[1]
         if actual != expected:
             raise ReceiptError(
                 f"{name}: sha256 {actual} differs from the receipt's {expected}", name=name
@@ -365,16 +382,23 @@ def check(
             config_withheld=CONFIG in not_checked,
             config_redacted=CONFIG in redacted,
         )
-    return Checked(doc, keyid, files, status, reason, status_keyid, not_checked, redacted)
+    return Checked(
+        doc,
+        keyid,
+        files,
+        said.status,
+        said.reason,
+        said.keyid,
+        not_checked,
+        redacted,
+        said.at,
+    )
 
 
-def _status(
-    envelope: Any, status_envelope: Any, keys: Mapping[str, bytes]
-) -> tuple[str, str, str, tuple[str, str] | None]:
-    """(status, reason, key id, (config sha256, why) of a redaction or None) of the status
-    statement about ``envelope``; "published" without one."""
+def _status(envelope: Any, status_envelope: Any, keys: Mapping[str, bytes]) -> _Status:
+    """What the status statement about ``envelope`` signs; "published" without one."""
     if not status_envelope:
-        return "published", "", "", None
+        return _Status()
     said, status_keyid = open_envelope(status_envelope, keys, what="status receipt")
     if said.get("predicateType") != STATUS_PREDICATE_TYPE:
         raise ReceiptError("status receipt: wrong predicate type", name="status receipt")
@@ -386,6 +410,7 @@ def _status(
             name="status receipt",
         )
     predicate = said.get("predicate") or {}
+    status = str(predicate.get("status", "?"))
     redaction = None
     redacted = predicate.get("config_redacted")
     if isinstance(redacted, dict) and isinstance(redacted.get("sha256"), str):
@@ -395,12 +420,37 @@ def _status(
             f"redacted by a reviewer after publication ({paths}): checked against the "
             "signed status statement's digest",
         )
-    return (
-        str(predicate.get("status", "?")),
-        str(predicate.get("reason", "")),
-        status_keyid,
-        redaction,
+    return _Status(
+        status=status,
+        reason=str(predicate.get("reason", "")),
+        keyid=status_keyid,
+        at=str(predicate.get("at", "")),
+        redaction=redaction,
+        withheld=_signed_withheld(predicate, status),
     )
+
+
+def _signed_withheld(predicate: Mapping[str, Any], status: str) -> dict[str, str]:
+    """{name: why} a status statement withholds. Only the config, only for an invalidated or
+    withdrawn result: a statement that withholds anything else is refused even though
+    signed. A statement signed before statements named what they withhold (no
+    ``withheld`` key) withholds the config of an invalidated or withdrawn result, the rule
+    the platform followed then."""
+    if "withheld" not in predicate:
+        if status in WITHHOLDING_STATUSES:
+            return {CONFIG: f"the result is {status}: its config is no longer published"}
+        return {}
+    withheld = predicate["withheld"]
+    if not isinstance(withheld, dict):
+        raise ReceiptError("status receipt: 'withheld' is not a mapping", name="status receipt")
+    for name in withheld:
+        if name not in WITHHOLDABLE or status not in WITHHOLDING_STATUSES:
+            raise ReceiptError(
+                f"status receipt: withholds {name} of a {status} result; only the config of "
+                f"an invalidated or withdrawn result may be withheld",
+                name=str(name),
+            )
+    return {str(name): str(why) for name, why in withheld.items()}
 
 
 def _check_image(

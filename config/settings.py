@@ -38,7 +38,8 @@ if len(SECRET_KEY) < 32:
     from core.env import ImproperlyConfiguredEnv
 
     raise ImproperlyConfiguredEnv("SECRET_KEY", "<hidden>", "must be at least 32 characters")
-ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
+# (Django's test runner adds its own "testserver"; a deployment never answers to it)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 # The site's public address and its MCP server's, for absolute links in Open Graph tags,
 # /llms.txt and the embeds (docs/api.md "Machines as readers"); empty: the address each
@@ -79,6 +80,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # a lock held past DATABASE_LOCK_TIMEOUT_S is a 503 with Retry-After (core/contention.py)
+    "core.contention.ContentionMiddleware",
     # Content-Security-Policy on every response, cached ones too (docs/security.md "Headers")
     "csp.middleware.CSPMiddleware",
     # before anything looks a URL's values up (docs/security.md "Input limits")
@@ -117,9 +120,38 @@ TEMPLATES = [
 ]
 
 # --- Database -------------------------------------------------------------------------
+# How long a statement waits for a lock another writer holds (SQLite's busy timeout,
+# PostgreSQL's lock_timeout) before it gives up; the API then answers 503 with Retry-After
+# (DATABASE_BUSY_RETRY_AFTER_S), never 500 (docs/pipeline.md "Contention").
+DATABASE_LOCK_TIMEOUT_S = env_int("DATABASE_LOCK_TIMEOUT_S", 20, minimum=1)
+DATABASE_BUSY_RETRY_AFTER_S = env_int("DATABASE_BUSY_RETRY_AFTER_S", 2, minimum=1)
+# SQLite (the embedded profile, or a sqlite:/// DATABASE_URL): WAL, so readers (every page
+# view, the cache table) never block the one writer and a writer never waits for readers;
+# BEGIN IMMEDIATE, so a transaction that will write takes the lock at its start and waits
+# for it there, instead of failing at once with "database is locked" when it upgrades a
+# read lock another writer is waiting on. synchronous=NORMAL is durable in WAL mode up to
+# a power cut (the last commits may roll back, the file stays consistent).
+_SQLITE_OPTIONS = {
+    "timeout": DATABASE_LOCK_TIMEOUT_S,
+    "transaction_mode": "IMMEDIATE",
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+}
+
+
+def _lock_timeout_option(options: dict) -> dict:
+    """PostgreSQL: a lock wait ends after DATABASE_LOCK_TIMEOUT_S (SQLSTATE 55P03) unless
+    DATABASE_URL's own `options` sets lock_timeout."""
+    given = options.get("options", "")
+    if "lock_timeout" in given:
+        return options
+    setting = f"-c lock_timeout={DATABASE_LOCK_TIMEOUT_S * 1000}"
+    return {**options, "options": f"{given} {setting}".strip()}
+
+
 _database_url = env_str("DATABASE_URL")
 if _database_url:
     _db = parse_database_url("DATABASE_URL", _database_url)
+    _sqlite = _db.engine.endswith("sqlite3")
     DATABASES = {
         "default": {
             "ENGINE": _db.engine,
@@ -128,7 +160,7 @@ if _database_url:
             "PASSWORD": _db.password,
             "HOST": _db.host,
             "PORT": _db.port,
-            "OPTIONS": _db.options,
+            "OPTIONS": dict(_SQLITE_OPTIONS) if _sqlite else _lock_timeout_option(_db.options),
             "CONN_MAX_AGE": env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0),
         }
     }
@@ -137,7 +169,7 @@ else:
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": VAR_DIR / "db.sqlite3",
-            "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
+            "OPTIONS": dict(_SQLITE_OPTIONS),
             # a connection per thread kept open: a new SQLite connection reads the whole
             # schema on its first statement (~1 ms, 3/4 of a cached page's time; docs/caching.md)
             "CONN_MAX_AGE": env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0),
@@ -196,6 +228,9 @@ MAX_ATTACHMENT_BYTES = env_int("MAX_ATTACHMENT_BYTES", 50 * 1024 * 1024, minimum
 MAX_CONFIG_BYTES = env_int("MAX_CONFIG_BYTES", 256 * 1024, minimum=1)
 # Any other JSON body (withdraw reasons, runner reports); docs/security.md "Input limits".
 MAX_JSON_BODY_BYTES = env_int("MAX_JSON_BODY_BYTES", 4 * 1024 * 1024, minimum=1)
+# Django's own cap on a body read whole (form posts, request.body): the same figure, so a
+# body has one limit, and past it a 413 naming it (core/views.py bad_request)
+DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_JSON_BODY_BYTES
 
 # --- Celery ---------------------------------------------------------------------------
 _broker = env_str("CELERY_BROKER_URL")
@@ -397,8 +432,9 @@ LOGIN_REDIRECT_URL = "/portal/"
 LOGOUT_REDIRECT_URL = "/"
 
 # Login throttle (django-axes; docs/security.md "Login"): after LOGIN_FAILURE_LIMIT wrong
-# passwords for one account, or from one address, that account or address is refused (429)
-# for LOGIN_COOLOFF_MINUTES, even with the right password. Counted in the database, so
+# passwords from one address (any accounts), that address is refused (429) for
+# LOGIN_COOLOFF_MINUTES, even with the right password; the account still signs in from
+# anywhere else (a guesser cannot lock a victim out). Counted in the database, so
 # every web process shares the count; the portal's, the console's and the admin's logins
 # all go through django.contrib.auth.authenticate, where the backend checks it.
 AUTHENTICATION_BACKENDS = [
@@ -407,8 +443,11 @@ AUTHENTICATION_BACKENDS = [
 ]
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10, minimum=1)
 AXES_COOLOFF_TIME = _dt.timedelta(minutes=env_int("LOGIN_COOLOFF_MINUTES", 15, minimum=1))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each on its own, not the pair
-AXES_RESET_ON_SUCCESS = True
+# the pair and the address; never the account alone (that would let anyone lock it)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
+# a success clears nothing: axes would clear every failure of the address, the guesses at
+# other accounts included (one's own login between guesses would reset the count)
+AXES_RESET_ON_SUCCESS = False
 AXES_HTTP_RESPONSE_CODE = 429
 # Behind a proxy (deploy/varnish) every login arrives from its address: TRUSTED_PROXY_COUNT
 # (the proxies in front of Django, each appending to X-Forwarded-For) makes the throttle
@@ -500,6 +539,9 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
+    # the client's address for the throttles: REMOTE_ADDR, or behind TRUSTED_PROXY_COUNT
+    # proxies the entry the outermost appended (what a client writes itself never counts)
+    "NUM_PROXIES": TRUSTED_PROXY_COUNT,
     "DEFAULT_THROTTLE_RATES": {
         "vendor": env_str("THROTTLE_VENDOR", "600/hour"),
         "vendor_submit": env_str("THROTTLE_VENDOR_SUBMIT", "60/hour"),

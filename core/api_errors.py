@@ -13,6 +13,8 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from core.contention import BUSY_MESSAGE, busy_headers, is_contention
+
 
 def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
@@ -54,6 +56,8 @@ class ApiError(exceptions.APIException):
 
 
 def exception_handler(exc: Exception, context: dict) -> Response | None:
+    if is_contention(exc):  # retryable: 503 busy, never a 500 (core/contention.py)
+        return Response(error_body("busy", BUSY_MESSAGE), status=503, headers=busy_headers())
     if isinstance(exc, ApiError):
         return Response(error_body(exc.error_code, exc.message, exc.fields), status=exc.status_code)
     if isinstance(exc, Http404):

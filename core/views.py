@@ -38,6 +38,23 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
 
 
 def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """Django's refusals of a request (SuspiciousOperation): a body past
+    DATA_UPLOAD_MAX_MEMORY_SIZE is a 413 naming the limit, anything else a 400."""
+    from django.conf import settings
+    from django.core.exceptions import RequestDataTooBig
+
+    if isinstance(exception, RequestDataTooBig):
+        limit = int(settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+        if _api(request):
+            from core.api_errors import error_body
+
+            body = error_body(
+                "too_large",
+                f"the body is larger than {limit} bytes",
+                fields={"non_field_errors": [f"larger than {limit} bytes"]},
+            )
+            return JsonResponse(body, status=413)
+        return HttpResponse(f"The body is larger than {limit} bytes.", status=413)
     if _api(request):
         from core.api_errors import error_body
 

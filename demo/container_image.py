@@ -1,13 +1,19 @@
-"""The llama.cpp server image the `container` launcher runs in the demo, the tests and
+"""The server images the `container` launcher runs in the demo, the tests and
 benchmarks/launch_cost.py, built from local files (no network): a minimal root filesystem
-holding this host's Python (its version and multiarch folder; standard library only), the
-shared libraries it and the venv's `xllamacpp` need, `xllamacpp` itself, and
-`runner/launchers/llamacpp_server.py` as `runner.launchers.llamacpp_server`.
+holding this host's Python (its version and multiarch folder; standard library only) and
+the shared libraries its programs need, plus one engine:
 
-- `rootfs_tarball()`: the tarball, cached under the agentperf cache folder keyed by the hash
-  of what goes in, so a session builds it once and later sessions reuse it;
-- `push_image(podman, registry)`: `podman import` of the tarball into the session's storage
-  and `podman push` to the loopback registry; returns `host:port/agentperf/llamacpp@sha256:…`.
+- `LLAMACPP`: the venv's `xllamacpp` and `runner/launchers/llamacpp_server.py` as
+  `runner.launchers.llamacpp_server`;
+- `VLLM`: every package of the vLLM CPU environment (runner/launchers/vllm_env.py, built from
+  the host's wheelhouse) in the image's site-packages, and the two programs its CPU worker
+  runs, `sh` and `lscpu` (docs/engine.md "vLLM on CPU").
+
+- `rootfs_tarball(recipe)`: the tarball, cached under the agentperf cache folder keyed by
+  the hash of what goes in, so a session builds it once and later sessions reuse it;
+- `push_image(podman, registry, recipe)`: `podman import` of the tarball into the session's
+  storage and `podman push` to the loopback registry; returns
+  `host:port/agentperf/<engine>@sha256:…`.
 """
 
 from __future__ import annotations
@@ -30,7 +36,6 @@ from pathlib import Path
 from agentperf.engine.datasets.aa_local import cache_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-REPOSITORY = "agentperf/llamacpp"
 _SKIP_STDLIB = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "site-packages", "lib2to3"}
 
 
@@ -65,10 +70,29 @@ def _multiarch() -> str:
     return str(sysconfig.get_config_var("MULTIARCH") or f"{platform.machine()}-linux-gnu")
 
 
-def _inputs() -> list[tuple[str, Path]]:
-    """(path in the image, host file) for every file of the image."""
+def _system_files(binaries: list[Path]) -> list[tuple[str, Path]]:
+    """(path in the image, host file) for the shared libraries `binaries` load."""
     files: list[tuple[str, Path]] = []
-    pydir, triplet = _python_dir(), _multiarch()
+    triplet = _multiarch()
+    seen: set[str] = set()
+    for lib in sorted(_libraries(binaries)):
+        # a wheel's own bundled libraries (torch/lib, numpy.libs) load from beside it
+        if "site-packages" in lib.parts or lib.name in seen:
+            continue
+        seen.add(lib.name)
+        real = Path(os.path.realpath(lib))
+        # the dynamic loader where binaries look for it (/lib64 on x86_64, /lib on aarch64)
+        target = (
+            str(lib.parent).lstrip("/") if lib.name.startswith("ld-linux") else f"usr/lib/{triplet}"
+        )
+        files.append((f"{target}/{lib.name}", real))
+    return files
+
+
+def _python_files() -> tuple[list[tuple[str, Path]], list[Path]]:
+    """This host's Python and its standard library, and the binaries among them."""
+    files: list[tuple[str, Path]] = []
+    pydir = _python_dir()
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     for path in sorted(stdlib.rglob("*")):
         rel = path.relative_to(stdlib)
@@ -77,22 +101,73 @@ def _inputs() -> list[tuple[str, Path]]:
         files.append((f"{pydir}/{rel}", path))
     executable = Path(os.path.realpath(sys.executable))
     files.append(("usr/local/bin/python3", executable))
-    xllamacpp = _site_package("xllamacpp")
-    for path in sorted(xllamacpp.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts:
-            rel = path.relative_to(xllamacpp.parent)
-            files.append((f"{pydir}/site-packages/{rel}", path))
-    binaries = [executable, *xllamacpp.glob("*.so"), *stdlib.glob("lib-dynload/*.so")]
-    for lib in sorted(_libraries(binaries)):
-        real = Path(os.path.realpath(lib))
-        # the dynamic loader where binaries look for it (/lib64 on x86_64, /lib on aarch64)
-        target = (
-            str(lib.parent).lstrip("/") if lib.name.startswith("ld-linux") else f"usr/lib/{triplet}"
-        )
-        files.append((f"{target}/{lib.name}", real))
-    server = REPO_ROOT / "runner" / "launchers" / "llamacpp_server.py"
-    files.append(("app/runner/launchers/llamacpp_server.py", server))
+    return files, [executable, *stdlib.glob("lib-dynload/*.so")]
+
+
+def _package_files(root: Path, names: list[str] | None = None) -> list[tuple[str, Path]]:
+    """The files of `root` (a site-packages folder; only its entries `names` when given)
+    under the image's site-packages, without byte-code caches."""
+    pydir = _python_dir()
+    entries = [root / n for n in names] if names is not None else sorted(root.iterdir())
+    files: list[tuple[str, Path]] = []
+    for entry in entries:
+        paths = [entry] if entry.is_file() else sorted(entry.rglob("*"))
+        for path in paths:
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+                files.append((f"{pydir}/site-packages/{path.relative_to(root)}", path))
     return files
+
+
+@dataclass(frozen=True)
+class ImageRecipe:
+    """One engine's image: its repository name and what goes in beside Python."""
+
+    engine: str
+    repository: str
+
+    def inputs(self) -> list[tuple[str, Path]]:
+        """(path in the image, host file) for every file of the image."""
+        files, binaries = _python_files()
+        if self.engine == "llamacpp":
+            xllamacpp = _site_package("xllamacpp")
+            files += _package_files(xllamacpp.parent, ["xllamacpp"])
+            binaries += list(xllamacpp.glob("*.so"))
+            server = REPO_ROOT / "runner" / "launchers" / "llamacpp_server.py"
+            files.append(("app/runner/launchers/llamacpp_server.py", server))
+        elif self.engine == "vllm":
+            from runner.launchers.vllm_env import ensure_venv
+
+            site = next((ensure_venv().parent.parent / "lib").glob("python3*/site-packages"))
+            packages = _package_files(site)
+            files += packages
+            binaries += [p for _, p in packages if ".so" in p.name and not p.is_symlink()]
+            # vLLM's CPU worker runs `lscpu` through a shell to pick its threads
+            for name, target in (("lscpu", "usr/bin/lscpu"), ("sh", "usr/bin/sh")):
+                program = Path(os.path.realpath(shutil.which(name) or f"/usr/bin/{name}"))
+                files.append((target, program))
+                binaries.append(program)
+        else:
+            raise ValueError(f"no image recipe for engine {self.engine!r}")
+        return files + _system_files(binaries)
+
+    def content_hash(self, files: list[tuple[str, Path]]) -> str:
+        digest = hashlib.sha256()
+        for name, path in files:
+            stat = path.stat()
+            digest.update(f"{name}\0{stat.st_size}\0{int(stat.st_mtime)}\n".encode())
+        if self.engine == "llamacpp":
+            digest.update((REPO_ROOT / "runner/launchers/llamacpp_server.py").read_bytes())
+        digest.update(Path(__file__).read_bytes())
+        return digest.hexdigest()[:16]
+
+
+LLAMACPP = ImageRecipe("llamacpp", "agentperf/llamacpp")
+VLLM = ImageRecipe("vllm", "agentperf/vllm")
+
+
+def _inputs() -> list[tuple[str, Path]]:
+    """The llama.cpp image's files (tests/demo/test_demo_registry.py reads them)."""
+    return LLAMACPP.inputs()
 
 
 def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> None:
@@ -107,16 +182,10 @@ def _add_dir(tar: tarfile.TarFile, name: str, mode: int = 0o755) -> None:
     tar.addfile(info)
 
 
-def rootfs_tarball() -> Path:
+def rootfs_tarball(recipe: ImageRecipe = LLAMACPP) -> Path:
     """The image's root filesystem as a tarball, built once per content hash."""
-    files = _inputs()
-    digest = hashlib.sha256()
-    for name, path in files:
-        stat = path.stat()
-        digest.update(f"{name}\0{stat.st_size}\0{int(stat.st_mtime)}\n".encode())
-    digest.update((REPO_ROOT / "runner/launchers/llamacpp_server.py").read_bytes())
-    digest.update(Path(__file__).read_bytes())
-    out = cache_dir() / "container" / f"llamacpp-rootfs-{digest.hexdigest()[:16]}.tar"
+    files = recipe.inputs()
+    out = cache_dir() / "container" / f"{recipe.engine}-rootfs-{recipe.content_hash(files)}.tar"
     if out.exists():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -156,13 +225,13 @@ def rootfs_tarball() -> Path:
     return out
 
 
-def push_image(podman: list[str], registry: str) -> str:
+def push_image(podman: list[str], registry: str, recipe: ImageRecipe = LLAMACPP) -> str:
     """Import the rootfs into `podman`'s storage and push it to `registry` (plain HTTP on
     loopback); the reference pinned by the digest the registry holds."""
-    tarball = rootfs_tarball()
+    tarball = rootfs_tarball(recipe)
     # tagged with the rootfs's content hash: a registry that holds it already (the demo's,
     # kept under var/) gives the same digest again, so the config and its approval stay
-    tag = f"{registry}/{REPOSITORY}:{tarball.stem.rsplit('-', 1)[-1]}"
+    tag = f"{registry}/{recipe.repository}:{tarball.stem.rsplit('-', 1)[-1]}"
     if shutil.which("skopeo"):
         held = subprocess.run(
             [
@@ -178,12 +247,14 @@ def push_image(podman: list[str], registry: str) -> str:
             timeout=120,
         )
         if held.returncode == 0 and held.stdout.strip().startswith("sha256:"):
-            return f"{registry}/{REPOSITORY}@{held.stdout.strip()}"
+            return f"{registry}/{recipe.repository}@{held.stdout.strip()}"
     changes = [
         "ENV PATH=/usr/local/bin:/usr/bin",
         "ENV PYTHONPATH=/app",
         "ENV PYTHONDONTWRITEBYTECODE=1",
         "ENV LANG=C.UTF-8",
+        # the unprivileged user has no home in the image; caches go to the writable /tmp
+        "ENV HOME=/tmp",
         "WORKDIR /app",
         'CMD ["python3"]',
     ]
@@ -208,7 +279,7 @@ def push_image(podman: list[str], registry: str) -> str:
             timeout=900,
         )
         digest = digest_file.read_text().strip()
-    return f"{registry}/{REPOSITORY}@{digest}"
+    return f"{registry}/{recipe.repository}@{digest}"
 
 
 @dataclass

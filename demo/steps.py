@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -37,17 +38,29 @@ EXAMPLES = REPO / "docs" / "examples"
 DEMO_ORG = "AgentPerf Demo"
 DEMO_REVIEWER = "demo-reviewer"
 # Examples the demo machine can run; `attached` needs an operator-registered endpoint.
-# The GB300 rack runs first (the worker takes one run at a time): a newcomer sees a
-# rack-scale curve on virtual time within the demo's first minutes (docs/simulator.md).
-# The H100 dry run is simulated.yaml with `benchmark.arrival: open`: its result carries both
-# loops (docs/engine.md "Arrival modes"). Every result shows its session SLOs; the two
-# simulated ones have catalog prices (agentperf/catalog/prices.yaml), so their cost tables have
-# figures, and llama.cpp's `local-cpu` has none, so its cost is "—" (docs/catalog.md "Prices").
-RUNNABLE = ("gb300-nvl72-dry-run.yaml", "simulated-open-loop.yaml", "process.yaml")
+# The measured runs go first, one after the other, and the simulated ones are submitted only
+# once they have finished: a measured run never shares the two cores with a twin (issue 38).
+# llama.cpp starts fastest, so the first result appears within the demo's first minutes;
+# then vLLM, the engine the rack examples name, on this CPU. The GB300 rack then runs on
+# virtual time. The H100 dry run is simulated.yaml with `benchmark.arrival: open`: its result
+# carries both loops (docs/engine.md "Arrival modes"). Every result shows its session SLOs;
+# the two simulated ones have catalog prices (agentperf/catalog/prices.yaml), so their cost
+# tables have figures, and the `local-cpu` runs have none, so their cost is "—"
+# (docs/catalog.md "Prices").
+MEASURED = ("process.yaml", "vllm-process.yaml")
+SIMULATED = ("gb300-nvl72-dry-run.yaml", "simulated-open-loop.yaml")
+RUNNABLE = (*MEASURED, *SIMULATED)
 LABELS = {
     "gb300-nvl72-dry-run.yaml": "GB300 NVL72 dry run, 28 Oct stack (simulated, demo)",
     "simulated-open-loop.yaml": "H100 SXM ×8 dry run, closed and open loop (simulated, demo)",
     "process.yaml": "llama.cpp on this CPU (measured, demo)",
+    "vllm-process.yaml": "vLLM 0.32 on this CPU (measured, demo)",
+}
+# In a container where Podman runs: the example submitted instead, and the variable that
+# holds its image's reference (prepare_container_launcher)
+CONTAINER_VARIANTS = {
+    "process.yaml": ("container.yaml", "AGENTPERF_DEMO_IMAGE"),
+    "vllm-process.yaml": ("vllm-container.yaml", "AGENTPERF_DEMO_VLLM_IMAGE"),
 }
 ON_ITS_WAY = (
     "validated",
@@ -72,8 +85,16 @@ def prepare_environment(*, base_url: str) -> None:
     os.environ.setdefault(
         "AGENTPERF_TINY_GGUF", str(Path(settings.VAR_DIR) / "models" / "tiny-llamacpp.gguf")
     )
-    # The pool host shares the model file with the sandboxed server (docs/security.md).
-    os.environ.setdefault("RUNNER_LAUNCH_VARS", "AGENTPERF_TINY_GGUF")
+    # vLLM's environment (built from the host's wheelhouse by `make vllm`) and its tiny model
+    from runner.launchers import vllm_env
+
+    os.environ.setdefault("AGENTPERF_VLLM", str(vllm_env.ensure_venv().parent.parent))
+    os.environ.setdefault("AGENTPERF_TINY_HF", str(vllm_env.tiny_model(seed=0)))
+    # The pool host shares the model files (and vLLM's environment) with the sandboxed
+    # servers, by name (docs/security.md).
+    os.environ.setdefault(
+        "RUNNER_LAUNCH_VARS", "AGENTPERF_TINY_GGUF,AGENTPERF_VLLM,AGENTPERF_TINY_HF"
+    )
     bindir = os.path.dirname(sys.executable)
     if not os.environ.get("PATH", "").startswith(bindir + os.pathsep):
         os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
@@ -83,13 +104,13 @@ def prepare_environment(*, base_url: str) -> None:
 
     path, key, created = ensure_key()
     _say(f"receipt signing key {'created' if created else 'found'}: {path} (key id {key.keyid})")
-    prepare_container_launcher(Path(settings.VAR_DIR))
+    prepare_container_launcher()
 
 
 _REGISTRY: list = []  # the demo's loopback registry, while it runs
 
 
-def prepare_container_launcher(var: Path) -> str | None:
+def prepare_container_launcher() -> str | None:
     """The container launcher for the demo's llama.cpp run, where this host has Podman: the
     image pushed to a loopback registry, the pool settings a pool host would have; the
     image's reference (also in AGENTPERF_DEMO_IMAGE), or None (the process launcher runs)."""
@@ -98,18 +119,28 @@ def prepare_container_launcher(var: Path) -> str | None:
     if not (shutil.which("podman") and shutil.which("docker-registry")):
         _say("no Podman here: llama.cpp runs as a host process (host process, image not run)")
         return None
-    from demo.container_image import push_image, start_registry
+    from agentperf.engine.datasets.aa_local import cache_dir
+    from demo.container_image import VLLM, push_image, start_registry
     from runner.launchers.base import free_port
     from runner.launchers.container import podman_global_argv
 
-    os.environ.setdefault("RUNNER_PODMAN_ROOT", str(var / "podman" / "root"))
-    os.environ.setdefault("RUNNER_PODMAN_RUNROOT", str(var / "podman" / "runroot"))
+    # The images (2.8 GB for vLLM) are kept in the host's cache, like the wheelhouse they
+    # come from: a host's first demo builds and pushes them, later ones (a fresh clone
+    # included) find them in the registry and in Podman's store (docs/engine.md "vLLM on CPU")
+    kept = cache_dir() / "demo"
+    os.environ.setdefault("RUNNER_PODMAN_ROOT", str(kept / "podman" / "root"))
+    # the run root is paired with the store, never per clone: Podman refuses a store whose
+    # run root changed, and every clone's demo shares the host's store
+    run_base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    os.environ.setdefault(
+        "RUNNER_PODMAN_RUNROOT", str(Path(run_base) / f"agentperf-demo-podman-{os.getuid()}")
+    )
     port = int(os.environ.get("DEMO_REGISTRY_PORT") or 15055)
     # a port found free by bind and a registry of this process answering /v2/ on it; the
     # port taken (another registry would get the image), another one: the reference changes
     for attempt in range(3):
         try:
-            registry = start_registry(var / "registry", port if attempt == 0 else free_port())
+            registry = start_registry(kept / "registry", port if attempt == 0 else free_port())
             break
         except RuntimeError:
             if attempt == 2:
@@ -118,12 +149,18 @@ def prepare_container_launcher(var: Path) -> str | None:
     os.environ["RUNNER_REGISTRIES"] = f"http://{registry.host}"
     model = Path(os.environ["AGENTPERF_TINY_GGUF"])
     model.parent.mkdir(parents=True, exist_ok=True)
-    # the pool's weights folder, mounted read-only in the container
-    os.environ.setdefault("RUNNER_SANDBOX_RO_PATHS", str(model.parent))
+    # the pool's weights folders, mounted read-only in the container
+    os.environ.setdefault(
+        "RUNNER_SANDBOX_RO_PATHS", f"{model.parent}:{os.environ['AGENTPERF_TINY_HF']}"
+    )
     _say(f"building the llama.cpp image and pushing it to {registry.host}")
     image = push_image(podman_global_argv(), registry.host)
     os.environ["AGENTPERF_DEMO_IMAGE"] = image
     _say(f"llama.cpp runs in {image} (container launcher)")
+    _say(f"building the vLLM image and pushing it to {registry.host} (minutes, once)")
+    vllm_image = push_image(podman_global_argv(), registry.host, VLLM)
+    os.environ["AGENTPERF_DEMO_VLLM_IMAGE"] = vllm_image
+    _say(f"vLLM runs in {vllm_image} (container launcher)")
     return image
 
 
@@ -134,12 +171,13 @@ def stop_environment() -> None:
 
 
 def example_text(name: str) -> str:
-    """What the demo submits for `name`: the llama.cpp example through the container
-    launcher, pinned to the demo image's digest, where Podman is present."""
-    image = os.environ.get("AGENTPERF_DEMO_IMAGE")
-    if name != "process.yaml" or not image:
+    """What the demo submits for `name`: a measured example through the container launcher,
+    pinned to the demo image's digest, where Podman is present."""
+    variant, variable = CONTAINER_VARIANTS.get(name, (name, ""))
+    image = os.environ.get(variable) if variable else None
+    if not image:
         return (EXAMPLES / name).read_text()
-    text = (EXAMPLES / "container.yaml").read_text()
+    text = (EXAMPLES / variant).read_text()
     placeholder = text.split("image: ", 1)[1].split("\n", 1)[0]
     return text.replace(placeholder, image)
 
@@ -257,9 +295,7 @@ def _publish_gb300_ladders(org) -> None:
 def demo_runs(*, base_url: str) -> dict[int, str]:
     from django.contrib.auth import get_user_model
 
-    from review.services import ReviewError, review_approve_launch, review_publish
-    from runs.services import reap_stale_runs
-    from submissions.models import Membership, Organization, Submission
+    from submissions.models import Membership, Organization
     from submissions.services.tokens import api_token_create
 
     ensure_tiny_model(Path(os.environ["AGENTPERF_TINY_GGUF"]))
@@ -276,9 +312,23 @@ def demo_runs(*, base_url: str) -> dict[int, str]:
     _publish_gb300_ladders(org)
     _, token = api_token_create(org=org, name=f"demo {time.strftime('%Y-%m-%d %H:%M:%S')}")
 
+    outcome: dict[int, str] = {}
+    for phase in (MEASURED, SIMULATED):
+        labels, started = _submit_examples(base_url, token, org, phase)
+        outcome.update(_follow(labels, started, reviewer))
+    _say(f"all demo runs finished: {outcome}")
+    return outcome
+
+
+def _submit_examples(
+    base_url: str, token: str, org, names: tuple[str, ...]
+) -> tuple[dict[int, str], dict[int, float]]:
+    """Submit the examples `names` through the vendor API (or find them on their way)."""
+    from submissions.models import Submission
+
     labels: dict[int, str] = {}
     started: dict[int, float] = {}
-    for name in RUNNABLE:
+    for name in names:
         text = example_text(name)
         digest = hashlib.sha256(text.encode()).hexdigest()
         existing = (
@@ -298,7 +348,14 @@ def demo_runs(*, base_url: str) -> dict[int, str]:
         labels[body["id"]] = LABELS[name]
         started[body["id"]] = time.monotonic()
         _say(f"{name}: submitted as #{body['id']} ({body['status']})")
-    _say("skipping attached.yaml: it needs an endpoint an operator registered for its pool")
+    return labels, started
+
+
+def _follow(labels: dict[int, str], started: dict[int, float], reviewer) -> dict[int, str]:
+    """Approve launches and publish results until every submission in `labels` is final."""
+    from review.services import ReviewError, review_approve_launch, review_publish
+    from runs.services import reap_stale_runs
+    from submissions.models import Submission
 
     outcome: dict[int, str] = {}
     while len(outcome) < len(labels):
@@ -308,12 +365,13 @@ def demo_runs(*, base_url: str) -> dict[int, str]:
             pk__in=list(outcome)
         ):
             if submission.status == "awaiting_approval":
-                # The demo reviewer approves the launch of the repository's own llama.cpp
-                # wrapper through the same review service a reviewer uses.
+                # The demo reviewer approves the launch of the repository's own servers
+                # (llama.cpp's wrapper, vLLM from the wheelhouse) through the same review
+                # service a reviewer uses.
                 review_approve_launch(
                     submission=submission,
                     actor=reviewer,
-                    reason="the demo's llama.cpp wrapper from this repository, tiny test model",
+                    reason="the demo's own server from this repository, tiny test model",
                 )
                 _say(f"#{submission.pk}: launch approved by the demo reviewer; queued")
             elif submission.status == "in_review":
@@ -339,5 +397,4 @@ def demo_runs(*, base_url: str) -> dict[int, str]:
                 if submission.status == "failed":
                     _say(f"#{submission.pk} failed: {submission.status_reason}")
                 outcome[submission.pk] = submission.status
-    _say(f"all demo runs finished: {outcome}")
     return outcome

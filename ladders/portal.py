@@ -28,7 +28,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from agentperf.ladder.report import ORDER_TITLES
 from ladders.forms import LadderForm
 from ladders.models import Ladder
-from ladders.services import LadderError, ladder_create, ladder_refresh
+from ladders.services import LadderError, ladder_create, ladder_refresh, ladders_current
 from portal.api.access import submit_allowed
 from portal.web.annotate import annotate
 from portal.web.views import portal_org
@@ -151,7 +151,8 @@ def ladder_list(request: HttpRequest) -> HttpResponse:
     ladders = ladders.annotate(
         n_rungs=Count("rungs"), n_submissions=Count("rungs__submission", distinct=True)
     )
-    return render(request, "ladders/portal_list.html", {"org": org, "ladders": ladders[:200]})
+    listed = ladders_current(ladders[:200])
+    return render(request, "ladders/portal_list.html", {"org": org, "ladders": listed})
 
 
 @login_required

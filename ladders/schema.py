@@ -34,6 +34,7 @@ from agentperf.ladder.spec import ORDERS
 from catalog.models import WORKLOADS
 
 MAX_RUNGS = 12
+MAX_SPEEDS = 16  # per-agent speeds a ladder reads its gains at, besides the tiers'
 DEFAULT_PATH = Path(__file__).resolve().parents[1] / "docs" / "ladder.schema.json"
 
 CONFIG_OBJECT = {
@@ -175,7 +176,9 @@ class LadderBody(Body):
     orders: Annotated[list[Order], AfterValidator(_forward_first)] = Field(
         default_factory=lambda: ["forward"], description="starts with forward"
     )
-    speeds: list[Annotated[float, Field(gt=0, lt=100_000)]] = Field(default_factory=list)
+    speeds: list[Annotated[float, Field(gt=0, lt=100_000)]] = Field(
+        default_factory=list, max_length=MAX_SPEEDS
+    )
 
 
 def error_fields(exc: ValidationError) -> dict[str, list[str]]:

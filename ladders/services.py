@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Iterable
 from typing import Any
 
 from django.db import transaction
@@ -463,6 +464,19 @@ def ladder_refresh(ladder: Ladder) -> Ladder:
     return _transition(ladder, Ladder.STATUS_IN_REVIEW, "every rung verified")
 
 
+def ladders_current(ladders: Iterable[Ladder]) -> list[Ladder]:
+    """`ladders` with every running one moved on first (`ladder_refresh`), so a list never
+    shows "running" for a ladder whose rungs all failed or were withdrawn until someone
+    opens it. The objects are kept (a list's annotations stay); their status is updated."""
+    out = []
+    for ladder in ladders:
+        if ladder.status == Ladder.STATUS_RUNNING:
+            fresh = ladder_refresh(ladder)
+            ladder.status, ladder.status_reason = fresh.status, fresh.status_reason
+        out.append(ladder)
+    return out
+
+
 def _document(
     ladder: Ladder,
     tiers: list[Any],
@@ -611,4 +625,11 @@ def attribute_order(ladder: Ladder, order: str) -> dict[str, Any] | None:
     return (doc.get("orders") or {}).get(order)
 
 
-__all__ = ["attribute", "ladder_create", "ladder_refresh", "ladder_review", "ladder_import"]
+__all__ = [
+    "attribute",
+    "ladder_create",
+    "ladder_refresh",
+    "ladder_review",
+    "ladder_import",
+    "ladders_current",
+]

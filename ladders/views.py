@@ -30,6 +30,7 @@ from ladders.services import (
     ladder_create,
     ladder_refresh,
     ladder_review,
+    ladders_current,
 )
 from leaderboard.api import PublicApi
 from portal.api.access import VendorSubmitThrottle
@@ -121,7 +122,9 @@ class LadderListCreateView(VendorView):
 
     @extend_schema(operation_id="ladders_list", responses={200: LadderListOut})
     def get(self, request: Request) -> Response:
-        ladders = Ladder.objects.filter(org=self.org).select_related("model", "hardware")[:100]
+        ladders = ladders_current(
+            Ladder.objects.filter(org=self.org).select_related("model", "hardware")[:100]
+        )
         return Response(
             {"results": [{**ladder_json(lad, doc={}), "attribution": None} for lad in ladders]}
         )

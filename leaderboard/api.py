@@ -10,15 +10,16 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import AnonRateThrottle
 from rest_framework.views import APIView
 
 from agentperf import contract
 from agentperf.engine import frontier
 from catalog.models import AIModel, HardwareSystem, SloTier, SloTierSet
 from catalog.services import default_tier_set_for
+from core.throttles import AnonThrottle
 from leaderboard import configview
 from leaderboard.cache import cached
+from leaderboard.cachetruth import result_cache_truth
 from leaderboard.cost import CLASSES as COST_CLASSES
 from leaderboard.cost import cost_at_speed, result_cost
 from leaderboard.energy import power_source, result_energy
@@ -160,6 +161,14 @@ class ResultDetailOut(ResultSummaryOut):
         "whole-task model time (median, p90, s); the tier set's criterion (requests | "
         "sessions) and min_session_share"
     )
+    cache_truth = serializers.SerializerMethodField(
+        help_text="prefix-cache truth (docs/metrics.md 'Cache truth'): theoretical_tokens (the "
+        "prompt tokens each request shares with its own session's earlier requests, server "
+        "tokens), observed_tokens (cached tokens the server reported), prompt_tokens, ratio "
+        "(observed / theoretical), verdict (pass | flagged | fail | not_checked, the worst "
+        "trial's) and per trial the same with the counters' status and hit share; each "
+        "point's cache_truth has its trial's in full; null for a result published before it"
+    )
     cost = serializers.SerializerMethodField(
         help_text="cost per tier at max agents for each price class (on-demand, neocloud, "
         "owned): usd_per_m_output_tokens, usd_per_m_total_tokens, usd_per_agent_hour, "
@@ -173,6 +182,9 @@ class ResultDetailOut(ResultSummaryOut):
 
     def get_sessions(self, obj: Result) -> dict:
         return result_sessions(obj)
+
+    def get_cache_truth(self, obj: Result) -> dict | None:
+        return result_cache_truth(obj)
 
     def get_cost(self, obj: Result) -> dict:
         return result_cost(obj)
@@ -220,7 +232,7 @@ class ResultDetailOut(ResultSummaryOut):
 class PublicApi(APIView):
     authentication_classes: list = []
     permission_classes = [AllowAny]
-    throttle_classes = [AnonRateThrottle]
+    throttle_classes = [AnonThrottle]
 
 
 def _simulated(request: Request) -> bool:

@@ -6,8 +6,9 @@ A bundle lives under `public-exports/v<FORMAT_VERSION>/<UTC stamp>/`:
 - `results.json`: `{"format", "format_version", "generated_at", "results": [...]}`, each
   result as the public read API's detail (`leaderboard.api.ResultDetailOut`: max agents
   and brackets per tier, points, energy, config, provenance, verification);
-- `results.csv`: one row per result and tier (max agents, per accelerator, per MW);
-- `points.csv`: one row per frontier point (trial) of every result;
+- `results.csv`: one row per result and tier (max agents, per accelerator, per MW, the
+  result's cache truth);
+- `points.csv`: one row per frontier point (trial) of every result, with its cache truth;
 - `manifest.json`: the files with their sha256 and sizes, and the counts.
 
 `public-exports/latest.json` names the newest bundle. Results of every status are kept
@@ -77,6 +78,11 @@ RESULT_COLUMNS = (
     # cost at max agents per price class, from the catalog when exported (leaderboard.cost)
     *COST_COLUMNS,
     "owned_power_source",
+    # the result's cache truth, over all its trials (docs/metrics.md "Cache truth")
+    "cache_theoretical_tokens",
+    "cache_observed_tokens",
+    "cache_ratio",
+    "cache_verdict",
 )
 POINT_COLUMNS = (
     "result_id",
@@ -101,6 +107,12 @@ POINT_COLUMNS = (
     "is_simulated",
     "modelled_power_w",
     "modelled_tokens_per_joule",
+    # the trial's cache truth (docs/metrics.md "Cache truth")
+    "cache_theoretical_tokens",
+    "cache_observed_tokens",
+    "cache_ratio",
+    "cache_verdict",
+    "cache_counter_hit_share",
 )
 
 
@@ -127,6 +139,17 @@ def _session_cells(sessions: dict, tier: str) -> dict[str, Any]:
         "session_share_high": share.get("high"),
         "whole_task_model_time_median_s": task.get("median"),
         "whole_task_model_time_p90_s": task.get("p90"),
+    }
+
+
+def _cache_cells(truth: dict | None) -> dict[str, Any]:
+    """A result's or a trial's cache truth (leaderboard.cachetruth, PublishedPoint)."""
+    truth = truth or {}
+    return {
+        "cache_theoretical_tokens": truth.get("theoretical_tokens"),
+        "cache_observed_tokens": truth.get("observed_tokens"),
+        "cache_ratio": truth.get("ratio"),
+        "cache_verdict": truth.get("verdict"),
     }
 
 
@@ -206,6 +229,7 @@ def bundle_files(*, now: dt.datetime) -> tuple[dict[str, bytes], dict[str, int]]
                     ),
                     **_session_cells(doc.get("sessions") or {}, tier.name),
                     **_cost_cells(doc.get("cost") or {}, tier.name),
+                    **_cache_cells(doc.get("cache_truth")),
                 }
             )
         for p in result.points or []:
@@ -225,6 +249,10 @@ def bundle_files(*, now: dt.datetime) -> tuple[dict[str, bytes], dict[str, int]]
                     "modelled_tokens_per_joule": (p.get("modelled_energy") or {}).get(
                         "tokens_per_joule"
                     ),
+                    **_cache_cells(p.get("cache_truth")),
+                    "cache_counter_hit_share": (
+                        (p.get("cache_truth") or {}).get("counters") or {}
+                    ).get("hit_share"),
                 }
             )
     header = {"format": FORMAT, "format_version": FORMAT_VERSION, "generated_at": now.isoformat()}

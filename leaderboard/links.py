@@ -8,6 +8,10 @@ rebuild's, `leaderboard.rebuild`) gets the path alone rather than an error.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 from django.conf import settings
 from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest
@@ -23,8 +27,35 @@ def mcp_url() -> str:
     return settings.PUBLIC_MCP_URL
 
 
+# While a page is rendered for the page cache (leaderboard.views.page_html), an absolute
+# link is written as this marker + the path when PUBLIC_BASE_URL is unset: the cached HTML
+# is the same for every reader, and each response puts its own reader's origin in
+# (`with_origin`), so one reader's Host or scheme never reaches another's page.
+ORIGIN_MARKER = "\x00origin\x00"
+_deferred: ContextVar[bool] = ContextVar("links_deferred", default=False)
+
+
+@contextmanager
+def origin_deferred() -> Iterator[None]:
+    token = _deferred.set(True)
+    try:
+        yield
+    finally:
+        _deferred.reset(token)
+
+
+def with_origin(html: str, request: HttpRequest | None) -> str:
+    """`html` with each ORIGIN_MARKER replaced by this request's origin (empty without one:
+    the path alone, as `absolute` gives)."""
+    if ORIGIN_MARKER not in html:
+        return html
+    return html.replace(ORIGIN_MARKER, absolute(request, "/").removesuffix("/"))
+
+
 def absolute(request: HttpRequest | None, path: str) -> str:
     base = public_base()
+    if not base and _deferred.get():
+        return ORIGIN_MARKER + path
     if base:
         return base + path
     if request is not None and ("HTTP_HOST" in request.META or "SERVER_NAME" in request.META):

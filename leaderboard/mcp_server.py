@@ -32,10 +32,10 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import ToolAnnotations
 from rest_framework.exceptions import NotFound
-from rest_framework.throttling import AnonRateThrottle
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from catalog.models import AIModel, HardwareSystem
+from core.throttles import AnonThrottle
 from leaderboard import api, embed
 from leaderboard.cache import cached
 from leaderboard.models import Result
@@ -340,7 +340,7 @@ def build_server() -> MCPServer:
 # --- HTTP: throttle and app ----------------------------------------------------------
 
 
-class McpThrottle(AnonRateThrottle):
+class McpThrottle(AnonThrottle):
     """The public API's anonymous rate, counted under keys of its own."""
 
     cache_format = "throttle_mcp_%(scope)s_%(ident)s"
@@ -349,14 +349,18 @@ class McpThrottle(AnonRateThrottle):
 def _throttle_wait(scope: Scope) -> float | None:
     """None when the request may go on, else the seconds to wait."""
     headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-    # what DRF's get_ident reads: the X-Forwarded-For header (per NUM_PROXIES) and the peer
+    # what the throttle's client address reads (core.logins.client_address): the peer, and
+    # X-Forwarded-For behind TRUSTED_PROXY_COUNT proxies
     request = SimpleNamespace(
         headers={k: v for k, v in headers.items() if k == "x-forwarded-for"},
-        META={"REMOTE_ADDR": (scope.get("client") or ("", 0))[0]},
+        META={
+            "REMOTE_ADDR": (scope.get("client") or ("", 0))[0],
+            "HTTP_X_FORWARDED_FOR": headers.get("x-forwarded-for", ""),
+        },
         user=AnonymousUser(),
     )
     throttle = McpThrottle()
-    if throttle.allow_request(request, None):  # type: ignore[arg-type]
+    if throttle.allow_request(request, None):
         return None
     return throttle.wait() or 1.0
 

@@ -11,7 +11,7 @@ import dataclasses
 import inspect
 import re
 
-from agentperf.engine import metrics, search
+from agentperf.engine import cachetruth, metrics, search
 from agentperf.engine.cli import REAL_DURATION_S, REAL_WARMUP_S, build_parser
 from agentperf.engine.trial import TrialConfig
 
@@ -69,4 +69,9 @@ def engine_constants() -> dict:
             (search.FLAG_BUDGET, "the search stopped at its trial budget"),
         ],
         "search_doc": _paragraphs(inspect.getdoc(search) or "", "Rules"),
+        # cache truth's tolerance (docs/metrics.md "Cache truth")
+        "cache_slack_tokens": cachetruth.SLACK_TOKENS_PER_REQUEST,
+        "cache_slack_pct": cachetruth.SLACK_FRACTION * 100,
+        "cache_flag_pct": cachetruth.FLAG_RATIO * 100,
+        "cache_conservation_points": cachetruth.CONSERVATION_TOLERANCE * 100,
     }

@@ -6,7 +6,7 @@ documents (agentperf/contract.py TrialMetrics, TierVerdict); what is stored is i
 
 Fields added after the first results were published have a default, so a point stored
 before them reads back (``output_throughput_per_accelerator``: cost per output token;
-``intervals``; ``sessions``; ``modelled_energy``).
+``intervals``; ``sessions``; ``modelled_energy``; ``cache_truth``).
 """
 
 from __future__ import annotations
@@ -39,6 +39,9 @@ class PublishedPoint(BaseModel):
     verdicts: dict[str, bool] = Field(default_factory=dict)
     intervals: dict[str, dict[str, Any]] = Field(default_factory=dict)
     sessions: dict[str, Any] | None = None  # the trial's session SLOs (contract.SessionMetrics)
+    # the trial's cache truth with its window's counters (contract.CacheTruth,
+    # docs/metrics.md "Cache truth"); None: not summarised
+    cache_truth: dict[str, Any] | None = None
     frontier: bool = False  # on the result's Pareto frontier
 
     def dump(self) -> dict[str, Any]:

@@ -1,8 +1,10 @@
 """Publishing a verified run as a public Result, and retiring it later.
 
-`result_publish` is the only way a Result is created: it reads the run's trials and search
-summary, computes what the public pages show, and moves the submission in_review →
-published through the lifecycle service in the same transaction.
+`result_publish` is the only way a Result is created: `publication_prepare` reads the run's
+trials and search summary, hashes its raw files and computes what the public pages show,
+outside any transaction; `result_publish` then creates the Result and moves the submission
+in_review → published through the lifecycle service in one short transaction
+(docs/pipeline.md "Contention").
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import datetime as dt
 import functools
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
@@ -199,6 +202,9 @@ def trial_point(
         intervals=point_intervals(m),
         # the trial's session SLOs (docs/engine.md "Session SLOs"); None: not summarised
         sessions=m.sessions.dump() if m.sessions is not None else None,
+        # theoretical and observed cached tokens, ratio, verdict (docs/metrics.md "Cache
+        # truth"); None: a trial stored before it was summarised
+        cache_truth=m.cache_truth.dump() if m.cache_truth is not None else None,
     )
 
 
@@ -261,20 +267,31 @@ def quality_of(report: VerificationReport | None, *, simulated: bool) -> dict[st
     }
 
 
-def result_publish(
-    *,
-    submission: Submission,
-    run: BenchmarkRun,
-    actor=None,
-    label: str | None = None,
-    reason: str = "",
-) -> Result:
-    """Publish `run` of `submission` (in review) as a Result; the submission becomes published.
+@dataclass(slots=True)
+class Publication:
+    """What a publish writes, computed before its transaction: from the run's rows, and
+    the raw files as stored, hashed for the receipt. The write transaction then only
+    inserts the Result and moves the submission (docs/pipeline.md "Contention")."""
 
-    One transaction: the Result row, the conditional lifecycle UPDATE and its AuditEvent
-    either all happen or none does. Once it commits the page cache is bumped and the
-    affected pages are rebuilt in the background (`leaderboard.rebuild`).
-    """
+    run_id: int
+    report: VerificationReport | None
+    tier_set: SloTierSet
+    accelerators: int
+    in_system: int
+    points: list[dict]
+    max_agents: dict
+    brackets: dict
+    per_accel: dict
+    agents_per_mw: dict | None
+    modelled_power: Any
+    engine_name: str
+    engine_version: str
+    receipt: Any  # receipts.prepare(run): the raw files and their digests, or None
+
+
+def publication_prepare(*, submission: Submission, run: BenchmarkRun) -> Publication:
+    """Everything `result_publish` needs that reads storage or computes, outside any
+    transaction: PublishError when the run cannot be published."""
     if run.submission_id != submission.pk:
         raise PublishError(f"run #{run.pk} belongs to submission #{run.submission_id}")
     if run.status != BenchmarkRun.STATUS_DONE:
@@ -321,17 +338,53 @@ def result_publish(
         p.frontier = candidates[id(p)] in on_frontier
     points = [p.dump() for p in published]
     max_agents = max_agents_of(run, trials, tier_names)
-    brackets = tier_brackets(run.search_summary or {}, trials, tier_names)
-    per_accel = {name: n / accelerators for name, n in max_agents.items()}
-    agents_per_mw = _agents_per_mw(max_agents, points)
-    modelled_power = result_modelled_power(
-        simulated=submission.is_simulated, max_agents=max_agents, points=points
-    )
     engine_name, engine_version = engine_of(submission.config)
-    try:  # raw files hashed as stored, outside the transaction (docs/verification.md "Receipt")
+    try:  # raw files hashed as stored (docs/verification.md "Receipt")
         prepared = receipts.prepare(run)
     except receipts.ReceiptDataError as exc:
         raise PublishError(f"raw records changed or missing since upload: {exc}") from exc
+    return Publication(
+        run_id=run.pk,
+        report=report,
+        tier_set=tier_set,
+        accelerators=accelerators,
+        in_system=in_system,
+        points=points,
+        max_agents=max_agents,
+        brackets=tier_brackets(run.search_summary or {}, trials, tier_names),
+        per_accel={name: n / accelerators for name, n in max_agents.items()},
+        agents_per_mw=_agents_per_mw(max_agents, points),
+        modelled_power=result_modelled_power(
+            simulated=submission.is_simulated, max_agents=max_agents, points=points
+        ),
+        engine_name=engine_name,
+        engine_version=engine_version,
+        receipt=prepared,
+    )
+
+
+def result_publish(
+    *,
+    submission: Submission,
+    run: BenchmarkRun,
+    actor=None,
+    label: str | None = None,
+    reason: str = "",
+    publication: Publication | None = None,
+) -> Result:
+    """Publish `run` of `submission` (in review) as a Result; the submission becomes published.
+
+    One transaction: the Result row, the conditional lifecycle UPDATE and its AuditEvent
+    either all happen or none does. What it writes is computed before it
+    (`publication_prepare`, or ``publication`` when the caller prepared it before its own
+    transaction), so the write lock is held for the inserts only. Once it commits the page
+    cache is bumped and the affected pages are rebuilt in the background
+    (`leaderboard.rebuild`), outside the transaction.
+    """
+    if publication is None:
+        publication = publication_prepare(submission=submission, run=run)
+    elif publication.run_id != run.pk:
+        raise PublishError(f"the publication was prepared for run #{publication.run_id}")
     now = timezone.now()
     with transaction.atomic():
         locked = Submission.objects.select_for_update().get(pk=submission.pk)
@@ -344,26 +397,26 @@ def result_publish(
             run=run,
             model_id=submission.model_id,
             hardware_id=submission.hardware_id,
-            tier_set=tier_set,
+            tier_set=publication.tier_set,
             label=label or default_label(hardware_name=submission.hardware.name, when=now),
             is_simulated=submission.is_simulated,
             workload=submission.workload,
-            accelerators_used=accelerators,
-            accelerators_in_system=in_system,
-            max_agents=max_agents,
-            brackets=brackets,
-            agents_per_accelerator=per_accel,
-            agents_per_mw=agents_per_mw,
-            modelled_power=modelled_power,
+            accelerators_used=publication.accelerators,
+            accelerators_in_system=publication.in_system,
+            max_agents=publication.max_agents,
+            brackets=publication.brackets,
+            agents_per_accelerator=publication.per_accel,
+            agents_per_mw=publication.agents_per_mw,
+            modelled_power=publication.modelled_power,
             band=simulated_band(submission),
-            points=points,
-            engine_name=engine_name,
-            engine_version=engine_version,
+            points=publication.points,
+            engine_name=publication.engine_name,
+            engine_version=publication.engine_version,
             dataset_sha256=run.dataset.sha256 if run.dataset_id else "",
-            quality=quality_of(report, simulated=submission.is_simulated),
+            quality=quality_of(publication.report, simulated=submission.is_simulated),
             published_at=now,
         )
-        receipts.attach_receipt(result, prepared)
+        receipts.attach_receipt(result, publication.receipt)
         try:
             submission_transition(
                 submission=submission,

@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from agentperf import receipt as rc
 from leaderboard import configview
+from leaderboard.cachetruth import result_cache_truth
 from leaderboard.launch import result_launch
 from leaderboard.models import Result
 from runs.models import BenchmarkRun, VerificationReport
@@ -105,8 +106,12 @@ def keys_document() -> dict[str, Any]:
 
 
 def figures_document(result: Result) -> dict[str, Any]:
-    """The result's published figures, as the public API shows them."""
+    """The result's published figures, as the public API shows them. The result's cache
+    truth (derived from its points) is a figure only where its points carry one, so the
+    figures of a result published before it are the ones its receipt signed."""
+    cache_truth = result_cache_truth(result)
     return {
+        **({"cache_truth": cache_truth} if cache_truth is not None else {}),
         "result_id": result.pk,
         "label": result.label,
         "model": result.model.slug,
@@ -335,11 +340,18 @@ def sign_status(
 
     ``config_redacted`` ({sha256, paths}): the digest of the public config a reviewer
     redacted, which `verify` checks config.json against from then on; a later statement
-    (superseded, invalidated) carries the last redaction forward."""
+    (superseded, invalidated) carries the last redaction forward.
+
+    ``withheld`` ({name: why}, signed; {} when nothing is): what the platform no longer
+    serves, read from the row as it stands in this transaction: the config, once the result
+    is invalidated or withdrawn (`configview.config_withheld`). `verify` lets no other file
+    be missing."""
     key = signing_key()
     row = Result.objects.filter(pk=result_id).values("receipt", "receipt_status").first()
     if key is None or not row or not row["receipt"]:
         return
+    stored = Result.objects.select_related("submission").get(pk=result_id)
+    _, why = published_config(stored)
     if config_redacted is None and row["receipt_status"]:
         previous = json.loads(base64.b64decode(row["receipt_status"]["payload"]))["predicate"]
         config_redacted = previous.get("config_redacted")
@@ -349,6 +361,7 @@ def sign_status(
         "reason": reason,
         "at": timezone.now().isoformat(),
         "keyid": key.keyid,
+        "withheld": {rc.CONFIG: why} if why else {},
     }
     if config_redacted is not None:
         predicate["config_redacted"] = config_redacted

@@ -15,7 +15,7 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET
 
 from catalog.models import AIModel, HardwareSystem
-from leaderboard import receipts
+from leaderboard import links, receipts
 from leaderboard.cache import cached_page
 from leaderboard.launch import result_launch
 from leaderboard.models import Result
@@ -106,11 +106,16 @@ def page_html(request: HttpRequest, page: Page, *, refresh: bool = False) -> str
         data = prerender(page.build())
         if data is None:
             return None
-        return render_to_string(page.template, _context(request, data), request)
+        # absolute links (Open Graph, embeds) as a marker the response fills with its own
+        # reader's origin: one reader's Host never decides another's (links.with_origin)
+        with links.origin_deferred():
+            return render_to_string(page.template, _context(request, data), request)
 
     if request.user.is_authenticated:  # a fresh render, so nothing personal is ever cached
-        return render_html()
-    return cached_page(f"page:{request.get_full_path()}", render_html, refresh=refresh)
+        html = render_html()
+    else:
+        html = cached_page(f"page:{request.get_full_path()}", render_html, refresh=refresh)
+    return links.with_origin(html, request) if html is not None else None
 
 
 def _page(request: HttpRequest, page: Page) -> HttpResponse:

@@ -139,14 +139,19 @@ def review_available_actions(*, actor, submission: Submission) -> list[ReviewAct
 
 def _prepare(*, action: str, submission: Submission, actor, reason: str) -> Submission:
     """Common checks; returns a fresh copy of the submission locked for this transaction."""
+    # of=("self",): lock the submission row only, not the org and catalog rows joined in.
+    rows = Submission.objects.select_for_update(of=("self",))
+    return _check(action=action, submission=submission, actor=actor, reason=reason, rows=rows)
+
+
+def _check(*, action: str, submission: Submission, actor, reason: str, rows=None) -> Submission:
+    """The common checks on a fresh copy of the submission (read from ``rows``: locked by
+    `_prepare`, unlocked before a transaction); returns that copy."""
     review_assert_can_act(actor=actor, submission=submission)
     if not reason or not reason.strip():
         raise ReviewError("a reason is required")
-    # of=("self",): lock the submission row only, not the org and catalog rows joined in.
-    fresh = Submission.objects.select_for_update(of=("self",)).select_related(
-        "org", "model", "hardware"
-    )
-    fresh = fresh.get(pk=submission.pk)
+    rows = Submission.objects.all() if rows is None else rows
+    fresh = rows.select_related("org", "model", "hardware").get(pk=submission.pk)
     spec = ACTIONS[action]
     if fresh.status not in spec.from_states:
         raise ReviewError(
@@ -174,14 +179,29 @@ def review_publish(
 
     A run whose verification failed is refused: reject it or re-run it instead.
     """
-    from leaderboard.publishing import PublishError, result_publish
+    from leaderboard.publishing import PublishError, publication_prepare, result_publish
 
+    # The same checks unlocked first, then what the publish writes computed (the raw files
+    # read back and hashed, the points): outside the write transaction, which then holds
+    # the lock for the inserts only (docs/pipeline.md "Contention").
+    checked = _check(action=PUBLISH, submission=submission, actor=actor, reason=reason)
+    run = _reviewable_run(checked)
+    try:
+        publication = publication_prepare(submission=checked, run=run)
+    except PublishError as exc:
+        raise ReviewError(str(exc)) from exc
     with transaction.atomic():
         fresh = _prepare(action=PUBLISH, submission=submission, actor=actor, reason=reason)
-        run = _reviewable_run(fresh)
+        if _reviewable_run(fresh).pk != run.pk:
+            raise ReviewError(f"submission #{fresh.pk} got another finished run; review it again")
         try:
             result = result_publish(
-                submission=fresh, run=run, actor=actor, label=label or None, reason=reason.strip()
+                submission=fresh,
+                run=run,
+                actor=actor,
+                label=label or None,
+                reason=reason.strip(),
+                publication=publication,
             )
         except PublishError as exc:
             raise ReviewError(str(exc)) from exc

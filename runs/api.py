@@ -10,6 +10,7 @@ A run's token dies with it: once the run is done, failed or cancelled, every cal
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import tempfile
 import time
@@ -35,6 +36,8 @@ from runs.models import BenchmarkRun
 from submissions.models import Artifact
 
 _BLOB_SALT = "agentperf.runner.blob"
+# On a refusal because the run is final (401 run_finished, 409): done, failed or cancelled.
+RUN_STATUS_HEADER = "X-Run-Status"
 
 
 class RunPrincipal:
@@ -60,9 +63,15 @@ class RunFinished(exceptions.AuthenticationFailed):
     default_detail = "this run is finished; its token no longer works"
     default_code = "run_finished"
 
+    def __init__(self, run: BenchmarkRun) -> None:
+        super().__init__(f"run #{run.pk} is {run.status}; its token no longer works")
+        self.run_status = run.status
+
 
 class RunTokenAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
+    # a finished run in these states still authenticates (CompleteView: a repeated completion)
+    finished_allowed: frozenset[str] = frozenset()
 
     def authenticate(self, request):
         header = authentication.get_authorization_header(request).decode("latin-1")
@@ -74,8 +83,8 @@ class RunTokenAuthentication(authentication.BaseAuthentication):
         run = BenchmarkRun.objects.filter(token_hash=digest).first()
         if run is None or not hmac.compare_digest(run.token_hash, digest):
             raise exceptions.AuthenticationFailed("invalid or rotated run token")
-        if run.status in BenchmarkRun.FINAL_STATES:
-            raise RunFinished(f"run #{run.pk} is {run.status}; its token no longer works")
+        if run.status in BenchmarkRun.FINAL_STATES and run.status not in self.finished_allowed:
+            raise RunFinished(run)
         return RunPrincipal(run), value
 
     def authenticate_header(self, request) -> str:
@@ -117,11 +126,17 @@ class RunView(APIView):
             raise ApiError("invalid", "X-Run-Attempt must be an integer") from None
 
     def handle_exception(self, exc):
+        # how the run ended, when the refusal is because it ended: the worker records the
+        # same final state as the site (docs/pipeline.md "Contention")
+        run_status = getattr(exc, "run_status", None)
         if isinstance(exc, services.RunConflict):
             exc = ApiError("conflict", str(exc), status_code=status.HTTP_409_CONFLICT)
         elif isinstance(exc, services.RunInvalid):
             exc = ApiError("invalid", str(exc), status_code=status.HTTP_400_BAD_REQUEST)
-        return super().handle_exception(exc)
+        response = super().handle_exception(exc)
+        if run_status:
+            response[RUN_STATUS_HEADER] = run_status
+        return response
 
 
 Document = TypeVar("Document", bound=contract.Contract)
@@ -202,11 +217,11 @@ class QualificationView(RunView):
         return Response({"ok": True})
 
 
-def _upload_target(request: Request, run: BenchmarkRun, key: str, size: int) -> dict:
+def _upload_target(request: Request, run: BenchmarkRun, key: str, size: int, sha256: str) -> dict:
     """An upload grant (`contract.UploadGrant`) for one PUT of exactly `size` bytes within
     RUN_UPLOAD_GRANT_SECONDS: a presigned S3 PUT that signs the Content-Length, or
-    (filesystem storage) a signed PUT to this API that carries the size, the expiry and the
-    attempt (docs/security.md "Run tokens and upload grants")."""
+    (filesystem storage) a signed PUT to this API that carries the size, the SHA-256, the
+    expiry and the attempt (docs/security.md "Run tokens and upload grants")."""
     storage = storages["artifacts"]
     lifetime = settings.RUN_UPLOAD_GRANT_SECONDS
     expires_at = int(time.time()) + lifetime
@@ -224,7 +239,14 @@ def _upload_target(request: Request, run: BenchmarkRun, key: str, size: int) -> 
             ExpiresIn=lifetime,
         )
     else:
-        grant = {"k": key, "r": run.pk, "a": run.attempt, "s": size, "e": expires_at}
+        grant = {
+            "k": key,
+            "r": run.pk,
+            "a": run.attempt,
+            "s": size,
+            "h": sha256,
+            "e": expires_at,
+        }
         token = signing.Signer(salt=_BLOB_SALT).sign_object(grant)
         base = settings.RUNNER_API_BASE_URL.rstrip("/")
         url = f"{base}/api/v1/runner/runs/{run.pk}/blobs?t={token}"
@@ -262,7 +284,8 @@ class UploadsView(RunView):
             trial_id=upload.trial_id,
             shard=upload.shard,
         )
-        return Response({"key": key, "upload": _upload_target(request, run, key, upload.size)})
+        target = _upload_target(request, run, key, upload.size, upload.sha256)
+        return Response({"key": key, "upload": target})
 
 
 class BlobView(RunView):
@@ -306,7 +329,19 @@ class BlobView(RunView):
                 raise ApiError(
                     "size_mismatch",
                     f"the body is not the grant's declared size {declared}",
+                    fields={"body": [f"must be {declared} bytes"]},
                     status_code=413 if spool.tell() > declared else 400,
+                )
+            # the bytes the grant was asked for, and no others: a second PUT on the same
+            # grant with other bytes of the same size is refused, the stored file kept
+            spool.seek(0)
+            digest = hashlib.file_digest(spool, "sha256").hexdigest()  # type: ignore[arg-type]
+            if digest != grant.get("h"):
+                raise ApiError(
+                    "sha256_mismatch",
+                    f"the body's SHA-256 {digest[:16]}… is not the one the grant was given for",
+                    fields={"body": ["its SHA-256 differs from the upload request's sha256"]},
+                    status_code=400,
                 )
             spool.seek(0)
             if storage.exists(key):
@@ -369,16 +404,31 @@ class ShardsView(RunView):
         return Response({"shards": reports})
 
 
+class CompletionTokenAuthentication(RunTokenAuthentication):
+    finished_allowed = frozenset({BenchmarkRun.STATUS_DONE})
+
+
 class CompleteView(RunView):
+    """A completion sent again by the attempt that finished the run, with the same
+    documents, is answered 200 as the first was (its answer was lost: a 503, a dropped
+    connection, a worker killed mid-call); anything else for a finished run is 401
+    `run_finished` as on every other endpoint (docs/pipeline.md "Contention")."""
+
+    authentication_classes = [CompletionTokenAuthentication]
+
     @extend_schema(
         request=contract.CompletionReport,
         responses=inline_serializer("RunnerComplete", {"status": serializers.CharField()}),
     )
     def post(self, request: Request, run_id: int) -> Response:
         report = _document(request, contract.CompletionReport, "completion report")
-        run = services.run_complete(
-            run=self.run(request), attempt=self.attempt(request), report=report
-        )
+        run = self.run(request)
+        attempt = self.attempt(request)
+        if run.status in BenchmarkRun.FINAL_STATES and not services.completion_repeats(
+            run, attempt, report
+        ):
+            raise RunFinished(run)
+        run = services.run_complete(run=run, attempt=attempt, report=report)
         return Response({"status": run.submission.status})
 
 

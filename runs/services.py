@@ -22,6 +22,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from agentperf import contract
+from core.contention import is_contention
 from runs.models import BenchmarkRun, Trial
 from runs.progress import progress_settled
 from submissions import constants as c
@@ -35,7 +36,18 @@ VERIFY_HASH_MAX_BYTES = 256 * 1024 * 1024
 
 
 class RunConflict(Exception):
-    """The call does not fit the run's state (stale attempt, finished run, index gap)."""
+    """The call does not fit the run's state (stale attempt, finished run, index gap).
+
+    ``run_status``: the run's final state when it is final, so the runner API can tell the
+    worker how its run ended (the `X-Run-Status` header, docs/pipeline.md "Runner API")."""
+
+    def __init__(self, message: str, *, run_status: str | None = None) -> None:
+        super().__init__(message)
+        self.run_status = run_status
+
+
+def final_status(run: BenchmarkRun) -> str | None:
+    return run.status if run.status in BenchmarkRun.FINAL_STATES else None
 
 
 class RunInvalid(Exception):
@@ -48,7 +60,9 @@ def _locked(run: BenchmarkRun) -> BenchmarkRun:
 
 def _check_attempt(run: BenchmarkRun, attempt: int | None) -> None:
     if run.status != BenchmarkRun.STATUS_RUNNING:
-        raise RunConflict(f"run #{run.pk} is {run.status}, not running")
+        raise RunConflict(
+            f"run #{run.pk} is {run.status}, not running", run_status=final_status(run)
+        )
     if attempt != run.attempt:
         raise RunConflict(
             f"attempt {attempt} of run #{run.pk} was superseded by attempt {run.attempt}"
@@ -81,7 +95,9 @@ def run_start(*, run: BenchmarkRun, runner_info: contract.RunnerInfo) -> Benchma
         locked = _locked(run)
         submission = locked.submission
         if locked.status in BenchmarkRun.FINAL_STATES:
-            raise RunConflict(f"run #{locked.pk} is already {locked.status}")
+            raise RunConflict(
+                f"run #{locked.pk} is already {locked.status}", run_status=locked.status
+            )
         withdrawn = submission.status == c.WITHDRAWN
         if withdrawn:  # committed, then refused (raising here would roll it back)
             BenchmarkRun.objects.filter(pk=locked.pk).update(
@@ -90,12 +106,16 @@ def run_start(*, run: BenchmarkRun, runner_info: contract.RunnerInfo) -> Benchma
                 error=f"cancelled: submission #{submission.pk} was withdrawn",
             )
     if withdrawn:
-        raise RunConflict(f"submission #{submission.pk} was withdrawn")
+        raise RunConflict(
+            f"submission #{submission.pk} was withdrawn", run_status=BenchmarkRun.STATUS_CANCELLED
+        )
     with transaction.atomic():
         locked = _locked(run)
         submission = locked.submission
         if locked.status in BenchmarkRun.FINAL_STATES:
-            raise RunConflict(f"run #{locked.pk} is already {locked.status}")
+            raise RunConflict(
+                f"run #{locked.pk} is already {locked.status}", run_status=locked.status
+            )
         if submission.status == c.WITHDRAWN:
             raise RunConflict(f"submission #{submission.pk} was withdrawn")
         resumed = locked.status == BenchmarkRun.STATUS_RUNNING or locked.attempt > 0
@@ -210,7 +230,12 @@ def _stored_matches(key: str, *, sha256: str, size: int) -> None:
             raise RunInvalid(f"{key}: stored sha256 {digest} differs from the declared one")
 
 
-def _artifact_for(run: BenchmarkRun, *, kind: str, ref: contract.ArtifactRef) -> Artifact:
+def _artifact_for(
+    run: BenchmarkRun, *, kind: str, ref: contract.ArtifactRef, checked: bool = False
+) -> Artifact:
+    """The Artifact row of an uploaded object, made once. ``checked``: the object's size
+    and sha256 in storage were already checked, before the caller's transaction
+    (`_artifact_checked`): storage is never read under the write lock."""
     key = ref.key
     if not key.startswith(f"runs/{run.pk}/"):
         raise RunInvalid(f"{key!r} is not a key of run #{run.pk}")
@@ -220,7 +245,8 @@ def _artifact_for(run: BenchmarkRun, *, kind: str, ref: contract.ArtifactRef) ->
         if existing.sha256 != sha256:
             raise RunInvalid(f"{key} was already recorded with other content")
         return existing
-    _stored_matches(key, sha256=sha256, size=size)
+    if not checked:
+        _stored_matches(key, sha256=sha256, size=size)
     return Artifact.objects.create(
         kind=kind,
         storage_key=key,
@@ -232,14 +258,27 @@ def _artifact_for(run: BenchmarkRun, *, kind: str, ref: contract.ArtifactRef) ->
     )
 
 
+def _artifact_checked(run: BenchmarkRun, ref: contract.ArtifactRef) -> None:
+    """Before a write transaction: the object of ``ref`` is this run's and in storage as
+    declared (unless already recorded); RunInvalid otherwise."""
+    if not ref.key.startswith(f"runs/{run.pk}/"):
+        raise RunInvalid(f"{ref.key!r} is not a key of run #{run.pk}")
+    if not Artifact.objects.filter(storage_key=ref.key).exists():
+        _stored_matches(ref.key, sha256=ref.sha256, size=ref.size)
+
+
 def run_record_trial(
     *, run: BenchmarkRun, attempt: int | None, report: contract.TrialReport
 ) -> tuple[Trial, bool]:
     """Store one finished trial; (trial, created). The same index twice stores it once.
 
     What is stored is the report's own documents (docs/pipeline.md "The contract"): the
-    metrics, the verdicts (one per tier of the run spec) and the window's telemetry."""
+    metrics, the verdicts (one per tier of the run spec) and the window's telemetry. The raw
+    records are read back from storage before the write transaction, not under its lock
+    (docs/pipeline.md "Contention")."""
     index = report.index
+    if not Trial.objects.filter(run_id=run.pk, index=index).exists():
+        _artifact_checked(run, report.raw_records)
     with transaction.atomic():
         locked = _locked(run)
         existing = Trial.objects.filter(run=locked, index=index).first()
@@ -258,7 +297,9 @@ def run_record_trial(
                 f"the verdicts name tiers {sorted(report.verdicts)}; the run's tiers are "
                 f"{sorted(tiers)}"
             )
-        artifact = _artifact_for(locked, kind=Artifact.KIND_RAW_RECORDS, ref=report.raw_records)
+        artifact = _artifact_for(
+            locked, kind=Artifact.KIND_RAW_RECORDS, ref=report.raw_records, checked=True
+        )
         metrics = report.metrics
         try:
             trial = Trial.objects.create(
@@ -291,7 +332,9 @@ def run_fail(
         if attempt is not None:
             _check_attempt(locked, attempt)
         if locked.status in BenchmarkRun.FINAL_STATES:
-            raise RunConflict(f"run #{locked.pk} is already {locked.status}")
+            raise RunConflict(
+                f"run #{locked.pk} is already {locked.status}", run_status=locked.status
+            )
         submission = locked.submission
         withdrawn = submission.status == c.WITHDRAWN
         locked.status = BenchmarkRun.STATUS_CANCELLED if withdrawn else BenchmarkRun.STATUS_FAILED
@@ -309,6 +352,20 @@ def run_fail(
     return locked
 
 
+def completion_repeats(
+    run: BenchmarkRun, attempt: int | None, report: contract.CompletionReport
+) -> bool:
+    """True when ``report`` is the completion this run already finished with, from the
+    attempt that sent it: a retry whose first answer was lost (a 503, a dropped connection,
+    a worker killed mid-call). It changes nothing and is answered as the first was."""
+    return (
+        run.status == BenchmarkRun.STATUS_DONE
+        and attempt == run.attempt
+        and run.search_summary == report.search_summary.dump()
+        and run.telemetry == report.telemetry.dump()
+    )
+
+
 def run_complete(
     *, run: BenchmarkRun, attempt: int | None, report: contract.CompletionReport
 ) -> BenchmarkRun:
@@ -316,24 +373,48 @@ def run_complete(
 
     Refused unless every trial's raw records are in storage: nothing is marked done on
     numbers whose evidence is missing.
-    """
-    from runs.verification_report import verification_build
 
+    Idempotent and resumable (docs/pipeline.md "Contention"): storage is read and the
+    verification computed outside the write transactions, which are short and conditional;
+    the same completion sent again is a no-op once the run is done, and resumes the
+    verification when an earlier call stopped after storing the completion (its answer
+    lost, a 503, the worker killed). The reaper finishes such a run if nobody sends it
+    again (`reap_stale_runs`).
+    """
+    fresh = BenchmarkRun.objects.select_related("submission").get(pk=run.pk)
+    if completion_repeats(fresh, attempt, report):
+        return fresh
+    _check_attempt(fresh, attempt)
+    if fresh.submission.status != c.VERIFYING:
+        _completion_store(fresh, attempt=attempt, report=report)
+    return run_verify(run=fresh, attempt=attempt)
+
+
+def _completion_store(
+    run: BenchmarkRun, *, attempt: int | None, report: contract.CompletionReport
+) -> None:
+    """running → verifying with the completion's documents, its evidence checked first."""
+    trials = list(run.trials.order_by("index"))
+    if not trials:
+        raise RunInvalid("a run cannot complete without trials")
+    storage = storages["artifacts"]
+    missing = [t.index for t in trials if not t.raw_records_key]
+    missing += [
+        t.index for t in trials if t.raw_records_key and not storage.exists(t.raw_records_key)
+    ]
+    if missing:
+        raise RunInvalid(f"raw records of trials {sorted(set(missing))} are not in storage")
+    for log_ref in report.logs:
+        _artifact_checked(run, log_ref)
     with transaction.atomic():
         locked = _locked(run)
         _check_attempt(locked, attempt)
-        trials = list(locked.trials.order_by("index"))
-        if not trials:
-            raise RunInvalid("a run cannot complete without trials")
-        storage = storages["artifacts"]
-        missing = [t.index for t in trials if not t.raw_records_key]
-        missing += [
-            t.index for t in trials if t.raw_records_key and not storage.exists(t.raw_records_key)
-        ]
-        if missing:
-            raise RunInvalid(f"raw records of trials {sorted(set(missing))} are not in storage")
+        if locked.submission.status == c.VERIFYING:  # a concurrent call stored it first
+            return
+        if locked.trials.count() != len(trials):
+            raise RunConflict(f"run #{run.pk} got a trial while completing; complete again")
         for log_ref in report.logs:
-            _artifact_for(locked, kind=Artifact.KIND_LOG, ref=log_ref)
+            _artifact_for(locked, kind=Artifact.KIND_LOG, ref=log_ref, checked=True)
         locked.search_summary = report.search_summary.dump()
         locked.telemetry = report.telemetry.dump()
         locked.runner_info = {**(locked.runner_info or {}), **report.runner_info.dump()}
@@ -349,26 +430,48 @@ def run_complete(
             expected_from=c.RUNNING,
             data={"run_id": locked.pk, "trials": len(trials)},
         )
+
+
+def run_verify(
+    *, run: BenchmarkRun, attempt: int | None = None, actor_label: str = "verification"
+) -> BenchmarkRun:
+    """A stored completion's verification: the report computed outside any transaction
+    (it reads the raw records and the dataset), then stored with run → done and submission
+    verifying → in_review in one short one. A run another call finished meanwhile is
+    returned as it is. A crash of the verification fails the run with the reason; a
+    database that stayed busy leaves it verifying for a retry (core/contention.py)."""
+    from runs.verification_report import verification_checks, verification_store
+
+    # as stored now: a completion just stored its documents (telemetry, the inventory) on
+    # another instance of this run
+    run = BenchmarkRun.objects.select_related("submission").get(pk=run.pk)
     try:
-        with transaction.atomic():
-            locked = _locked(run)
-            report = verification_build(run=locked)
-            now = timezone.now()
-            locked.status = BenchmarkRun.STATUS_DONE
-            locked.finished_at = now
-            locked.progress = progress_settled(locked.progress, BenchmarkRun.STATUS_DONE)
-            locked.save(update_fields=["status", "finished_at", "progress"])
-            submission_transition(
-                submission=locked.submission,
-                to=c.IN_REVIEW,
-                actor_label="verification",
-                expected_from=c.VERIFYING,
-                data={"run_id": locked.pk, "verification": report.status},
-            )
+        checks = verification_checks(run)
     except Exception as exc:
+        if is_contention(exc):
+            raise
         log.exception("verification of run #%s failed", run.pk)
         run_fail(run=run, reason=f"verification failed: {type(exc).__name__}: {exc}")
         raise
+    with transaction.atomic():
+        locked = _locked(run)
+        if locked.status == BenchmarkRun.STATUS_DONE and locked.submission.status != c.VERIFYING:
+            return locked
+        _check_attempt(locked, attempt if attempt is not None else locked.attempt)
+        if locked.submission.status != c.VERIFYING:
+            raise RunConflict(f"submission #{locked.submission_id} is not verifying")
+        verification = verification_store(run=locked, checks=checks)
+        locked.status = BenchmarkRun.STATUS_DONE
+        locked.finished_at = timezone.now()
+        locked.progress = progress_settled(locked.progress, BenchmarkRun.STATUS_DONE)
+        locked.save(update_fields=["status", "finished_at", "progress"])
+        submission_transition(
+            submission=locked.submission,
+            to=c.IN_REVIEW,
+            actor_label=actor_label,
+            expected_from=c.VERIFYING,
+            data={"run_id": locked.pk, "verification": verification.status},
+        )
     return locked
 
 
@@ -396,7 +499,8 @@ def reap_stale_runs(
 ) -> list[tuple[int, str]]:
     """Runs whose heartbeat is older than RUN_HEARTBEAT_STALE_S are retried (a new message
     with a new token; the search resumes from the stored trials) or, after
-    RUN_MAX_ATTEMPTS attempts, failed with the reason. Returns [(run id, action)]."""
+    RUN_MAX_ATTEMPTS attempts, failed with the reason; one whose completion is stored is
+    verified instead (`_reap_verifying`). Returns [(run id, action)]."""
     from runs.dispatch import run_requeue
 
     limit = max_attempts or settings.RUN_MAX_ATTEMPTS
@@ -410,6 +514,9 @@ def reap_stale_runs(
                 run=run, reason=f"withdrawn; no heartbeat since {last}", actor_label="reaper"
             ):
                 actions.append((run.pk, "cancelled"))
+            continue
+        if run.submission.status == c.VERIFYING:
+            actions += _reap_verifying(run)
             continue
         try:
             if run.attempt < limit:
@@ -430,6 +537,24 @@ def reap_stale_runs(
             log.info("reaper skipped run #%s: %s", run.pk, exc)
     actions += _reap_never_started(now or timezone.now())
     return actions
+
+
+def _reap_verifying(run: BenchmarkRun) -> list[tuple[int, str]]:
+    """A stale run whose completion is stored but not verified: its worker was killed
+    mid-completion, or its retries ran out while the database was busy. Nothing is left
+    to run; the reaper verifies it as the completion would have, so the run ends as its
+    worker reported it (docs/pipeline.md "Contention"), never requeued or failed."""
+    try:
+        run_verify(run=run)
+    except (TransitionError, RunConflict) as exc:  # finished meanwhile: nothing to do
+        log.info("reaper skipped run #%s: %s", run.pk, exc)
+        return []
+    except Exception as exc:
+        if is_contention(exc):  # busy: the next pass verifies it
+            log.info("reaper left run #%s verifying: %s", run.pk, exc)
+            return []
+        return [(run.pk, "failed")]  # run_verify failed the run with the reason
+    return [(run.pk, "verified")]
 
 
 def _reap_withdrawn() -> list[tuple[int, str]]:

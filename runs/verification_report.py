@@ -262,6 +262,7 @@ def report_checks(
         ),
         check_error_rate(run, trials),
         ext.check_cache_honesty(trajectories, trials),
+        ext.check_cache_truth(trajectories, trials),
         ext.check_speculative(run.submission.config or {}, trials),
         ext.check_model_identity(
             run.qualification or [], reference, model=slug, weight_precision=precision
@@ -320,11 +321,16 @@ def _catalog_accelerator(run: Any) -> str:
     return str(getattr(hardware, "accelerator", "") or "")
 
 
-def verification_build(*, run: BenchmarkRun) -> VerificationReport:
-    """Compute and store (or replace) the run's report."""
-    checks = verification_checks(run)
+def verification_store(*, run: BenchmarkRun, checks: list[dict[str, Any]]) -> VerificationReport:
+    """Store (or replace) the run's report from its computed checks; the status is the
+    worst check's."""
     status = worst_status(c["status"] for c in checks)
     report, _ = VerificationReport.objects.update_or_create(
         run=run, defaults={"status": status, "checks": checks}
     )
     return report
+
+
+def verification_build(*, run: BenchmarkRun) -> VerificationReport:
+    """Compute and store (or replace) the run's report."""
+    return verification_store(run=run, checks=verification_checks(run))

@@ -36,6 +36,7 @@ TOGETHER = (
     "tests/demo/test_demo_registry.py",
     "tests/demo/test_demo_configs.py",
     "tests/pipeline/test_e2e_llamacpp.py",
+    "tests/pipeline/test_e2e_vllm.py",
     "tests/pipeline/test_devices.py",
     "tests/slurm/",
     "tests/verification/test_inventory_collect.py",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -22,6 +23,7 @@ from agentperf.engine.commands import COMMANDS_GROUP, AddCommand, CliError
 from agentperf.engine.datasets.cli import add_dataset_commands
 from agentperf.engine.jobs import Target, search_job, trial_job
 from agentperf.engine.meanfield import MeanField, MeanFieldError, check_mean_field
+from agentperf.engine.metrics import TrialSummary
 from agentperf.engine.openloop import (
     DEFAULT_RATE_CAP,
     auto_rate_step,
@@ -30,12 +32,13 @@ from agentperf.engine.openloop import (
     rate_of,
     steps_for,
 )
+from agentperf.engine.preflight import check_context, http_fetch
 from agentperf.engine.replay import ARRIVAL_CLOSED, ARRIVAL_OPEN, ARRIVALS, ReplayConfig
 from agentperf.engine.report import add_report_command, print_max_agents
 from agentperf.engine.search import SearchTrial
 from agentperf.engine.shard_cli import add_shard_commands, add_shard_option, build_sharding
 from agentperf.engine.targets import UnknownTarget
-from agentperf.engine.trajectory import Dataset, DatasetError, load_dataset
+from agentperf.engine.trajectory import Dataset, DatasetError, Trajectory, load_dataset
 from agentperf.engine.trial import Tier, TrialConfig, TrialResult, load_tiers
 
 
@@ -115,6 +118,12 @@ def _common(p: argparse.ArgumentParser) -> None:
         "deployment, the largest k leaving MIN_AGENTS or more (an approximation; "
         'docs/engine.md "Mean-field trials")',
     )
+    p.add_argument(
+        "--no-preflight",
+        action="store_true",
+        help="send every turn even when the server's context cannot hold it (each such "
+        'request fails with the server\'s reason; docs/engine.md "Context pre-flight")',
+    )
     p.add_argument("--max-loop-lag-ms", type=float, default=25.0)
     p.add_argument("--max-cpu-percent", type=float, default=90.0)
     p.add_argument(
@@ -126,10 +135,23 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
 
 
+# An open loop's rate schedules that many sessions a minute for the whole window: past this
+# the schedule alone would outgrow memory (`--rate 1e12` hung the CLI)
+MAX_RATE_PER_MIN = 100_000.0
+
+
 def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    """A rate in sessions per minute: > 0, finite, at most MAX_RATE_PER_MIN."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text}") from None
+    if not math.isfinite(value) or not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    if value > MAX_RATE_PER_MIN:
+        raise argparse.ArgumentTypeError(
+            f"must be at most {MAX_RATE_PER_MIN:,.0f} sessions per minute, got {text}"
+        )
     return value
 
 
@@ -341,6 +363,37 @@ def _describe(result: TrialResult) -> str:
     )
 
 
+PREFLIGHT_OPT_OUT = "--no-preflight sends them anyway (each fails with the server's reason)"
+
+
+def _preflight(
+    args: argparse.Namespace,
+    target: Target,
+    trajectories: Sequence[Trajectory],
+    replay: ReplayConfig,
+    reporter: Reporter,
+) -> None:
+    """Refuse, before any load, a dataset with turns the server's context cannot hold
+    (docs/engine.md "Context pre-flight"); a sim: target has no server to ask."""
+    if args.no_preflight or target.base_url is None:
+        return
+    fetch = http_fetch(target.base_url, api_key=target.api_key)
+    check = check_context(trajectories, replay, fetch, base_url=target.base_url)
+    if not check.fits:
+        raise CliError(check.refusal(PREFLIGHT_OPT_OUT))
+    reporter.line(check.line())
+
+
+def reason_lines(summary: TrialSummary) -> list[str]:
+    """The trial's top error reasons, one line each: count, class and one detail as it came
+    (docs/engine.md "Error reasons")."""
+    shown = sum(r.count for r in summary.error_reasons)
+    lines = [f"  {r.count} failed ({r.error_class}): {r.example}" for r in summary.error_reasons]
+    if shown < summary.failed:
+        lines.append(f"  {summary.failed - shown} failed for other reasons")
+    return lines
+
+
 def cmd_trial(args: argparse.Namespace, out: TextIO) -> int:
     open_loop = args.arrival == ARRIVAL_OPEN
     if open_loop != (args.rate is not None):
@@ -360,6 +413,7 @@ def cmd_trial(args: argparse.Namespace, out: TextIO) -> int:
         f"trial {load}: warm-up {config.warmup_s:g} s, "
         f"window {config.duration_s:g} s, {len(dataset.trajectories)} trajectories"
     )
+    _preflight(args, target, dataset.trajectories, config.replay, reporter)
     result = trial_job(
         target=target,
         trajectories=dataset.trajectories,
@@ -370,6 +424,8 @@ def cmd_trial(args: argparse.Namespace, out: TextIO) -> int:
         mean_field=mean_field,
     )
     reporter.line(_describe(result))
+    for line in reason_lines(result.summary):
+        reporter.line(line)
     at_once = result.arrival.get("concurrent_sessions") or {}
     if at_once:
         reporter.line(
@@ -410,6 +466,7 @@ def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
     reporter = Reporter(out)
     if prior:
         reporter.line(f"resuming after {len(prior)} stored trials")
+    _preflight(args, target, dataset.trajectories, base.replay, reporter)
 
     def on_trial(trial: SearchTrial) -> None:
         with open(log_path, "ab") as fh:
@@ -422,6 +479,9 @@ def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
             f"p25_speed={summary.get('p25_output_speed', 0):.1f} tok/s "
             f"errors={summary.get('error_rate', 0):.1%} {verdicts}"
         )
+        if summary.get("failed"):
+            for line in reason_lines(TrialSummary.from_dict(summary)):
+                reporter.line(line)
 
     def progress(phase: str, index: int, concurrency: int) -> None:
         load = concurrency if step is None else f"{rate_of(concurrency, step):g}/min"

@@ -40,12 +40,12 @@ import orjson
 
 from agentperf.engine.http1 import ClientError, Connection, Dechunker
 from agentperf.engine.sse import (
-    BODY_EXCERPT_CHARS,
     ParseState,
     feed_sse,
     finalize_json_body,
     flush,
     handle_event,
+    server_error_message,
 )
 from agentperf.engine.transport import (
     ERROR_CONNECT,
@@ -345,8 +345,9 @@ class HttpTransport:
                     body = dechunker.feed(body)
                 except ClientError:
                     pass
-            excerpt = body[:BODY_EXCERPT_CHARS].decode("utf-8", "replace")
-            raise ClientError(ERROR_HTTP_STATUS, f"HTTP {status}: {excerpt}")
+            # the server's own reason, parsed from its JSON error body when it sent one
+            # (docs/engine.md "Error reasons")
+            raise ClientError(ERROR_HTTP_STATUS, f"HTTP {status}: {server_error_message(body)}")
         content_type = headers.get("content-type", "")
         if "text/event-stream" not in content_type:
             state = ParseState(api=spec.api)

@@ -194,6 +194,7 @@ async def _one_trial(
                 sync_host=sharding.sync_host,
                 on_window=on_window,
                 trajectory_turns={t.id: len(t.turns) for t in trajectories},
+                trajectories=trajectories,
             )
         except ShardFailed as exc:
             failed.append({"attempt": attempt, "reason": str(exc)})

@@ -21,6 +21,8 @@ from typing import Annotated, Any, Protocol
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentperf.engine.cachetruth import CacheTruth
+from agentperf.engine.reasons import ErrorReason, error_reasons
 from agentperf.engine.transport import Exchange, RequestSpec
 
 NS = 1_000_000_000
@@ -247,6 +249,9 @@ class TrialSummary(BaseModel):
     ok: Count
     failed: Count
     errors_by_class: dict[str, int]
+    # the top reasons of the failed requests, with counts (docs/engine.md "Error reasons");
+    # empty in a trial stored before reasons were summarised
+    error_reasons: list[ErrorReason] = Field(default_factory=list)
     error_rate: float
     p25_output_speed: float
     median_output_speed: float
@@ -265,6 +270,9 @@ class TrialSummary(BaseModel):
     speed_undefined: Count  # successful requests whose speed is undefined (n_out<2, one read)
     # The session block (summarize_sessions), set by the trial once it knows its tiers
     sessions: dict[str, Any] | None = None
+    # Cache truth (engine.cachetruth, docs/metrics.md "Cache truth"), set by the trial when
+    # it has the dataset; None: not summarised
+    cache_truth: CacheTruth | None = None
 
     def ttft_at(self, p: float) -> float:
         key = f"p{p:g}"
@@ -343,6 +351,7 @@ def summarize(
         ok=len(ok),
         failed=len(sent) - len(ok),
         errors_by_class=errors,
+        error_reasons=error_reasons((r.error_class, r.error_detail) for r in sent if not r.ok),
         error_rate=(len(sent) - len(ok)) / len(sent) if sent else 0.0,
         p25_output_speed=percentile(speeds, 25) if speeds else 0.0,
         median_output_speed=percentile(speeds, 50) if speeds else 0.0,

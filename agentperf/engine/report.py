@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from agentperf.engine.metrics import RequestRecord, percentile
+from agentperf.engine.reasons import ErrorReason
 
 if TYPE_CHECKING:  # rich is imported where a table is printed
     from rich.console import JustifyMethod
@@ -362,6 +363,42 @@ def trials_table_html(views: list[TrialView], tier_names: list[str]) -> str:
     )
 
 
+def error_reasons_html(views: list[TrialView]) -> str:
+    """Per trial with failed requests: its top error reasons with counts and one detail as
+    it came (docs/engine.md "Error reasons"); "" when no request failed."""
+    rows = []
+    for v in sorted(views, key=lambda v: v.index):
+        reasons = [ErrorReason.model_validate(r) for r in v.summary.get("error_reasons") or []]
+        failed = int(v.summary.get("failed") or 0)
+        other = failed - sum(r.count for r in reasons)
+        cells = [(r.count, r.error_class, r.example) for r in reasons]
+        if other > 0:
+            cells.append((other, "", "other reasons"))
+        for count, error_class, example in cells:
+            row = (_fmt(v.index), _fmt(v.concurrency), _fmt(count), error_class)
+            tds = "".join(f"<td>{html.escape(c)}</td>" for c in row)
+            rows.append(f'<tr>{tds}<td class="reason">{html.escape(example)}</td></tr>')
+    if not rows:
+        return ""
+    header = "".join(f"<th>{h}</th>" for h in ("#", "N", "failed", "class", "reason (one example)"))
+    return (
+        f'<table id="error-reasons"><thead><tr>{header}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def _error_reasons_section(views: list[TrialView]) -> list[str]:
+    table = error_reasons_html(views)
+    if not table:
+        return []
+    return [
+        "<h2>Error reasons</h2>",
+        '<p class="note">The most frequent reasons of each trial\'s failed requests (sent in '
+        "the window); details that differ only in their numbers are one reason.</p>",
+        table,
+    ]
+
+
 def tier_rows(search: dict[str, Any]) -> list[dict[str, Any]]:
     """Per tier: name, max agents, lowest fail, confirmed, flags (from search.json)."""
     out = []
@@ -452,7 +489,7 @@ def _plot(div: str, figure: dict[str, Any]) -> str:
 CSS = """body{font-family:system-ui,sans-serif;margin:1.5rem auto;max-width:1200px;padding:0 1rem;
 color:#222}table{border-collapse:collapse;margin:.5rem 0 1.5rem;font-size:.9rem}
 td,th{border:1px solid #ccc;padding:.25rem .5rem;text-align:right}th{background:#f3f3f3}
-td:first-child,th:first-child{text-align:left}.note{color:#555}.sim{color:#A0507A}"""
+td:first-child,th:first-child,td.reason{text-align:left}.note{color:#555}.sim{color:#A0507A}"""
 
 
 def render(search: dict[str, Any], views: list[TrialView], *, title: str) -> str:
@@ -491,6 +528,7 @@ def render(search: dict[str, Any], views: list[TrialView], *, title: str) -> str
         _plot("frontier", frontier_figure(views, tiers)),
         "<h2>Trials</h2>",
         trials_table_html(views, tier_names),
+        *_error_reasons_section(views),
         "<h2>Output speed distribution</h2>",
         '<p class="note">Per trial over the requests sent in the window: whiskers p5–p95, '
         "box p25–p75, line the median.</p>",

@@ -435,11 +435,13 @@ async def run_sharded_trial(
     on_window: Callable[[str, int], None] | None = None,
     extra: dict[str, Any] | None = None,
     trajectory_turns: dict[str, int] | None = None,
+    trajectories: Sequence[Trajectory] | None = None,
 ) -> TrialResult:
     """Run one trial as ``shards`` shards through ``executor`` and judge the merged records.
     ``trajectory_turns`` (trajectory id → its turn count, the coordinator's dataset) lets the
     judge count a whole-task session that ended its trajectory as one process would
-    (docs/engine.md "Session SLOs").
+    (docs/engine.md "Session SLOs"); with ``trajectories`` (the same dataset) it sums the
+    trial's cache truth (docs/metrics.md "Cache truth").
 
     Raises ShardFailed when a shard does not finish; an unhealthy shard (or a clock offset
     less sure than 1 ms) makes the trial's client unhealthy, which fails every tier."""
@@ -501,6 +503,7 @@ async def run_sharded_trial(
         simulated=False,
         load_generator=load_generator,
         trajectory_turns=trajectory_turns,
+        trajectories=trajectories,
     )
 
 

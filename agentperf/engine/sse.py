@@ -16,6 +16,42 @@ from typing import Any
 import orjson
 
 BODY_EXCERPT_CHARS = 500
+# An error body longer than this is not parsed for its message (its excerpt is kept).
+ERROR_BODY_PARSE_BYTES = 64 * 1024
+
+
+def server_error_message(body: bytes) -> str:
+    """The server's own reason in an error body, on one line and at most BODY_EXCERPT_CHARS
+    characters (docs/engine.md "Error reasons"): ``error.message`` of an OpenAI-style body
+    (vLLM, llama.cpp, SGLang: ``{"error": {"message": ...}}``), an ``error`` string, a
+    top-level ``message`` (older vLLM) or ``detail`` (FastAPI); else the body's start."""
+    if len(body) <= ERROR_BODY_PARSE_BYTES and body.lstrip()[:1] == b"{":
+        try:
+            obj = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            obj = None
+        if isinstance(obj, dict):
+            return error_text(obj)
+    return _one_line(body[: BODY_EXCERPT_CHARS * 4].decode("utf-8", "replace"))
+
+
+def error_text(obj: dict[str, Any]) -> str:
+    """The reason in a decoded error object (a body or an event), as server_error_message."""
+    message: Any = None
+    error = obj.get("error")
+    if isinstance(error, dict):
+        message = error.get("message")
+    elif isinstance(error, str):
+        message = error
+    else:
+        message = next((obj[k] for k in ("message", "detail") if isinstance(obj.get(k), str)), None)
+    if not isinstance(message, str) or not message.strip():
+        message = orjson.dumps(error if isinstance(error, dict) else obj).decode("utf-8", "replace")
+    return _one_line(message)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:BODY_EXCERPT_CHARS]
 
 
 @dataclass(slots=True)
@@ -57,7 +93,7 @@ def _event_payload(state: ParseState, raw: bytes) -> bytes | None:
         return None
     data = b"\n".join(data_lines)
     if event_name == b"error":
-        state.error = f"error event: {data[:BODY_EXCERPT_CHARS].decode('utf-8', 'replace')}"
+        state.error = f"error event: {server_error_message(data)}"
         return None
     return data
 
@@ -67,8 +103,7 @@ def _handle_object(state: ParseState, t_ns: int, obj: Any) -> None:
         state.error = f"unexpected SSE payload: {str(obj)[:120]!r}"
         return
     if "error" in obj:
-        err = orjson.dumps(obj["error"])[:BODY_EXCERPT_CHARS].decode("utf-8", "replace")
-        state.error = f"error event: {err}"
+        state.error = f"error event: {error_text(obj)}"
         return
     usage = obj.get("usage")
     if usage:
@@ -208,7 +243,7 @@ def finalize_json_body(state: ParseState, t_ns: int, body: bytes) -> None:
         state.error = "response body is not a JSON object"
         return
     if "error" in obj:
-        state.error = f"error body: {orjson.dumps(obj['error'])[:BODY_EXCERPT_CHARS].decode()}"
+        state.error = f"error body: {error_text(obj)}"
         return
     state.usage = obj.get("usage") or None
     if obj.get("timings"):

@@ -103,6 +103,12 @@ class StubConnection(asyncio.Protocol):
                     + payload
                 )
                 continue
+            if not head.startswith("POST "):  # /v1/models, /props: the stub has none
+                self.transport.write(
+                    b"HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: 2\r\n\r\n{}"
+                )
+                continue
             req = orjson.loads(body)
             asyncio.ensure_future(self.stream(req, str(req.get("x_id", rid)), t_received))
 

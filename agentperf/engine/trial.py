@@ -20,6 +20,7 @@ from typing import Annotated, Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_serializer, field_validator
 
+from agentperf.engine.cachetruth import summarize_cache_truth
 from agentperf.engine.health import monitor_health
 from agentperf.engine.metrics import (
     NS,
@@ -432,6 +433,7 @@ async def run_trial(
         client=health,
         simulated=clock.is_virtual,
         trajectory_turns={t.id: len(t.turns) for t in trajectories},
+        trajectories=trajectories,
     )
 
 
@@ -445,9 +447,12 @@ def judge_trial(
     simulated: bool,
     load_generator: dict[str, Any] | None = None,
     trajectory_turns: dict[str, int] | None = None,
+    trajectories: Sequence[Trajectory] | None = None,
 ) -> TrialResult:
     """Summary, verdicts and bootstrap intervals of a trial's records, computed once (one
-    process, or the merged records of every shard: docs/engine.md "Sharded trials")."""
+    process, or the merged records of every shard: docs/engine.md "Sharded trials").
+    With the ``trajectories`` replayed, the summary carries the trial's cache truth
+    (docs/metrics.md "Cache truth"; the server's counters are judged where scraped)."""
     w0, w1 = window
     extra_ps = {t.ttft_percentile for t in tiers}
     summary = summarize(
@@ -469,6 +474,10 @@ def judge_trial(
         seed=config.replay.seed,
         trajectory_turns=trajectory_turns,
     )
+    if trajectories is not None:
+        summary.cache_truth = summarize_cache_truth(
+            records, trajectories, window_start_ns=w0, window_end_ns=w1
+        )
     verdicts = evaluate_tiers(summary, tiers, min_requests=config.min_requests)
     statistics: dict[str, Any] = {}
     if config.bootstrap_resamples > 0:

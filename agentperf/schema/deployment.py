@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from typing import Annotated, Any, Final, Literal, get_args, get_origin
 
 import yaml
@@ -57,9 +58,33 @@ Slug = Annotated[
 ]
 ShortText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
 LongText = Annotated[str, StringConstraints(max_length=5000)]
+# registry host[:port], then path components as the OCI distribution spec writes them (no
+# empty, `.` or `..` component: a reference is a name, never a path), pinned by digest
 ImageRef = Annotated[
     str,
-    StringConstraints(pattern=r"^[a-z0-9][a-z0-9._/:-]*@sha256:[0-9a-f]{64}$", max_length=300),
+    StringConstraints(
+        pattern=r"^[a-z0-9]+(?:[.-][a-z0-9]+)*(?::[0-9]+)?"
+        r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)+@sha256:[0-9a-f]{64}$",
+        max_length=300,
+    ),
+]
+# a weights revision: a commit, a tag or branch, or a file digest; never free text (a
+# credential written as `token: …` there was published)
+Revision = Annotated[
+    str,
+    StringConstraints(
+        strip_whitespace=True,
+        pattern=r"^(sha256:[0-9a-f]{64}|[A-Za-z0-9][A-Za-z0-9._/+-]{0,127})$",
+        max_length=200,
+    ),
+]
+# the model id a server answers to: it is written into a Slurm job script and request
+# bodies, so one line with no control characters
+ModelName = Annotated[
+    str,
+    StringConstraints(
+        strip_whitespace=True, pattern=r"^[^\x00-\x1f\x7f]+$", min_length=1, max_length=200
+    ),
 ]
 GitCommit = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{7,40}$")]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=100)]
@@ -158,13 +183,39 @@ class SecretRef(_Strict):
 EnvValue = Annotated[str, StringConstraints(max_length=4000)] | SecretRef
 
 
+# Variables that choose which accelerators a process or a container runtime's hook sees:
+# the pool grants the devices (docs/security.md "Devices"), never the config. On a pool whose
+# Podman uses the legacy nvidia hook, NVIDIA_VISIBLE_DEVICES=all would expose every GPU.
+DEVICE_VARIABLES = frozenset(
+    {
+        "NVIDIA_VISIBLE_DEVICES",
+        "NVIDIA_DRIVER_CAPABILITIES",
+        "NVIDIA_MIG_CONFIG_DEVICES",
+        "NVIDIA_MIG_MONITOR_DEVICES",
+        "CUDA_VISIBLE_DEVICES",
+        "HIP_VISIBLE_DEVICES",
+        "ROCR_VISIBLE_DEVICES",
+        "GPU_DEVICE_ORDINAL",
+        "ZE_AFFINITY_MASK",
+        "NEURON_RT_VISIBLE_CORES",
+    }
+)
+
+
 def _secret_env(value: Any) -> Any:
     """``{VAR: {secret: VAR}}`` in the long form ``{VAR: {secret: true}}``; a different name
-    is refused at ``env.VAR`` (the runner host reads a variable of the same name)."""
+    is refused at ``env.VAR`` (the runner host reads a variable of the same name), and so is
+    a variable that chooses devices (DEVICE_VARIABLES)."""
     if not isinstance(value, dict):
         return value
     out: dict[Any, Any] = {}
     for key, item in value.items():
+        if isinstance(key, str) and key.upper() in DEVICE_VARIABLES:
+            raise _field_error(
+                key,
+                "chooses the accelerators a process sees: the pool grants exactly the "
+                "config's accelerators per worker, and no config may widen or move that",
+            )
         if isinstance(item, dict) and isinstance(item.get("secret"), str) and len(item) == 1:
             if item["secret"] != key:
                 raise _field_error(
@@ -208,8 +259,10 @@ ArgText = Annotated[str, StringConstraints(min_length=1, max_length=4000)]
 
 class ModelSpec(_Strict):
     id: Slug = Field(description="Catalog slug of the served model, e.g. deepseek-v4.1-flash-max.")
-    revision: ShortText | None = Field(
-        default=None, description="Weights revision (Hugging Face commit, tag or file digest)."
+    revision: Revision | None = Field(
+        default=None,
+        description="Weights revision (Hugging Face commit, tag or file digest): one word of "
+        "letters, digits and . _ / + -, or sha256:<hex>.",
     )
     weight_precision: Literal[WEIGHT_PRECISIONS]  # type: ignore[valid-type]
     kv_cache_dtype: Literal[KV_DTYPES]  # type: ignore[valid-type]
@@ -397,7 +450,7 @@ class Launch(_Strict):
         le=65535,
         description="Port the server listens on (127.0.0.1); required when a launcher runs it.",
     )
-    served_model_name: ShortText | None = Field(
+    served_model_name: ModelName | None = Field(
         default=None,
         description="The model id the server answers to; required when a launcher runs it.",
     )
@@ -427,7 +480,7 @@ class AttachedLauncher(_Strict):
     allowlist (never a free URL)."""
 
     endpoint_id: Slug
-    served_model_name: ShortText
+    served_model_name: ModelName
 
 
 _MOVED = {
@@ -569,7 +622,7 @@ class SlurmLauncher(_Strict):
     time_limit_min: int = Field(
         default=240, ge=1, le=10080, description="The job's time limit (sbatch --time)."
     )
-    served_model_name: ShortText
+    served_model_name: ModelName
 
 
 def _slurm_fits(config: DeploymentConfig) -> None:
@@ -695,6 +748,7 @@ class DeploymentConfig(_Strict):
                 )
         if self.topology.mode == "disaggregated" and self.kv_cache.transfer == "none":
             raise _field_error("kv_cache.transfer", "disaggregated mode needs a KV transfer")
+        _no_platform_variables(self)
         _no_fake_acceptance(self)
         return self
 
@@ -742,6 +796,54 @@ def _launch_runnable(config: DeploymentConfig) -> None:
             "required by launcher.container: the image it pulls and runs, pinned by digest "
             "(registry/name@sha256:<64 hex>)",
         )
+
+
+# `${NAME}` in a launched command (runner/launchers/process.py, slurm_task.py)
+_COMMAND_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# The platform's and the pool host's own settings: never given to a vendor's command, so a
+# config naming one is refused at submission, not after a reviewer approved its launch
+# (docs/security.md "Vendor commands").
+PLATFORM_VARIABLES = frozenset(
+    {
+        "SECRET_KEY",
+        "FIELD_ENCRYPTION_KEY",
+        "DATABASE_URL",
+        "CACHE_REDIS_URL",
+        "CELERY_BROKER_URL",
+        "CELERY_RESULT_BACKEND",
+    }
+)
+PLATFORM_VARIABLE_PREFIXES = ("RUNNER_", "AWS_", "S3_", "RECEIPT_", "DJANGO_")
+
+
+def _no_platform_variables(config: DeploymentConfig) -> None:
+    """A launched command may name its declared env, its task's variables and the pool's
+    shared ones (RUNNER_LAUNCH_VARS, checked at launch); the platform's own never."""
+    dumped = config.model_dump(mode="json", include={"launch", "launcher"})
+    places: list[tuple[str, Any]] = [("launch", dumped.get("launch"))]
+    slurm = (dumped.get("launcher") or {}).get("slurm")
+    if slurm:
+        places.append(("launcher.slurm", slurm))
+
+    def walk(path: str, value: Any) -> None:
+        if isinstance(value, str):
+            for name in _COMMAND_VARIABLE.findall(value):
+                if name in PLATFORM_VARIABLES or name.startswith(PLATFORM_VARIABLE_PREFIXES):
+                    raise _field_error(
+                        path,
+                        f"${{{name}}} is the platform's own setting, never given to a launched "
+                        "command: a command may name its declared env, ${PORT} (and on Slurm "
+                        "its task's variables) and the pool's shared variables",
+                    )
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                walk(f"{path}.{key}", item)
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                walk(f"{path}.{index}", item)
+
+    for path, value in places:
+        walk(path, value)
 
 
 def _no_fake_acceptance(config: DeploymentConfig) -> None:

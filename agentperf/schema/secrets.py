@@ -34,9 +34,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import math
 import re
 import shlex
+import unicodedata
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -546,12 +548,56 @@ def _token_stream_rules(
             _pair_rule(scan, path, text, match.group(1), match.group(2), via="is set to")
 
 
+# Characters a shell or an engine's argument parser would never read as ASCII dashes, but a
+# reader of the published config does: each is read as "-" before the rules run, so
+# `––api-key X` (en dashes) is a flag and its value a clear credential.
+_DASHES = dict.fromkeys(
+    map(ord, "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d"), "-"
+)
+JSON_MAX_CHARS = 100_000  # a JSON argument read for credentials: at most this long
+
+
+def normalized(text: str) -> str:
+    """`text` as the rules read it: NFKC (fullwidth forms to ASCII), look-alike dashes as
+    "-", and invisible format characters (zero-width spaces and joiners, bidi marks: Unicode
+    category Cf) removed, so none of them hides a flag or a name from the rules."""
+    folded = unicodedata.normalize("NFKC", text).translate(_DASHES)
+    return "".join(ch for ch in folded if unicodedata.category(ch) != "Cf")
+
+
+def _json_inside(scan: _Scan, path: str, token: str) -> None:
+    """A JSON object or array inside an argument (`--hf-overrides '{"token": "…"}'`,
+    `--speculative-config={…}`): its keys and values walked as the config's own are, each
+    finding reported at the argument's path."""
+    body = token.strip().strip("'")
+    if not body.startswith(("{", "[")) or len(body) > JSON_MAX_CHARS:
+        return
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return
+    if not isinstance(parsed, dict | list):
+        return
+    inner = _Scan()
+    _walk(inner, parsed, "", None)
+    # refusals only: the shape rules already ran over the raw string, suspicious parts with
+    # their own spans
+    for f in inner.findings:
+        if f.severity == REFUSE:
+            scan.add(path, REFUSE, f"{f.rule} in its JSON", _span(token, body))
+
+
 def _scan_string(scan: _Scan, path: str, text: str, key: str | None) -> None:
+    text = normalized(text)
     hex_ok = path in HEX_FIELDS or _hex_context(key)
     if key is not None and looks_secret_name(key) and not _harmless_value(text):
         scan.add(path, REFUSE, f"{safe_label(key)} is given a clear value", (0, len(text)))
     tokens = shell_tokens(text)
     _token_stream_rules(scan, [(path, t, text) for t in tokens])
+    # the raw text, not its shell tokens (which drop JSON's quotes): the whole string, or
+    # the value of `--flag=VALUE`
+    flag = _FLAG.match(text.strip())
+    _json_inside(scan, path, flag.group(4) if flag and flag.group(3) else text)
     for match in _COLON_PAIR.finditer(text):
         _pair_rule(scan, path, text, match.group(1), match.group(2), via="is given", strong=True)
     _value_rules(scan, path, text, hex_ok)
@@ -588,7 +634,7 @@ def _scan_list(scan: _Scan, path: str, items: list[Any], key: str | None) -> Non
         if is_secret_ref(item):
             stream.append((where, None, ""))
         elif isinstance(item, str):
-            stream += [(where, t, item) for t in shell_tokens(item)]
+            stream += [(where, t, item) for t in shell_tokens(normalized(item))]
     _token_stream_rules(scan, stream)
     for index, item in enumerate(items):
         where = f"{path}.{index}" if path else str(index)

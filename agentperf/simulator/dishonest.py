@@ -1,13 +1,16 @@
 """Dishonest modes of the simulated serving system: targets for the verification tests.
 
 Each mode breaks one rule of an honest deployment the way a gamed one would, and each is
-meant to be caught by exactly one verification check (docs/verification.md):
+meant to be caught by the verification checks named here and no other
+(docs/verification.md); the two cache modes break both cache checks, the per-request bound
+and the window's cache truth:
 
 | mode | what the deployment does | caught by |
 |---|---|---|
 | ``truncated`` | under load, stops answers at half their requested length | ``output_lengths`` |
 | ``padded`` | under load, generates half the answer but reports the full length | ``token_counts`` |
-| ``cache_shared`` | ignores the per-session namespace: reuses cache across agents | ``cache_honesty`` |
+| ``cache_shared`` | ignores the per-session namespace: reuses cache across agents | ``cache_honesty``, ``cache_truth`` |
+| ``cache_inflated`` | reports every prompt token but the last as cached (usage and counters) | ``cache_honesty``, ``cache_truth`` |
 | ``other_model`` | serves another model (its greedy outputs differ) | ``model_identity`` |
 | ``fake_spec`` | forces every draft token accepted (3 drafts per step) | ``speculative_decoding`` |
 | ``fewer_accelerators`` | its hardware shows half the accelerators the config claims | ``accelerators`` |
@@ -31,10 +34,19 @@ from agentperf.simulator.prompts import filler
 TRUNCATED = "truncated"
 PADDED = "padded"
 CACHE_SHARED = "cache_shared"
+CACHE_INFLATED = "cache_inflated"
 OTHER_MODEL = "other_model"
 FAKE_SPEC = "fake_spec"
 FEWER_ACCELERATORS = "fewer_accelerators"
-MODES = (TRUNCATED, PADDED, CACHE_SHARED, OTHER_MODEL, FAKE_SPEC, FEWER_ACCELERATORS)
+MODES = (
+    TRUNCATED,
+    PADDED,
+    CACHE_SHARED,
+    CACHE_INFLATED,
+    OTHER_MODEL,
+    FAKE_SPEC,
+    FEWER_ACCELERATORS,
+)
 
 # Another "model": the same one-token words in another order (a different greedy output).
 _OTHER_WORDS = (" but", " are", " the", " you", " was", " for", " not", " and")
@@ -103,6 +115,14 @@ class Dishonesty:
             if isinstance(part, dict) and str(part.get("text", "")).startswith(NAMESPACE_PREFIX):
                 first["content"] = content[1:]
         return {**body, "messages": [first, *messages[1:]]}
+
+    def cached(self, cached: int, prompt_tokens: int) -> int:
+        """The cached_tokens reported for a prompt of which ``cached`` came from the cache
+        (cache_inflated: all of it but the last token, the most a real cache ever reports,
+        as if every prompt were found whole; its counters claim the same)."""
+        if CACHE_INFLATED in self.modes:
+            return max(cached, prompt_tokens - 1)
+        return cached
 
     def text(self, n: int, start: int = 0) -> str:
         """``n`` output tokens continuing at token ``start`` (other_model: another model's)."""

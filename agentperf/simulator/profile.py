@@ -17,6 +17,7 @@ Loading refuses a profile whose figures are missing or unsourced, with the path 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -507,13 +508,34 @@ def _check_keys(obj: Any, allowed: set[str], where: str) -> dict[str, Any]:
     return obj
 
 
-def _number(value: Any, where: str, *, integer: bool = False, minimum: float = 0.0) -> float:
+# Ceilings on what a patched profile may ask of the twin (an override is a vendor's input:
+# docs/simulator.md "Overrides"): past them a trial's memory or time has no bound.
+MAX_ROLE_REPLICAS = 4096
+MAX_ROLE_SIZE = 65536  # accelerators, tp, ep, max_batch of one role
+MAX_CHUNK_TOKENS = 1 << 20
+MAX_SPEC_K = 64  # as the config's speculative.draft_tokens
+MAX_STEP_US = 1e6  # one scheduler iteration, draft step or transfer: at most a second
+MAX_EOS_MEAN_TOKENS = 131072
+
+
+def _number(
+    value: Any,
+    where: str,
+    *,
+    integer: bool = False,
+    minimum: float = 0.0,
+    maximum: float = math.inf,
+) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ProfileError(f"{where}: expected a number, got {value!r}")
+    if not math.isfinite(value):
+        raise ProfileError(f"{where}: expected a finite number, got {value!r}")
     if integer and int(value) != value:
         raise ProfileError(f"{where}: expected an integer, got {value!r}")
     if value < minimum:
         raise ProfileError(f"{where}: must be ≥ {minimum}, got {value!r}")
+    if value > maximum:
+        raise ProfileError(f"{where}: must be ≤ {maximum:g}, got {value!r}")
     return float(value)
 
 
@@ -600,22 +622,55 @@ def _role(raw: Any, role: str, where: str) -> RoleConfig:
         if req not in obj:
             raise ProfileError(f"{where}.{req}: required")
     accelerators = int(
-        _number(obj["accelerators"], f"{where}.accelerators", integer=True, minimum=1)
+        _number(
+            obj["accelerators"],
+            f"{where}.accelerators",
+            integer=True,
+            minimum=1,
+            maximum=MAX_ROLE_SIZE,
+        )
     )
     chunk_default = 8192
     return RoleConfig(
         role=role,
-        replicas=int(_number(obj["replicas"], f"{where}.replicas", integer=True, minimum=1)),
+        replicas=int(
+            _number(
+                obj["replicas"],
+                f"{where}.replicas",
+                integer=True,
+                minimum=1,
+                maximum=MAX_ROLE_REPLICAS,
+            )
+        ),
         accelerators=accelerators,
-        tp=int(_number(obj.get("tp", accelerators), f"{where}.tp", integer=True, minimum=1)),
-        ep=int(_number(obj.get("ep", 1), f"{where}.ep", integer=True, minimum=1)),
-        max_batch=int(_number(obj["max_batch"], f"{where}.max_batch", integer=True, minimum=1)),
+        tp=int(
+            _number(
+                obj.get("tp", accelerators),
+                f"{where}.tp",
+                integer=True,
+                minimum=1,
+                maximum=MAX_ROLE_SIZE,
+            )
+        ),
+        ep=int(
+            _number(obj.get("ep", 1), f"{where}.ep", integer=True, minimum=1, maximum=MAX_ROLE_SIZE)
+        ),
+        max_batch=int(
+            _number(
+                obj["max_batch"],
+                f"{where}.max_batch",
+                integer=True,
+                minimum=1,
+                maximum=MAX_ROLE_SIZE,
+            )
+        ),
         chunk_tokens=int(
             _number(
                 obj.get("chunk_tokens", chunk_default),
                 f"{where}.chunk_tokens",
                 integer=True,
                 minimum=1,
+                maximum=MAX_CHUNK_TOKENS,
             )
         ),
         request_chunk_tokens=int(
@@ -623,6 +678,7 @@ def _role(raw: Any, role: str, where: str) -> RoleConfig:
                 obj.get("request_chunk_tokens", 0),
                 f"{where}.request_chunk_tokens",
                 integer=True,
+                maximum=MAX_CHUNK_TOKENS,
             )
         ),
     )
@@ -807,20 +863,38 @@ def profile_from_dict(
         roles=roles,
         prefix_caching=bool(pc.get("enabled", True)),
         block_tokens=int(
-            _number(pc.get("block_tokens", 16), "block_tokens", integer=True, minimum=1)
+            _number(
+                pc.get("block_tokens", 16),
+                "deployment.prefix_cache.block_tokens",
+                integer=True,
+                minimum=1,
+                maximum=MAX_CHUNK_TOKENS,
+            )
         ),
-        spec_k=int(_number(spec.get("k", 0), "deployment.speculative.k", integer=True)),
+        spec_k=int(
+            _number(spec.get("k", 0), "deployment.speculative.k", integer=True, maximum=MAX_SPEC_K)
+        ),
         spec_acceptance=acceptance,
         draft_step_us=_number(
-            spec.get("draft_step_us", 0.0), "deployment.speculative.draft_step_us"
+            spec.get("draft_step_us", 0.0),
+            "deployment.speculative.draft_step_us",
+            maximum=MAX_STEP_US,
         ),
         compute_efficiency=_number(eff["compute"], "deployment.efficiency.compute", minimum=1e-6),
         bandwidth_efficiency=_number(eff["bandwidth"], "efficiency.bandwidth", minimum=1e-6),
-        iteration_overhead_us=_number(eff["iteration_overhead_us"], "iteration_overhead_us"),
+        iteration_overhead_us=_number(
+            eff["iteration_overhead_us"],
+            "deployment.efficiency.iteration_overhead_us",
+            maximum=MAX_STEP_US,
+        ),
         kv_transfer_gb_s=_number(
             eff.get("kv_transfer_gb_s", 100.0), "kv_transfer_gb_s", minimum=1e-6
         ),
-        kv_transfer_latency_us=_number(eff.get("kv_transfer_latency_us", 0.0), "kv_latency"),
+        kv_transfer_latency_us=_number(
+            eff.get("kv_transfer_latency_us", 0.0),
+            "deployment.efficiency.kv_transfer_latency_us",
+            maximum=MAX_STEP_US,
+        ),
         memory_reserve_fraction=_number(mem.get("reserve_fraction", 0.1), "reserve_fraction"),
         attn_flops_per_ctx_token=_number(
             attn.get("flops_per_token_per_context_token", 0.0), "attention.flops"
@@ -831,7 +905,14 @@ def profile_from_dict(
             else None
         ),
         moe_weight_touch=bool(dep.get("moe_weight_touch", True)),
-        eos_mean_tokens=int(_number(eos.get("mean_tokens", 256), "eos.mean_tokens", minimum=1)),
+        eos_mean_tokens=int(
+            _number(
+                eos.get("mean_tokens", 256),
+                "deployment.eos.mean_tokens",
+                minimum=1,
+                maximum=MAX_EOS_MEAN_TOKENS,
+            )
+        ),
         moe_comm_layers=int(
             _number(comm.get("moe_layers", 0), "moe_comm.moe_layers", integer=True)
         ),
@@ -880,11 +961,19 @@ def profile_from_dict(
         ),
         ep_skew=_number(imb.get("expert_skew", 0.0), "load_imbalance.expert_skew"),
         ep_statistical=bool(imb.get("statistical", False)),
-        sched_step_us=_number(sched.get("step_us", 0.0), "scheduler.step_us"),
-        sched_per_sequence_us=_number(
-            sched.get("per_sequence_us", 0.0), "scheduler.per_sequence_us"
+        sched_step_us=_number(
+            sched.get("step_us", 0.0), "deployment.scheduler.step_us", maximum=MAX_STEP_US
         ),
-        sched_per_token_us=_number(sched.get("per_token_us", 0.0), "scheduler.per_token_us"),
+        sched_per_sequence_us=_number(
+            sched.get("per_sequence_us", 0.0),
+            "deployment.scheduler.per_sequence_us",
+            maximum=MAX_STEP_US,
+        ),
+        sched_per_token_us=_number(
+            sched.get("per_token_us", 0.0),
+            "deployment.scheduler.per_token_us",
+            maximum=MAX_STEP_US,
+        ),
         attn_flops_per_full_ctx_token=_number(
             attn.get("flops_per_token_per_full_context_token", 0.0), "attention.full_context"
         ),

@@ -281,6 +281,9 @@ class SimTransport:
         self.timeline = timeline or LoopTimeline(asyncio.get_running_loop())
         self.deployment = Deployment(self.dishonesty.profile(profile), self.timeline, seed=seed)
         self._reported: dict[str, int] = {}
+        # cache_inflated: cached tokens reported beyond what the cache served, added to the
+        # hit counter as they are reported
+        self._inflated_hits = 0
         self.accountant = PromptAccountant(identity_cache=True)
         self.check_output_length = check_output_length
         self.served = set(profile.served_model_names)
@@ -441,6 +444,8 @@ class SimTransport:
         ex.cached_tokens = req.cached
         ex.finish_reason = req.finish_reason
         if self.dishonesty:
+            ex.cached_tokens = self.dishonesty.cached(req.cached, req.prompt.tokens)
+            self._inflated_hits += ex.cached_tokens - req.cached
             ex.content = self.dishonesty.text(n)
             n = self._reported.pop(spec.request_id, n)
         else:
@@ -458,7 +463,7 @@ class SimTransport:
         label = f'{{model_name="{self.profile.served_model_names[0]}"}}'
         rows: tuple[tuple[str, float], ...] = (
             ("vllm:prefix_cache_queries_total", c.prefix_queries),
-            ("vllm:prefix_cache_hits_total", c.prefix_hits),
+            ("vllm:prefix_cache_hits_total", c.prefix_hits + self._inflated_hits),
             ("vllm:prompt_tokens_total", c.prompt_tokens),
             ("vllm:generation_tokens_total", c.generation_tokens),
             ("vllm:request_success_total", c.requests_finished),

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentperf.engine import cachetruth
 from agentperf.engine.metrics import RequestRecord
 from agentperf.engine.replay import NAMESPACE_TOKENS, PRIMED_TURN
 from agentperf.engine.trajectory import Trajectory, common_prefix_length
@@ -339,6 +340,114 @@ def check_cache_honesty(
             f"; server prefix-cache hit rate {server_rate:.1%}" if server_rate else ""
         )
     return result("cache_honesty", status, summary, rule, evidence)
+
+
+# -------------------------------------------------------------------------- cache truth
+
+
+def trial_cache_truth(
+    trajectories: dict[str, Trajectory] | None, trial: TrialData
+) -> cachetruth.CacheTruth | None:
+    """One trial's cache truth, judged with the server's counters at its window's edges:
+    recomputed from the raw records and the dataset where both are here, else the one the
+    runner stored in the trial's metrics; None when neither is."""
+    scraped = (trial.telemetry or {}).get("server_metrics") or {}
+    start, end = scraped.get("start"), scraped.get("end")
+    w0, w1 = trial.metrics.get("window_start_ns"), trial.metrics.get("window_end_ns")
+    if trajectories is not None and trial.records and w0 is not None and w1 is not None:
+        truth = cachetruth.summarize_cache_truth(
+            trial.records, trajectories, window_start_ns=w0, window_end_ns=w1
+        )
+    elif isinstance(trial.metrics.get("cache_truth"), dict):
+        truth = cachetruth.CacheTruth.model_validate(trial.metrics["cache_truth"])
+    else:
+        return None
+    return cachetruth.with_counters(
+        truth,
+        start if isinstance(start, dict) else None,
+        end if isinstance(end, dict) else None,
+    )
+
+
+def check_cache_truth(
+    trajectories: dict[str, Trajectory] | None, trials: Sequence[TrialData]
+) -> dict[str, Any]:
+    """Per trial, the cached tokens the server reported against the most its sessions' own
+    prefixes allow, and against its own counters (docs/metrics.md "Cache truth")."""
+    rule = (
+        "per trial: observed cached tokens <= theoretical (each request's prefix shared with "
+        f"its own session's earlier requests, server tokens) + {cachetruth.SLACK_TOKENS_PER_REQUEST}"
+        f" tokens per request + {cachetruth.SLACK_FRACTION:.0%} of theoretical, else fail; "
+        f"observed below {cachetruth.FLAG_RATIO:.0%} of theoretical is flagged; the counters' "
+        f"hit share (Δhits / Δqueries) agrees with the requests' within "
+        f"{cachetruth.CONSERVATION_TOLERANCE:.0%} + the window's edge share (prompt tokens in "
+        "flight at an edge / the window's; requests above it fail)"
+    )
+    rows: list[dict[str, Any]] = []
+    for t in sorted(trials, key=lambda t: t.index):
+        truth = trial_cache_truth(trajectories, t)
+        row: dict[str, Any] = {"trial": t.index, "concurrency": t.concurrency}
+        if truth is None:
+            row.update(verdict=cachetruth.NOT_CHECKED, reasons=["no records or dataset"])
+        else:
+            row.update(truth.to_dict())
+        rows.append(row)
+    verdicts = [r["verdict"] for r in rows]
+    overall = cachetruth.worst_verdict(verdicts)
+    theoretical = sum(r.get("theoretical_tokens") or 0 for r in rows)
+    observed_rows = [r for r in rows if r.get("observed_tokens") is not None]
+    observed = sum(r["observed_tokens"] for r in observed_rows) if observed_rows else None
+    evidence: dict[str, Any] = {
+        "verdict": overall,
+        "theoretical_tokens": theoretical,
+        "observed_tokens": observed,
+        "ratio": observed / theoretical if observed is not None and theoretical else None,
+        "tolerance": {
+            "slack_tokens_per_request": cachetruth.SLACK_TOKENS_PER_REQUEST,
+            "slack_fraction": cachetruth.SLACK_FRACTION,
+            "flag_ratio": cachetruth.FLAG_RATIO,
+            "conservation": cachetruth.CONSERVATION_TOLERANCE,
+        },
+        "trials": rows,
+    }
+    bad = [r for r in rows if r["verdict"] == cachetruth.FAIL]
+    flagged = [r for r in rows if r["verdict"] == cachetruth.FLAGGED]
+    if bad:
+        status = FAIL
+        first = bad[0]
+        summary = (
+            f"{len(bad)} of {len(rows)} trials fail: trial {first['trial']} (N={first['concurrency']}): "
+            + "; ".join(first["reasons"][:2])
+        )
+    elif overall == cachetruth.NOT_CHECKED:
+        status = WARN
+        summary = "not measured: " + (
+            rows[0]["reasons"][0] if rows and rows[0].get("reasons") else "no trials"
+        )
+    elif flagged:
+        status = WARN
+        first = flagged[0]
+        summary = (
+            f"{len(flagged)} of {len(rows)} trials flagged: trial {first['trial']} (N={first['concurrency']}): "
+            + "; ".join(first["reasons"][:2])
+        )
+    else:
+        status = PASS
+        ratio = evidence["ratio"]
+        summary = (
+            f"observed {observed:,} of theoretical {theoretical:,} cached tokens"
+            + (f" ({ratio:.0%})" if ratio is not None else "")
+            + f" over {len(rows)} trials"
+        )
+        agreeing = sum(
+            1 for r in rows if (r.get("counters") or {}).get("status") == cachetruth.AGREES
+        )
+        summary += (
+            f"; counters agree in {agreeing} of {len(rows)}"
+            if agreeing
+            else "; counters not checked"
+        )
+    return result("cache_truth", status, summary, rule, evidence)
 
 
 # ----------------------------------------------------------------- speculative decoding

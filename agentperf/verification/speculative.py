@@ -46,6 +46,9 @@ VLLM_CACHE_HITS = "vllm:prefix_cache_hits"
 SGLANG_ACCEPT_LENGTH = "sglang:spec_accept_length"  # gauge: mean accepted length
 SGLANG_CACHE_HIT_RATE = "sglang:cache_hit_rate"  # gauge
 SIM_ACCELERATORS = "sim:accelerators_used"
+# gauges: a level, not a count (a window reads the value at its end; several servers' levels
+# are averaged, never added)
+GAUGES = frozenset({SGLANG_ACCEPT_LENGTH, SGLANG_CACHE_HIT_RATE, SIM_ACCELERATORS})
 # sim:modelled_*: the simulator's modelled power (runner/telemetry/modelled.py), read only
 # for runs whose launcher is the simulator.
 KEPT_PREFIXES = (
@@ -56,6 +59,9 @@ KEPT_PREFIXES = (
     "trtllm:",
     "sim:accelerators",
     "sim:modelled",
+    # llama.cpp's prompt tokens processed and taken from its cache (engine.cachetruth)
+    "llamacpp:prompt_tokens_total",
+    "llamacpp:prompt_tokens_cached",
 )
 
 # An acceptance rate this high over this many draft tokens is not a drafter guessing text.
@@ -163,7 +169,7 @@ def window_delta(start: dict[str, float], end: dict[str, float]) -> dict[str, fl
     """Counter deltas end − start (gauges: the value at the end)."""
     out: dict[str, float] = {}
     for name, value in end.items():
-        if name in (SGLANG_ACCEPT_LENGTH, SGLANG_CACHE_HIT_RATE, SIM_ACCELERATORS):
+        if name in GAUGES:
             out[name] = value
         else:
             out[name] = value - start.get(name, 0.0)

@@ -10,8 +10,10 @@ from django.urls import NoReverseMatch, reverse
 
 from catalog.models import SloTier
 from leaderboard import charts, configview
+from leaderboard.cachetruth import result_cache_truth
 from leaderboard.cost import CLASS_LABELS, CLASSES, result_cost
 from leaderboard.energy import MODELLED, power_source, result_energy
+from leaderboard.engine_metrics import engine_metrics_figure, engine_metrics_table
 from leaderboard.loadgen import load_generator_table
 from leaderboard.loops import loops_table
 from leaderboard.models import Result
@@ -99,6 +101,48 @@ def trials_table(result: Result, trials: Iterable[Trial], tier_names: Sequence[s
             )
         rows.append(row)
     return Table("trials", "Trials", columns, rows)
+
+
+def failed_requests_table(trials: Iterable[Trial]) -> Table:
+    """Per trial with failed requests: its top error reasons with counts and one detail as
+    the server gave it (docs/engine.md "Error reasons"); a trial stored before reasons were
+    summarised shows its counts per class."""
+    columns = [
+        Column("index", "Trial", "int"),
+        Column("concurrency", "Concurrency", "int"),
+        Column("requests", "Requests in window", "int"),
+        Column("failed", "Failed", "int"),
+        Column("error_class", "Class"),
+        Column("count", "With this reason", "int"),
+        Column("reason", "Reason (one example)", "text", "not recorded"),
+    ]
+    rows = []
+    for t in trials:
+        m = t.summary
+        if not m.failed:
+            continue
+        trial = {
+            "index": t.index,
+            "concurrency": t.concurrency,
+            "requests": m.requests,
+            "failed": m.failed,
+        }
+        reasons = [(r.count, r.error_class, r.example) for r in m.error_reasons]
+        if not reasons:
+            reasons = [(n, name, None) for name, n in m.errors_by_class.items()]
+        elif (other := m.failed - sum(r.count for r in m.error_reasons)) > 0:
+            reasons.append((other, "", "other reasons"))
+        for count, error_class, reason in reasons:
+            rows.append({**trial, "count": count, "error_class": error_class, "reason": reason})
+    return Table(
+        "failed_requests",
+        "Failed requests",
+        columns,
+        rows,
+        caption="The most frequent reasons each trial's failed requests gave, counted over the "
+        "requests sent in its window; details that differ only in their numbers count as one "
+        "reason.",
+    )
 
 
 def tiers_table(result: Result, tiers: Sequence[SloTier]) -> Table:
@@ -309,6 +353,33 @@ def timeline_trials(trials: Iterable) -> list[dict]:
     )
 
 
+def cache_truth_table(truth: dict | None) -> Table:
+    """Each trial's cache truth (docs/metrics.md "Cache truth"): the reuse its dataset made
+    possible against what the server reported, and the verdict."""
+    columns = [
+        Column("trial", "Trial", "int"),
+        Column("agents", "Agents", "int"),
+        Column("theoretical", "Reusable prefix (tokens)", "int"),
+        Column("observed", "Reported cached (tokens)", "int", "not reported"),
+        Column("ratio", "Observed / reusable", "pct", "—"),
+        Column("counters", "Server counters"),
+        Column("verdict", "Verdict"),
+    ]
+    rows = [
+        {
+            "trial": t["index"] + 1,
+            "agents": t["concurrency"],
+            "theoretical": t["theoretical_tokens"],
+            "observed": t["observed_tokens"],
+            "ratio": t["ratio"],
+            "counters": (t["counters"] or "not scraped").replace("_", " "),
+            "verdict": str(t["verdict"]).replace("_", " "),
+        }
+        for t in (truth or {}).get("trials") or []
+    ]
+    return Table("cache-truth", "Cache truth per trial", columns, rows)
+
+
 def energy_table(result: Result, energy: dict) -> Table:
     """Measured energy at each tier's max agents (leaderboard.energy); empty when none."""
     columns = [
@@ -412,6 +483,8 @@ def result_page(*, pk: int) -> dict | None:
     energy = result_energy(result)
     cost = result_cost(result)
     loops = loops_table(result, run.trials.all(), tier_names)
+    engine_figure = engine_metrics_figure(run.trials.all())
+    cache_truth = result_cache_truth(result)
     return {
         "result": result,
         "submission": submission,
@@ -420,6 +493,7 @@ def result_page(*, pk: int) -> dict | None:
         "tables": {
             "tiers": tiers_table(result, tiers),
             "trials": trials_table(result, run.trials.all(), tier_names),
+            "failed_requests": failed_requests_table(run.trials.all()),
             "load_generator": load_generator_table(run.trials.all()),
             "energy": energy_table(result, energy),
             "modelled_energy": modelled_energy_table(result),
@@ -427,7 +501,11 @@ def result_page(*, pk: int) -> dict | None:
             "sessions": sessions_table(result, tier_names),
             "cost": cost_table(result, cost),
             "points": points_table(series),
+            "engine_metrics": engine_metrics_table(run.trials.all()),
+            "cache_truth": cache_truth_table(cache_truth),
         },
+        "engine_metrics_figure": charts.figure_json(engine_figure) if engine_figure else None,
+        "cache_truth": cache_truth,
         "loops_figure": loops_json(loops),
         "band": result.band,  # simulated only: open parameters (docs/simulator.md "Bands")
         "verification": verification,

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
-
-from django.core.cache import cache
 from rest_framework import exceptions, permissions, throttling
 from rest_framework.request import Request
 
+from core.throttles import CountedThrottleMixin
 from submissions.auth import TokenPrincipal
 from submissions.models import ApiToken, Organization
 
@@ -61,42 +56,9 @@ class IsVendor(permissions.BasePermission):
         return True
 
 
-LOCK_WAIT_S = 2.0
-LOCK_EXPIRES_S = 5
-
-
-@contextmanager
-def _counting(key: str) -> Iterator[None]:
-    """One web process at a time reads and writes `key`'s request history (DRF's throttle
-    reads it, then writes it back: two workers at once would count two requests as one).
-    The lock is a cache add(), atomic in Redis and in the database cache, held for
-    milliseconds; a lock nobody releases expires, and a caller never waits past
-    LOCK_WAIT_S (docs/security.md "Shared state across processes")."""
-    lock, token = f"{key}:lock", uuid.uuid4().hex
-    deadline = time.monotonic() + LOCK_WAIT_S
-    held = cache.add(lock, token, timeout=LOCK_EXPIRES_S)
-    while not held and time.monotonic() < deadline:
-        time.sleep(0.005)
-        held = cache.add(lock, token, timeout=LOCK_EXPIRES_S)
-    try:
-        yield
-    finally:
-        if held and cache.get(lock) == token:
-            cache.delete(lock)
-
-
-class _OrgThrottle(throttling.SimpleRateThrottle):
+class _OrgThrottle(CountedThrottleMixin, throttling.SimpleRateThrottle):
     """Counts per organization (tokens carry no user id), else per user or client address;
     the count is shared by every web process and updated by one at a time."""
-
-    def allow_request(self, request: Request, view) -> bool:
-        if self.rate is None:
-            return True
-        key = self.get_cache_key(request, view)
-        if key is None:
-            return True
-        with _counting(key):
-            return super().allow_request(request, view)
 
     def get_cache_key(self, request: Request, view) -> str | None:
         org = request_org(request)

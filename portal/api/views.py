@@ -12,11 +12,11 @@ from rest_framework import exceptions, status
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import AnonRateThrottle
 from rest_framework.views import APIView
 
 from catalog.models import Dataset
 from core.api_errors import ApiError
+from core.throttles import AnonThrottle
 from portal.api import serializers as s
 from portal.api.access import IsVendor, VendorSubmitThrottle, VendorThrottle, request_org
 from portal.api.openapi import CONFIG_REF
@@ -397,7 +397,7 @@ class SignedUploadView(APIView):
 
     authentication_classes: list = []
     permission_classes = [AllowAny]
-    throttle_classes = [AnonRateThrottle]
+    throttle_classes = [AnonThrottle]
     parser_classes: list = []  # the body is streamed to storage, never parsed
 
     @extend_schema(
@@ -452,7 +452,7 @@ class DeploymentConfigSchemaView(APIView):
 
     authentication_classes: list = []
     permission_classes = [AllowAny]
-    throttle_classes = [AnonRateThrottle]
+    throttle_classes = [AnonThrottle]
 
     @extend_schema(operation_id="deployment_config_schema", responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request) -> Response:

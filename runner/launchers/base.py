@@ -36,6 +36,10 @@ class Endpoint:
     # How to open a TCP connection to base_url's host and port when it is not the host's own
     # network: a sandboxed server's loopback (runner/launchers/sandbox.py). None: plain TCP.
     connect: Connect | None = None
+    # The servers whose /metrics add up to the deployment's counters when base_url is a
+    # router or frontend in front of several of them (each root URL; docs/metrics.md "Cache
+    # truth"). Empty: base_url's own /metrics.
+    metrics_urls: tuple[str, ...] = ()
 
     @property
     def virtual(self) -> bool:

@@ -267,7 +267,8 @@ class DeviceGrant:
     def bwrap_args(self) -> list[str]:
         """bubblewrap arguments after ``--dev /dev``: exactly the granted nodes, a sized
         ``/dev/shm``; with accelerators, ``/sys`` and ``/proc/driver`` read-only, and of
-        ``/proc/driver/nvidia/gpus`` only the granted GPUs."""
+        ``/proc/driver/nvidia/gpus`` only the granted GPUs; without, only the CPU and NUMA
+        topology of ``/sys``."""
         args = ["--size", str(self.shm_bytes), "--perms", "1777", "--tmpfs", "/dev/shm"]
         for acc in self.accelerators:
             if acc.cdi is not None and not acc.nodes:
@@ -283,6 +284,12 @@ class DeviceGrant:
                 )
             args += ["--dev-bind", host, inside]
         if not self.accelerators:
+            # a CPU server still reads the CPU and NUMA topology (vLLM's CPU worker runs
+            # `lscpu` to pick its threads): those two folders only, read-only
+            for parent in ("/sys", "/sys/devices", "/sys/devices/system"):
+                args += ["--perms", "0755", "--dir", parent]
+            for topology in ("devices/system/cpu", "devices/system/node"):
+                args += ["--ro-bind-try", f"{self.sys_path}/{topology}", f"/sys/{topology}"]
             return args
         if os.path.isdir(self.sys_path):
             args += ["--ro-bind", self.sys_path, "/sys"]

@@ -570,6 +570,11 @@ class SlurmLauncher:
         return Endpoint(
             served_model_name=self.config["served_model_name"],
             base_url=base_url,
+            # the serving tasks' own counters: the frontend (the pool's router) forwards each
+            # request to one of them, and its /metrics is one worker's at most
+            metrics_urls=tuple(
+                f"http://{s['host']}:{s['port']}" for s in states if s["role"] != "frontend"
+            ),
             info={
                 "launcher": "slurm",
                 # the pinned image each task ran (none with the `host` runtime)

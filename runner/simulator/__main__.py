@@ -33,7 +33,7 @@ def _parser() -> argparse.ArgumentParser:
         "--cheat",
         default=None,
         help="dishonest modes for verification tests (comma-separated): truncated, padded, "
-        "cache_shared, other_model, fake_spec, fewer_accelerators",
+        "cache_shared, cache_inflated, other_model, fake_spec, fewer_accelerators",
     )
     return s
 

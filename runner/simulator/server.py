@@ -174,6 +174,7 @@ class SimServer:
         self.lag_count = 0
         self.requests_total = 0
         self.requests_failed = 0
+        self.inflated_hits = 0  # cache_inflated: cached tokens reported beyond the cache
         self.host = ""
         self.port = 0
 
@@ -453,7 +454,7 @@ class SimServer:
         choice.update({"logprobs": None, "finish_reason": reason})
         out = b"data: " + json.dumps({**head, "choices": [choice]}).encode() + b"\n\n"
         if st.include_usage:
-            usage = {**head, "choices": [], "usage": self._usage(p, st.reported, req.cached)}
+            usage = {**head, "choices": [], "usage": self._usage(p, st.reported, self._cached(req))}
             out += b"data: " + json.dumps(usage).encode() + b"\n\n"
         return out + b"data: [DONE]\n\n"
 
@@ -465,6 +466,13 @@ class SimServer:
             "total_tokens": prompt + completion,
             "prompt_tokens_details": {"cached_tokens": cached},
         }
+
+    def _cached(self, req: SimRequest) -> int:
+        """The cached_tokens reported for ``req`` (once per request: cache_inflated adds
+        what it claims beyond the cache to the hit counter)."""
+        reported = self.dishonesty.cached(req.cached, req.prompt.tokens)
+        self.inflated_hits += reported - req.cached
+        return reported
 
     def _on_done(self, req: SimRequest) -> None:
         st: _Stream = req.owner
@@ -491,7 +499,7 @@ class SimServer:
                 "created": st.created,
                 "model": st.model,
                 "choices": [choice],
-                "usage": self._usage(req.prompt.tokens, st.reported, req.cached),
+                "usage": self._usage(req.prompt.tokens, st.reported, self._cached(req)),
             }
             t = time.perf_counter_ns()
             proto.respond(200, json.dumps(body).encode(), done=False)
@@ -526,7 +534,7 @@ class SimServer:
                 "vllm:prefix_cache_hits_total",
                 "counter",
                 "Prompt tokens found cached.",
-                c.prefix_hits,
+                c.prefix_hits + self.inflated_hits,
             ),
             ("vllm:prompt_tokens_total", "counter", "Prompt tokens admitted.", c.prompt_tokens),
             ("vllm:generation_tokens_total", "counter", "Tokens generated.", c.generation_tokens),

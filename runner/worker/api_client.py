@@ -18,6 +18,10 @@ from typing import Any
 from agentperf.contract import TOKEN_KEY_ENV, ApiRef, Contract, UploadGrant, run_token
 
 TRANSIENT_STATUSES = (502, 503, 504)
+# The longest Retry-After honoured; a larger one waits this long.
+MAX_RETRY_AFTER_S = 60.0
+# How a run ended, on a refusal because it ended (runs/api.py RUN_STATUS_HEADER).
+RUN_STATUS_HEADER = "X-Run-Status"
 
 
 class RunnerApiError(Exception):
@@ -30,7 +34,34 @@ class RunnerApiError(Exception):
 
 
 class RunSuperseded(RunnerApiError):
-    """Another attempt owns the run now, or the run is finished or cancelled: stop quietly."""
+    """Another attempt owns the run now, or the run is finished or cancelled: stop quietly.
+
+    ``run_status``: how the run ended on the web side (done, failed, cancelled) when the
+    refusal says so; None when another attempt still owns it."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        body: dict[str, Any] | None = None,
+        *,
+        run_status: str | None = None,
+    ) -> None:
+        super().__init__(status, message, body)
+        self.run_status = run_status
+
+
+def retry_after_s(error: urllib.error.HTTPError) -> float | None:
+    """The answer's Retry-After in seconds (the delay form; a date is not sent by the web
+    side, core/contention.py), at most MAX_RETRY_AFTER_S; None when absent or unreadable."""
+    raw = error.headers.get("Retry-After") if error.headers is not None else None
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    return min(value, MAX_RETRY_AFTER_S) if value >= 0 else None
 
 
 def token_key() -> str:
@@ -82,21 +113,28 @@ class RunnerApi:
         send: Callable[[], Any],
         refused: Callable[[urllib.error.HTTPError], Exception],
     ) -> Any:
-        """`send()`, retried with backoff on connection errors and 502/503/504; any other
-        HTTP error (or the last transient one) is raised as `refused(error)`."""
+        """`send()`, retried with backoff on connection errors and 502/503/504 (waiting at
+        least the answer's Retry-After: a 503 `busy` is the database's contention, and the
+        request changed nothing); any other HTTP error (or the last transient one) is raised
+        as `refused(error)`. A retry is safe because every runner API write is idempotent:
+        the same heartbeat, upload, trial or completion sent twice counts once
+        (docs/pipeline.md "Contention")."""
         last: Exception | None = None
         for attempt in range(self.retries + 1):
+            delay = self.backoff_s * (2**attempt)
             try:
                 return send()
             except urllib.error.HTTPError as exc:
                 if exc.code not in TRANSIENT_STATUSES or attempt >= self.retries:
                     raise refused(exc) from None
                 last = exc
+                delay = max(delay, retry_after_s(exc) or 0.0)
+                exc.close()
             except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
                 last = exc
                 if attempt >= self.retries:
                     break
-            time.sleep(self.backoff_s * (2**attempt))
+            time.sleep(delay)
         raise RunnerApiError(0, f"{what} failed: {last}")
 
     def call(self, method: str, path: str, payload: Any = None) -> dict[str, Any]:
@@ -119,7 +157,8 @@ class RunnerApi:
             error = body.get("error") or {}
             message = error.get("message") or exc.reason
             if exc.code == 409 or (exc.code == 401 and error.get("code") == "run_finished"):
-                return RunSuperseded(exc.code, str(message), body)
+                run_status = exc.headers.get(RUN_STATUS_HEADER) if exc.headers else None
+                return RunSuperseded(exc.code, str(message), body, run_status=run_status or None)
             return RunnerApiError(exc.code, str(message), body)
 
         result: dict[str, Any] = self._retrying(f"{method} {url}", send, refused)

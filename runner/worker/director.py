@@ -29,12 +29,14 @@ import orjson
 from pydantic import ValidationError
 
 from agentperf import contract
+from agentperf.engine.cachetruth import CacheTruth, with_counters
 from agentperf.engine.jobs import Target, run_on_target, search_job
 from agentperf.engine.openloop import (
     auto_rate_step,
     open_loop_summary,
     steps_for,
 )
+from agentperf.engine.preflight import check_context, http_fetch
 from agentperf.engine.replay import ARRIVAL_OPEN, ReplayConfig
 from agentperf.engine.search import SearchTrial
 from agentperf.engine.sharding import LocalShards, ShardExecutor, Sharding
@@ -42,13 +44,14 @@ from agentperf.engine.trajectory import Dataset
 from agentperf.engine.transport import Clock, Transport
 from agentperf.engine.trial import Tier, TrialConfig, TrialResult, run_trial
 from agentperf.verification.fingerprint import load_reference
-from agentperf.verification.speculative import parse_metrics, scrape_metrics
+from agentperf.verification.speculative import GAUGES, parse_metrics, scrape_metrics
 from agentperf.verification.status import WARN
 from agentperf.verification.taskcheck import collect_completions, load_problems
 from runner.launchers import Endpoint, LauncherError, launcher_for
 from runner.launchers.base import Launcher
 from runner.launchers.devices import DeviceGrant, DevicePool
 from runner.telemetry import TelemetrySampler
+from runner.telemetry.engine_metrics import EngineMetricsSampler
 from runner.telemetry.modelled import modelled_power
 from runner.verification.probes import (
     check,
@@ -238,6 +241,23 @@ def _target(endpoint: Endpoint) -> Target:
     )
 
 
+def context_preflight(endpoint: Endpoint, dataset: Dataset, replay: ReplayConfig) -> None:
+    """Fail the run, before any load, when a turn of the dataset cannot fit the server's
+    context, naming the turns (docs/engine.md "Context pre-flight"). A platform run has no
+    opt-out: its qualification's context_fits probe fails such a run anyway, on its longest
+    prompt alone. On virtual time there is no server to ask."""
+    if endpoint.virtual or not endpoint.base_url:
+        return
+    fetch = http_fetch(endpoint.base_url, api_key=endpoint.api_key, connect=endpoint.connect)
+    checked = check_context(dataset.trajectories, replay, fetch, base_url=endpoint.base_url)
+    if not checked.fits:
+        raise RunFailure(
+            "context pre-flight: "
+            + checked.refusal("the dataset or the deployment's context must change")
+        )
+    log.info("%s", checked.line())
+
+
 def qualify(
     endpoint: Endpoint, dataset: Dataset | None = None, *, reference: dict[str, Any] | None = None
 ) -> list[dict[str, Any]]:
@@ -360,6 +380,22 @@ def qualification_report(
     )
 
 
+def scrape_counters(endpoint: Endpoint) -> dict[str, float]:
+    """The deployment's /metrics counters now: base_url's own, or the sum over
+    `endpoint.metrics_urls` when a router stands in front of several servers (each counts
+    only the requests it served). One server that does not answer fails the whole scrape:
+    a partial sum would read as fewer hits (docs/metrics.md "Cache truth")."""
+    urls = endpoint.metrics_urls or (str(endpoint.base_url),)
+    total: dict[str, float] = {}
+    for url in urls:
+        text = scrape_metrics(url, api_key=endpoint.api_key, connect=endpoint.connect)
+        for name, value in parse_metrics(text).items():
+            total[name] = total.get(name, 0.0) + value
+    for name in GAUGES & total.keys():
+        total[name] /= len(urls)
+    return total
+
+
 def trial_report(
     trial: SearchTrial,
     raw_records: dict[str, Any],
@@ -373,6 +409,16 @@ def trial_report(
     own modelled power (labelled, never read as measured)."""
     data = trial.data
     summary = data["summary"]
+    if summary.get("cache_truth") is not None:
+        # the window's counter deltas judged beside the requests' own cached counts
+        # (docs/metrics.md "Cache truth")
+        scraped = telemetry.get("server_metrics") or {}
+        truth = with_counters(
+            CacheTruth.model_validate(summary["cache_truth"]),
+            scraped.get("start"),
+            scraped.get("end"),
+        )
+        summary = {**summary, "cache_truth": truth.to_dict()}
     extra: dict[str, Any] = {}
     if data.get("statistics"):
         extra["statistics"] = data["statistics"]
@@ -436,6 +482,8 @@ class RunDirector:
         self.uploaded: dict[int, dict[str, Any]] = {}
         self.current_index = 0
         self.sampler = TelemetrySampler(interval_s=self.spec.telemetry_interval_s)
+        # the launched server's own /metrics through the run (docs/pipeline.md "Engine metrics")
+        self.engine_metrics: EngineMetricsSampler | None = None
         self.endpoint: Endpoint | None = None
         self.grant: DeviceGrant | None = None
         self.inventory: dict[str, Any] | None = None
@@ -465,9 +513,36 @@ class RunDirector:
             # accelerators used (docs/pipeline.md "Slurm")
             return
         try:
-            self.inventory = collect_inventory(endpoint, self.grant)
+            self.inventory = collect_inventory(endpoint, self.grant, log_text=self._log_text())
         except Exception:
             log.exception("run %s: inventory not collected", self.spec.run_id)
+
+    def _log_text(self) -> str:
+        """The launched server's output so far (vLLM prints its effective config there)."""
+        if self.launcher is None:
+            return ""
+        try:
+            return self.launcher.log_bytes()[-200_000:].decode("utf-8", "replace")
+        except Exception:  # a launcher without a log: settings from the server alone
+            return ""
+
+    def _start_engine_metrics(self, endpoint: Endpoint) -> None:
+        """Scrape a launched or attached server's /metrics through the run (its gauges and
+        counters over time, runner/telemetry/engine_metrics.py); a twin has its own figures."""
+        if endpoint.virtual or not endpoint.base_url:
+            return
+        if endpoint.info.get("launcher") not in ("process", "container", "attached"):
+            return
+
+        def scrape() -> str:
+            return scrape_metrics(
+                str(endpoint.base_url), api_key=endpoint.api_key, connect=endpoint.connect
+            )
+
+        self.engine_metrics = EngineMetricsSampler(
+            scrape, interval_s=max(0.5, float(self.spec.telemetry_interval_s))
+        )
+        self.engine_metrics.start()
 
     def _upload(self, kind: str, content: bytes, **extra: Any) -> dict[str, Any]:
         digest = hashlib.sha256(content).hexdigest()
@@ -479,22 +554,27 @@ class RunDirector:
         return {"key": key, "sha256": digest, "size": len(content), **extra}
 
     def run(self) -> dict[str, Any]:
+        """Run the attempt; the outcome's ``status`` is what this attempt did (completed,
+        failed, cancelled, superseded, skipped) and ``run_status`` how the run ended on the
+        web side as the web side said it (done, failed, cancelled), or None when this
+        attempt does not know: another attempt owns the run, or the last report was lost
+        and the reaper decides (docs/pipeline.md "Contention")."""
         try:
             started = self.reporter.start(contract.StartReport(runner_info=runner_info()))
         except RunSuperseded as exc:
             log.info("run %s not started: %s", self.spec.run_id, exc)
-            return {"status": "skipped", "reason": str(exc)}
+            return {"status": "skipped", "reason": str(exc), "run_status": exc.run_status}
         prior = started.trials
         self.heartbeat.update(phase="starting", attempt=started.attempt, trials_done=len(prior))
         self.heartbeat.start()
-        launcher = self.launcher or launcher_for(
+        launcher = self.launcher = self.launcher or launcher_for(
             self.spec.launcher.dump(), log_dir=self.work_dir, run_id=self.spec.run_id
         )
         outcome: dict[str, Any]
         try:
             outcome = self._run(launcher, prior)
         except RunSuperseded as exc:
-            outcome = {"status": "superseded", "reason": str(exc)}
+            outcome = {"status": "superseded", "reason": str(exc), "run_status": exc.run_status}
         except RunCancelled as exc:
             self._release(launcher)
             outcome = self._cancelled(str(exc))
@@ -506,16 +586,27 @@ class RunDirector:
         finally:
             self.heartbeat.stop()
             self.sampler.stop()
+            if self.engine_metrics is not None:
+                self.engine_metrics.stop()
             launcher.stop()
         return outcome
 
     def _cancelled(self, reason: str) -> dict[str, Any]:
         """Tell the web side the run stopped, so it ends `cancelled` with a finish time."""
+        document = contract.FailureReport(reason=f"cancelled: {reason}"[:5000])
+        return {"status": "cancelled", "reason": reason, "run_status": self._report_end(document)}
+
+    def _report_end(self, document: contract.FailureReport) -> str | None:
+        """Send the failure report; the run's status as the web side then holds it (failed,
+        or cancelled for a withdrawn submission; what it had ended as already when it had),
+        None when the report was lost: the reaper then ends the run."""
         try:
-            self.reporter.fail(contract.FailureReport(reason=f"cancelled: {reason}"[:5000]))
-        except RunnerApiError as exc:  # the reaper cancels it when this report is lost
-            log.warning("could not report the cancel of run %s: %s", self.spec.run_id, exc)
-        return {"status": "cancelled", "reason": reason}
+            return self.reporter.fail(document)
+        except RunSuperseded as exc:
+            return exc.run_status
+        except RunnerApiError as exc:
+            log.warning("could not report the end of run %s: %s", self.spec.run_id, exc)
+            return None
 
     def _release(self, launcher: Any) -> None:
         """Stop what the run launched before the final report: a run that reads as finished
@@ -530,11 +621,10 @@ class RunDirector:
     def _fail(self, reason: str, launcher: Any) -> dict[str, Any]:
         self._release(launcher)
         logs = self._upload_log(launcher)
-        try:
-            self.reporter.fail(contract.FailureReport(reason=reason[:5000], logs=logs))
-        except RunnerApiError as exc:
-            log.warning("could not report the failure of run %s: %s", self.spec.run_id, exc)
-        return {"status": "failed", "reason": reason}
+        ended = self._report_end(contract.FailureReport(reason=reason[:5000], logs=logs))
+        if ended == "done":  # the completion had landed; its answer was what failed
+            return {"status": "completed", "reason": reason, "run_status": ended}
+        return {"status": "failed", "reason": reason, "run_status": ended}
 
     def _upload_log(self, launcher: Any) -> list[contract.ArtifactRef]:
         content = launcher.log_bytes()
@@ -608,6 +698,8 @@ class RunDirector:
         self._collect_inventory(endpoint)
         self.heartbeat.check()
         self.heartbeat.update(phase="qualification")
+        replay = trial_config(spec, endpoint.served_model_name, virtual=endpoint.virtual).replay
+        context_preflight(endpoint, dataset, replay)
         # The model's reference ships with the runner's code; a twin has no weights to compare.
         reference = None if endpoint.virtual else load_reference(spec.model.slug, simulated=False)
         checks = qualify(endpoint, dataset, reference=reference)
@@ -624,6 +716,7 @@ class RunDirector:
             )
         self.heartbeat.check()
         self.sampler.start()
+        self._start_engine_metrics(endpoint)
         tiers: list[Tier] = spec.engine_tiers()
         search = spec.search
         base = trial_config(spec, endpoint.served_model_name, virtual=endpoint.virtual)
@@ -670,10 +763,7 @@ class RunDirector:
 
             def scrape() -> None:
                 try:
-                    text = scrape_metrics(
-                        str(endpoint.base_url), api_key=endpoint.api_key, connect=endpoint.connect
-                    )
-                    slot[mark] = parse_metrics(text)
+                    slot[mark] = scrape_counters(endpoint)
                 except Exception as exc:  # a server without /metrics: "not measured"
                     slot[f"{mark}_error"] = f"{type(exc).__name__}: {exc}"[:300]
 
@@ -695,6 +785,10 @@ class RunDirector:
             scraped = scrapes.pop(self.current_index, None)
             if scraped:
                 self.uploaded[self.current_index]["telemetry"]["server_metrics"] = scraped
+            if self.engine_metrics is not None:
+                series = self.engine_metrics.window(s.window_start_ns, s.window_end_ns)
+                if series is not None:
+                    self.uploaded[self.current_index]["telemetry"]["engine_metrics"] = series
 
         def on_trial(trial: SearchTrial) -> None:
             stored = self.uploaded.pop(trial.index)
@@ -728,6 +822,8 @@ class RunDirector:
             on_attempt_failed=on_attempt_failed,
         )
         self.sampler.stop()
+        if self.engine_metrics is not None:
+            self.engine_metrics.stop()
         if task_problems:
             self.heartbeat.update(phase="task check (under load)")
             checks.append(
@@ -765,4 +861,5 @@ class RunDirector:
             "status": "completed",
             "trials": len(result.trials),
             "max_agents": summary.max_agents,
+            "run_status": "done",
         }

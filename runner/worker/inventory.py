@@ -329,18 +329,82 @@ def _get_json(endpoint: Endpoint, path: str) -> Any:
     body = http_get(
         base + path, timeout_s=SERVER_TIMEOUT_S, headers=headers, connect=endpoint.connect
     )
-    return body if path == "/metrics" else json.loads(body)
+    return body.decode("utf-8", "replace") if path == "/metrics" else json.loads(body)
 
 
 _ENGINES = {"llamacpp": "llama.cpp", "vllm": "vllm", "sglang": "sglang", "tensorrt": "tensorrt-llm"}
 
 
-def server_record(get: Callable[[str], Any]) -> dict[str, Any]:
+_CACHE_INFO = re.compile(r"^vllm:cache_config_info\{([^}]*)\}", re.MULTILINE)
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+# vLLM's start-up line: "Initializing a V1 LLM engine (v0.32.0) with config: model=…, dtype=…"
+_ENGINE_CONFIG = re.compile(r"Initializing a V\d LLM engine \(v[^)]*\) with config: (.*)")
+_TRUTH = {"true": True, "false": False}
+
+
+def _int(text: str | None) -> int | None:
+    return int(text) if text is not None and text.isdigit() else None
+
+
+def server_settings(
+    listed: Any, metrics_text: str | None, log_text: str = ""
+) -> dict[str, Any] | None:
+    """vLLM's effective settings (agentperf/inventory.py ``ServerSettings``) from its
+    ``/v1/models`` answer, its ``/metrics`` text and its own log; None where none is
+    reported (another engine)."""
+    out: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for item in (listed or {}).get("data") or [] if isinstance(listed, dict) else []:
+        length = item.get("max_model_len") if isinstance(item, dict) else None
+        if isinstance(length, int) and not isinstance(length, bool):
+            out["max_model_len"], sources["max_model_len"] = length, "/v1/models max_model_len"
+            break
+    match = _CACHE_INFO.search(metrics_text or "")
+    if match:
+        labels = dict(_LABEL.findall(match.group(1)))
+        where = "/metrics vllm:cache_config_info"
+        if labels.get("enable_prefix_caching", "").lower() in _TRUTH:
+            out["prefix_caching"] = _TRUTH[labels["enable_prefix_caching"].lower()]
+            sources["prefix_caching"] = where
+        if labels.get("cache_dtype"):
+            out["kv_cache_dtype"], sources["kv_cache_dtype"] = labels["cache_dtype"][:50], where
+        for key, label in (
+            ("kv_cache_tokens", "kv_cache_size_tokens"),
+            ("block_size", "block_size"),
+        ):
+            value = _int(labels.get(label))
+            if value is not None:
+                out[key], sources[key] = value, where
+    found = _ENGINE_CONFIG.findall(log_text)
+    if found:
+        config = found[-1]
+        where = "the engine's start-up line in its log"
+        dtype = re.search(r"\bdtype=(?:torch\.)?(\w+)", config)
+        if dtype:
+            out["dtype"], sources["dtype"] = dtype.group(1)[:50], where
+        chunked = re.search(r"\benable_chunked_prefill=(True|False)", config)
+        if chunked:
+            out["chunked_prefill"], sources["chunked_prefill"] = chunked.group(1) == "True", where
+        if "prefix_caching" not in out:
+            prefix = re.search(r"\benable_prefix_caching=(True|False)", config)
+            if prefix:
+                out["prefix_caching"] = prefix.group(1) == "True"
+                sources["prefix_caching"] = where
+    if not out:
+        return None
+    out["sources"] = sources
+    return out
+
+
+def server_record(get: Callable[[str], Any], log_text: str = "") -> dict[str, Any]:
     """What the server says it is. ``get(path)`` returns the parsed JSON (``/metrics``: the
-    text) or raises; each source that answers adds to ``source``."""
+    text) or raises; each source that answers adds to ``source``. ``log_text``: the
+    server's own output so far (vLLM prints its effective config there)."""
     name = version = None
     sources: list[str] = []
     models: list[str] = []
+    listed: Any = None
+    metrics_text: str | None = None
     try:
         listed = get("/v1/models")
         for item in listed.get("data") or []:
@@ -370,9 +434,13 @@ def server_record(get: Callable[[str], Any]) -> dict[str, Any]:
                 name = name or "llama.cpp"
         except Exception:
             pass
-    if version is None:
+    try:
+        metrics_text = str(get("/metrics"))
+    except Exception:
+        metrics_text = None
+    if version is None and metrics_text is not None:
         try:
-            text = str(get("/metrics"))
+            text = metrics_text
             match = re.search(
                 r'^([a-zA-Z_:][\w:]*build_info)\{[^}]*\bversion="([^"]+)"', text, re.MULTILINE
             )
@@ -388,6 +456,7 @@ def server_record(get: Callable[[str], Any]) -> dict[str, Any]:
         "engine_version": version[:100] if version else None,
         "source": "; ".join(sources)[:200] or None,
         "models": models[:100],
+        "settings": server_settings(listed, metrics_text, log_text),
     }
 
 
@@ -458,14 +527,16 @@ def collect_inventory(
     nvml: Any = None,
     smi: str | None = None,
     amd: str | None = None,
+    log_text: str = "",
 ) -> dict[str, Any]:
     """The inventory document (agentperf/inventory.py ``Inventory``, validated) of a served
-    endpoint; ``nvml`` is the ``pynvml`` module to use (None: the real one)."""
+    endpoint; ``nvml`` is the ``pynvml`` module to use (None: the real one); ``log_text``
+    the launched server's output so far."""
     doc, notes = accelerator_inventory(grant, nvml=nvml, smi=smi, amd=amd)
     doc["notes"] = notes
     if grant is not None:
         doc["granted"] = [acc.entry for acc in grant.accelerators]
     doc["runtime"] = runtime_record(endpoint.info)
-    doc["server"] = server_record(lambda path: _get_json(endpoint, path))
+    doc["server"] = server_record(lambda path: _get_json(endpoint, path), log_text)
     doc["machine"] = machine_record()
     return Inventory.model_validate(doc).model_dump(mode="json")

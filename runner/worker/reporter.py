@@ -51,7 +51,9 @@ class Reporter(Protocol):
 
     def complete(self, document: contract.CompletionReport) -> None: ...
 
-    def fail(self, document: contract.FailureReport) -> None: ...
+    def fail(self, document: contract.FailureReport) -> str | None:
+        """Report the end of a failed or cancelled attempt; the run's status after it."""
+        ...
 
     def dataset(self, ref: contract.DatasetRef) -> Dataset:
         """The run's private test set, checked against both of ``ref``'s digests."""
@@ -91,8 +93,9 @@ class ApiReporter:
     def complete(self, document: contract.CompletionReport) -> None:
         self.api.report("complete", document)
 
-    def fail(self, document: contract.FailureReport) -> None:
-        self.api.report("fail", document)
+    def fail(self, document: contract.FailureReport) -> str | None:
+        status = self.api.report("fail", document).get("status")
+        return str(status) if status else None
 
     def dataset(self, ref: contract.DatasetRef) -> Dataset:
         return fetch_dataset(self.api, ref.dump())
@@ -162,8 +165,9 @@ class MemoryReporter:
     def complete(self, document: contract.CompletionReport) -> None:
         self._keep("complete", document, self.completions)
 
-    def fail(self, document: contract.FailureReport) -> None:
+    def fail(self, document: contract.FailureReport) -> str | None:
         self._keep("fail", document, self.failures)
+        return "cancelled" if document.reason.startswith("cancelled:") else "failed"
 
     def dataset(self, ref: contract.DatasetRef) -> Dataset:
         return checked_dataset(self.dataset_bytes, ref.dump())

@@ -75,7 +75,10 @@ def config_resolve_catalog(
             fields["launcher.attached.endpoint_id"] = [
                 f"{attached.endpoint_id!r} is not in the allowlist of pool {hardware.runner_pool!r}"
             ]
-    if config.launcher.container is not None and config.engine.image and settings.RUNNER_REGISTRIES:
+    # the registries the pools pull from, at submission (the container launcher and every
+    # Slurm task pull engine.image), not after a reviewer approved the launch
+    pulled = config.launcher.container is not None or config.launcher.slurm is not None
+    if pulled and config.engine.image and settings.RUNNER_REGISTRIES:
         from agentperf.launchspec import allowed_registries, image_problem
 
         problem = image_problem(config.engine.image, allowed_registries(settings.RUNNER_REGISTRIES))

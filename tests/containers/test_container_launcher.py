@@ -7,12 +7,16 @@ once its worker was killed."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
+import shlex
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -178,7 +182,9 @@ def test_the_container_timeout_is_the_runs_budget(monkeypatch):
             "could not pull",
         ),
     ],
-    ids=["tag-only", "registry-not-allowed", "digest-not-the-registry's"],
+    # a digest the registry does not hold: the pull itself fails, before any comparison
+    # (the comparison: test_an_image_resolved_to_another_digest_fails_naming_both_digests)
+    ids=["tag-only", "registry-not-allowed", "digest-the-registry-lacks"],
 )
 def test_an_image_the_pool_may_not_run_is_refused_naming_engine_image(
     pool_host, monkeypatch, tmp_path, image, registries, expected
@@ -196,6 +202,76 @@ def test_an_image_the_pool_may_not_run_is_refused_naming_engine_image(
     assert str(info.value).startswith("engine.image: "), info.value
     assert expected in str(info.value)
     assert containers(f"{LABEL_RUN}=refused") == []  # nothing was started
+
+
+def _push_other_image(podman: list[str], repository: str, tmp_path: Path) -> str:
+    """A second, tiny image in the same repository of the session registry (one file, its
+    own label: another image id, so another digest); its reference pinned by digest."""
+    tarball = tmp_path / "other.tar"
+    with tarfile.open(tarball, "w") as tar:
+        data = b"not the image the config asked for\n"
+        info = tarfile.TarInfo("other.txt")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    tag = f"{repository}:swapped-{tmp_path.name}"
+    imported = [*podman, "import", "--quiet", "--change", f"LABEL agentperf.test={tmp_path.name}"]
+    subprocess.run([*imported, str(tarball), tag], check=True, capture_output=True, timeout=120)
+    digest_file = tmp_path / "digest"
+    subprocess.run(
+        [*podman, "push", "--quiet", "--tls-verify=false", "--digestfile", str(digest_file), tag],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    subprocess.run([*podman, "rmi", "--force", tag], capture_output=True, timeout=120)
+    return f"{repository}@{digest_file.read_text().strip()}"
+
+
+def test_an_image_resolved_to_another_digest_fails_naming_both_digests(
+    pool_host, monkeypatch, tmp_path
+):
+    """The pulled image is not the one asked for: a `podman` first in PATH (the real one
+    underneath, against the session registry) resolves the config's reference to another
+    image of the same repository at pull and inspect, as a registry or store that swapped
+    the image would. The launcher's digest comparison refuses it, naming both digests,
+    before anything runs."""
+    real = shutil.which("podman")
+    assert real is not None
+    repository, _, asked = pool_host.partition("@")
+    served = _push_other_image(podman_global_argv(), repository, tmp_path)
+    assert served != pool_host
+    wrapper_dir = tmp_path / "bin"
+    wrapper_dir.mkdir()
+    wrapper = wrapper_dir / "podman"
+    wrapper.write_text(
+        "#!/bin/bash\n"
+        "# pull and inspect of the config's reference get another image; all else passes\n"
+        "swap=0\n"
+        'for a in "$@"; do case "$a" in pull|inspect) swap=1;; esac; done\n'
+        "args=()\n"
+        'for a in "$@"; do\n'
+        f'  if [[ $swap == 1 && "$a" == {shlex.quote(pool_host)} ]]; then '
+        f'args+=({shlex.quote(served)}); else args+=("$a"); fi\n'
+        "done\n"
+        f'exec {shlex.quote(real)} "${{args[@]}}"\n'
+    )
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrapper_dir}:{os.environ['PATH']}")
+    assert podman_global_argv()[0] == str(wrapper)
+    launcher = ContainerLauncher(
+        launch(pool_host, ["python"]), log_dir=str(tmp_path / "logs"), run_id="swapped"
+    )
+    try:
+        with pytest.raises(LauncherError) as info:
+            launcher.start()
+    finally:
+        launcher.stop()
+    message = str(info.value)
+    assert message.startswith("engine.image: the registry served "), message
+    assert served.partition("@")[2] in message and asked in message
+    assert "could not pull" not in message
+    assert launcher.image_digest is None
+    assert containers(f"{LABEL_RUN}=swapped") == []  # nothing was started
 
 
 @pytest.mark.django_db

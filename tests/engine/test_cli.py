@@ -302,3 +302,18 @@ def test_an_open_loop_search_against_the_simulator_reports_rates_and_sessions(
         "--rate", "30", "--warmup", "5", "--duration", "30",
     )  # fmt: skip
     assert proc.returncode == 2 and "--arrival open" in proc.stderr
+
+
+@pytest.mark.parametrize("rate", ["1e12", "inf", "nan", "0", "-5"])
+def test_an_unbounded_or_non_positive_rate_is_refused_before_anything_runs(
+    dataset_path: Path, tmp_path: Path, rate: str
+) -> None:
+    """The hostile finding: `--rate 1e12` and `--rate inf` hung the CLI scheduling sessions."""
+    proc = engine(
+        "trial", "--target", "sim:tiny", "--model", "tiny-1b", "--dataset", str(dataset_path),
+        "--accelerators", "1", "--out", str(tmp_path / "t"), "--arrival", "open",
+        "--rate", rate, "--warmup", "5", "--duration", "30",
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "--rate" in proc.stderr
+    assert not (tmp_path / "t").exists()

@@ -179,6 +179,57 @@ def test_http_error_status_is_a_failed_request_with_the_body_excerpt() -> None:
     assert "exceeds the context size" in ex.error_detail
 
 
+# vLLM 0.32's answer to a prompt longer than max_model_len, byte for byte (taken by hand from
+# the tiny-vllm server, docs/engine.md "Error reasons")
+VLLM_TOO_LONG = (
+    b'{"error":{"message":"This model\'s maximum context length is 16384 tokens. However, '
+    b"your prompt contains at least 16385 input tokens, which exceeds this limit even without "
+    b"any output tokens. Please reduce the length of the input prompt. "
+    b'(parameter=input_tokens, value=16385)","type":"BadRequestError","param":"input_tokens",'
+    b'"code":400}}'
+)
+
+
+def error_response(status: int, body: bytes, content_type: str) -> Callable[..., list[Any]]:
+    return lambda r: [
+        head(
+            status, chunked=False, length=len(body), content_type=content_type, connection="close"
+        ),
+        body,
+    ]
+
+
+def test_an_http_error_keeps_the_servers_message_from_its_json_body() -> None:
+    ex = one(error_response(400, VLLM_TOO_LONG, "application/json"))
+    assert ex.error_class == ERROR_HTTP_STATUS
+    assert ex.error_detail == (
+        "HTTP 400: This model's maximum context length is 16384 tokens. However, your prompt "
+        "contains at least 16385 input tokens, which exceeds this limit even without any output "
+        "tokens. Please reduce the length of the input prompt. (parameter=input_tokens, "
+        "value=16385)"
+    )
+
+
+def test_an_http_error_without_a_json_body_keeps_the_bodys_start_on_one_line() -> None:
+    page = b"<html>\n<h1>502 Bad Gateway</h1>\n" + b"x" * 3000 + b"</html>"
+    ex = one(error_response(502, page, "text/html"))
+    assert ex.error_detail.startswith("HTTP 502: <html> <h1>502 Bad Gateway</h1> xxx")
+    assert len(ex.error_detail) == len("HTTP 502: ") + 500
+
+
+def test_a_long_server_message_is_bounded() -> None:
+    body = json.dumps({"error": {"message": "too long " * 1000}}).encode()
+    ex = one(error_response(400, body, "application/json"))
+    assert ex.error_detail.startswith("HTTP 400: too long too long")
+    assert len(ex.error_detail) == len("HTTP 400: ") + 500
+
+
+def test_an_error_object_without_a_message_is_kept_whole() -> None:
+    body = json.dumps({"detail": [{"loc": ["body", "max_tokens"], "msg": "bad"}]}).encode()
+    ex = one(error_response(422, body, "application/json"))
+    assert ex.error_detail == 'HTTP 422: {"detail":[{"loc":["body","max_tokens"],"msg":"bad"}]}'
+
+
 def test_error_event_inside_the_stream_is_a_protocol_failure() -> None:
     events = [chat_delta("a"), sse({"error": {"message": "engine overloaded"}})]
     ex = one(lambda r: chunked_response(events))

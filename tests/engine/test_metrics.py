@@ -53,6 +53,7 @@ def rec(
         local_prompt_tokens=None,
         ok=ok,
         error_class=None if ok else kw.get("error_class", "timeout"),
+        error_detail=kw.get("detail", ""),
     )
 
 
@@ -133,6 +134,76 @@ def test_error_rate_and_error_classes_count_failed_requests() -> None:
     assert s.errors_by_class == {"http_status": 1}
     assert math.isinf(s.ttft_s["p99"])
     assert s.ttft_s["p50"] == pytest.approx(100 / NS)
+
+
+def too_long(prompt: int) -> str:
+    return (
+        "HTTP 400: This model's maximum context length is 16384 tokens. However, your prompt "
+        f"contains at least {prompt} input tokens, which exceeds this limit even without any "
+        f"output tokens. (parameter=input_tokens, value={prompt})"
+    )
+
+
+def test_error_reasons_group_details_that_differ_only_in_their_numbers() -> None:
+    w0, w1 = 0, 100 * NS
+    failed = [
+        rec(i * NS, ok=False, error_class="http_status", detail=too_long(16385 + i))
+        for i in range(7)
+    ]
+    failed += [
+        rec(20 * NS, ok=False, error_class="timeout", detail="no complete response within 600 s"),
+        rec(
+            21 * NS,
+            ok=False,
+            error_class="http_status",
+            detail="HTTP 500: engine dead (req a3s1t0r2)",
+        ),
+        rec(
+            22 * NS,
+            ok=False,
+            error_class="http_status",
+            detail="HTTP 503: engine dead (req a0s0t4r1)",
+        ),
+        rec(
+            23 * NS,
+            ok=False,
+            error_class="http_status",
+            detail="HTTP 500: engine dead (req a1s7t1r9)",
+        ),
+        rec(200 * NS, ok=False, error_class="timeout", detail="outside the window"),
+    ]
+    s = summarize([rec(30 * NS), *failed], window_start_ns=w0, window_end_ns=w1, accelerators=1)
+    assert [(r.error_class, r.reason, r.count) for r in s.error_reasons] == [
+        (
+            "http_status",
+            "HTTP 400: This model's maximum context length is N tokens. However, your prompt "
+            "contains at least N input tokens, which exceeds this limit even without any "
+            "output tokens. (parameter=input_tokens, value=N)",
+            7,
+        ),
+        ("http_status", "HTTP 500: engine dead (req N)", 2),  # a 503 is another reason
+        ("timeout", "no complete response within N s", 1),
+        ("http_status", "HTTP 503: engine dead (req N)", 1),
+    ]
+    assert s.error_reasons[0].example == too_long(16385)  # the first, as it came
+    assert sum(r.count for r in s.error_reasons) == s.failed
+
+
+def test_error_reasons_keep_the_five_most_frequent() -> None:
+    rs = [
+        rec(i * NS, ok=False, error_class="protocol", detail=f"error event: kind {kind}")
+        for i, kind in enumerate("aabbbcdefgggg")
+    ]
+    s = summarize(rs, window_start_ns=0, window_end_ns=100 * NS, accelerators=1)
+    assert [(r.reason, r.count) for r in s.error_reasons] == [
+        ("error event: kind g", 4),
+        ("error event: kind b", 3),
+        ("error event: kind a", 2),
+        ("error event: kind c", 1),
+        ("error event: kind d", 1),
+    ]
+    back = TrialSummary.from_dict(s.to_dict())
+    assert back.error_reasons == s.error_reasons
 
 
 def test_cache_hit_ratio_is_cached_over_prompt_tokens() -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from agentperf.engine.cachetruth import summarize_cache_truth
 from agentperf.engine.jobs import Target, search_job, trial_job
 from agentperf.engine.metrics import (
     RequestRecord,
@@ -208,6 +209,10 @@ def test_merged_records_are_the_union_and_give_the_one_process_summary(
         confidence=config.bootstrap_confidence,
         seed=config.replay.seed,
         trajectory_turns={t.id: len(t.turns) for t in trajectories},
+    )
+    # and the cache truth of the merged records against the same trajectories
+    again.cache_truth = summarize_cache_truth(
+        merged, trajectories, window_start_ns=s.window_start_ns, window_end_ns=s.window_end_ns
     )
     assert again.to_dict() == s.to_dict()
     # same host: the shards share the monotonic clock, so no shift was applied

@@ -57,7 +57,7 @@ def test_health_reports_a_stopped_broker_as_down_instead_of_hanging(tmp_path):
     env.pop("DATABASE_URL", None)  # its own SQLite file: this test is about the broker
     code = (
         "import json; from django.test import Client; "
-        "r = Client().get('/health', HTTP_ACCEPT='application/json'); "
+        "r = Client(HTTP_HOST='localhost').get('/health', HTTP_ACCEPT='application/json'); "
         "print(r.status_code, json.dumps(r.json()))"
     )
     subprocess.run(

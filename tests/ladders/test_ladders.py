@@ -101,6 +101,8 @@ def test_bad_baseline_and_orders_are_named() -> None:
         ({"speeds": ["50"]}, "speeds[0]"),
         ({"orders": ["forward", "sideways"]}, "orders[1]"),
         ({"colour": "red"}, "colour"),
+        # the hostile finding: a ladder with 10,000 speeds was accepted
+        ({"speeds": [float(50 + i) for i in range(10_000)]}, "speeds"),
     ],
 )
 def test_the_ladder_body_is_strict_and_names_the_field(over, field) -> None:
@@ -325,3 +327,25 @@ def test_ladder_json_schema_is_served_and_accepts_the_documented_body(client) ->
     jsonschema.validate(doc, schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({**doc, "rungs": []}, schema)
+
+
+def test_a_ladder_whose_rungs_were_all_withdrawn_is_listed_failed_not_running(client) -> None:
+    """The hostile finding: the list showed "running" until someone opened the ladder."""
+    from submissions.services.submissions import submission_withdraw
+
+    cat = make_catalog()
+    org = make_org()
+    vendor = token_client(org)
+    created = post(vendor, body(cat))
+    assert created.status_code == 201, created.content
+    ladder = Ladder.objects.get(pk=created.json()["id"])
+    assert ladder.status == Ladder.STATUS_RUNNING
+    for sub in {r.submission_id: r.submission for r in ladder.rungs.all()}.values():
+        submission_withdraw(submission=sub, actor_label="vendor")
+    listed = vendor.get("/api/v1/ladders/").json()["results"]
+    assert [(x["id"], x["status"]) for x in listed] == [(ladder.pk, Ladder.STATUS_FAILED)]
+    assert "withdrawn" in listed[0]["status_reason"]
+    user = make_user("ladder-vendor", org=org)
+    client.force_login(user)
+    page = client.get("/portal/ladders/").content.decode()
+    assert Ladder.STATUS_FAILED in page and Ladder.STATUS_RUNNING not in page

@@ -144,3 +144,43 @@ def test_concurrent_requests_on_both_workers_are_each_counted_once(shared_cache,
     finally:
         server.stop()
     assert sorted(codes) == [400] * CONCURRENT_R + [429] * (30 - CONCURRENT_R)
+
+
+def _get_status(url: str, headers: dict[str, str]) -> int:
+    request = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            response.read()
+            return response.status
+    except urllib.error.HTTPError as exc:
+        exc.read()
+        return exc.code
+
+
+def test_the_public_apis_anonymous_rate_counts_each_request_whatever_it_claims(
+    shared_cache, tmp_path
+):
+    """The hostile finding: a fresh X-Forwarded-For on each request was a fresh bucket, and
+    concurrent requests were lost from the count (DRF's read-then-write). Reached directly
+    (TRUSTED_PROXY_COUNT 0) the address is the peer's; 30 requests at once on two workers,
+    each claiming another address, are each counted once."""
+    env = worker_env(**shared_cache, THROTTLE_ANON=f"{CONCURRENT_R}/hour")
+    server = start_gunicorn(tmp_path / "gunicorn.log", workers=2, env=env)
+    url = f"{server.url}/api/v1/public/results/"
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+            codes = list(
+                pool.map(
+                    # each a new query: a miss of the fast path's cache, which answers a
+                    # repeated read before the view (and its throttle) runs
+                    lambda i: _get_status(
+                        f"{url}?n={i}", {"X-Forwarded-For": f"10.66.{i // 250}.{i % 250}"}
+                    ),
+                    range(30),
+                )
+            )
+    finally:
+        server.stop()
+    # at most the rate (the readiness probes spend from the same address's bucket)
+    assert set(codes) <= {200, 429} and codes.count(200) <= CONCURRENT_R, sorted(codes)
+    assert codes.count(429) >= 30 - CONCURRENT_R, sorted(codes)

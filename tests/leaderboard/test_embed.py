@@ -259,3 +259,25 @@ def test_a_dollar_sign_in_a_name_is_text_not_mathtext(client, db):
         assert answer.status_code == 200, answer.content[:300]
     svg = client.get(reverse("embed-model-image", args=[model.slug, "svg"])).content.decode()
     assert "Price $5 vs $10 model" in svg and r"ours $\frac{$ run" in svg
+
+
+def test_one_readers_host_never_decides_the_open_graph_links_of_the_next(client, pair):
+    """The hostile finding: the first render after a publish decided og:image for every
+    later reader (the page cache was keyed by path alone). Without PUBLIC_BASE_URL each
+    origin gets its own cached page; a reader's Host or scheme never reaches another's."""
+    _, _, _, a, _ = pair
+    url = reverse("result-detail", args=[a.pk])
+    image = reverse("embed-result-image", args=[a.pk, "png"])
+
+    def og_image(**headers) -> str:
+        meta = {
+            m.get("property") or m.get("name"): m.get("content")
+            for m in tags(client.get(url, **headers)).of("meta")
+        }
+        return meta["og:image"]
+
+    assert og_image(HTTP_HOST="localhost", HTTP_X_FORWARDED_PROTO="https") == (
+        f"http://localhost{image}"  # X-Forwarded-Proto counts only where a proxy is trusted
+    )
+    assert og_image(HTTP_HOST="127.0.0.1") == f"http://127.0.0.1{image}"
+    assert og_image(HTTP_HOST="localhost") == f"http://localhost{image}"

@@ -363,6 +363,10 @@ def test_methodology_is_generated_from_the_engine_and_tier_data(client, db):
 
     assert f"Warm-up of {REAL_WARMUP_S:.0f} s" in html
     assert f"measurement window of {REAL_DURATION_S:.0f} s" in html
+    # cache truth's tolerance, from agentperf/engine/cachetruth.py
+    assert "Observed above theoretical + 64 tokens per request + 2% fails" in html
+    assert "below 50% of theoretical is flagged" in html
+    assert "within 5 points" in html
 
 
 @pytest.mark.parametrize("name", ["home", "model-list", "hardware-list", "compare", "methodology"])

@@ -135,11 +135,142 @@ def test_a_status_statement_must_be_about_this_receipt(tmp_path):
         rc.check(envelope, folder, _keys(key), status_envelope=about_other)
 
 
-def test_a_withheld_config_is_reported_not_checked(tmp_path):
+def _status(envelope: dict, key: rc.SigningKey, status: str, **predicate) -> dict:
+    return rc.sign(rc.status_statement(envelope, {"status": status, **predicate}), key)
+
+
+def test_a_config_withheld_by_a_signed_status_statement_is_reported_not_checked(tmp_path):
     folder, envelope, key = _folder(tmp_path)
     (folder / rc.CONFIG).unlink()
-    checked = rc.check(envelope, folder, _keys(key), withheld={rc.CONFIG: "invalidated"})
-    assert checked.withheld == {rc.CONFIG: "invalidated"} and rc.CONFIG not in checked.files
+    said = _status(envelope, key, "invalidated", withheld={rc.CONFIG: "no longer published"})
+    checked = rc.check(envelope, folder, _keys(key), status_envelope=said)
+    assert checked.withheld == {rc.CONFIG: "no longer published"}
+    assert rc.CONFIG not in checked.files and checked.status == "invalidated"
+
+
+def test_a_missing_file_fails_however_the_unsigned_wrapper_lists_it(tmp_path):
+    """The finding of issue 36: the raw file and the figures deleted, both listed under the
+    receipt file's unsigned `withheld`; verify exits 1 naming the file."""
+    from agentperf_cli.verify import check_folder
+
+    folder, envelope, key = _folder(tmp_path)
+    (folder / "keys.json").write_text(
+        json.dumps({"keys": [rc.key_entry(key.public, status="active")]})
+    )
+    (folder / "raw" / "trial-000.jsonl.gz").unlink()
+    (folder / rc.FIGURES).unlink()
+    wrapper = {
+        "result_id": 7,
+        "status": "published",
+        "receipt": envelope,
+        "withheld": {rc.FIGURES: "withheld", "raw/trial-000.jsonl.gz": "withheld"},
+    }
+    (folder / "receipt.json").write_text(json.dumps(wrapper))
+    with pytest.raises(rc.ReceiptError, match="no signed statement withholds it") as failed:
+        check_folder(folder / "receipt.json", folder, folder / "keys.json")
+    assert failed.value.name == rc.FIGURES
+
+
+@pytest.mark.parametrize(
+    ("status", "withheld", "refused"),
+    [
+        ("invalidated", {rc.FIGURES: "gone"}, rc.FIGURES),  # only the config
+        ("invalidated", {"raw/trial-000.jsonl.gz": "gone"}, "raw/trial-000.jsonl.gz"),
+        ("superseded", {rc.CONFIG: "gone"}, rc.CONFIG),  # only when invalidated or withdrawn
+        ("published", {rc.CONFIG: "gone"}, rc.CONFIG),
+    ],
+)
+def test_even_a_signed_statement_may_withhold_only_an_invalidated_results_config(
+    tmp_path, status, withheld, refused
+):
+    folder, envelope, key = _folder(tmp_path)
+    (folder / refused).unlink()
+    said = _status(envelope, key, status, withheld=withheld)
+    with pytest.raises(rc.ReceiptError, match="only the config") as failed:
+        rc.check(envelope, folder, _keys(key), status_envelope=said)
+    assert failed.value.name == refused
+
+
+def test_a_status_statement_signed_before_withheld_was_named_still_withholds_the_config(
+    tmp_path,
+):
+    """Statements signed before they named what is withheld (no `withheld` key) follow the
+    rule the platform followed then: an invalidated result's config, nothing else."""
+    folder, envelope, key = _folder(tmp_path)
+    (folder / rc.CONFIG).unlink()
+    old = _status(envelope, key, "invalidated", reason="clock was unlocked")
+    checked = rc.check(envelope, folder, _keys(key), status_envelope=old)
+    assert list(checked.withheld) == [rc.CONFIG] and "invalidated" in checked.withheld[rc.CONFIG]
+    superseded = _status(envelope, key, "superseded", reason="v2")
+    with pytest.raises(rc.ReceiptError, match="missing") as failed:
+        rc.check(envelope, folder, _keys(key), status_envelope=superseded)
+    assert failed.value.name == rc.CONFIG
+
+
+def test_a_withheld_list_signed_by_an_unknown_key_counts_for_nothing(tmp_path):
+    folder, envelope, key = _folder(tmp_path)
+    (folder / rc.CONFIG).unlink()
+    stranger = rc.SigningKey.generate()
+    said = _status(envelope, stranger, "invalidated", withheld={rc.CONFIG: "gone"})
+    with pytest.raises(rc.ReceiptError, match="not in the key list"):
+        rc.check(envelope, folder, _keys(key), status_envelope=said)
+    # nor can the stranger re-sign the receipt itself, withholding as it likes
+    doc = json.loads(rc._payload_bytes(envelope))
+    forged = rc.sign(doc, stranger)
+    with pytest.raises(rc.ReceiptError, match="not in the key list"):
+        rc.check(forged, folder, _keys(key))
+
+
+def test_another_results_receipt_swapped_in_fails(tmp_path):
+    from agentperf_cli.verify import check_folder
+
+    folder, envelope, key = _folder(tmp_path)
+    (folder / "keys.json").write_text(
+        json.dumps({"keys": [rc.key_entry(key.public, status="active")]})
+    )
+    other_figures = {"max_agents": {"20 tok/s": 80}}
+    other = rc.sign(
+        rc.statement(
+            [rc.subject(rc.FIGURES, rc.sha256_hex(rc.canonical_json(other_figures)))],
+            {"result": {"id": 8}},
+        ),
+        key,
+    )
+    # the whole receipt file of result 8 over result 7's files: a file differs
+    (folder / "receipt.json").write_text(json.dumps({"result_id": 8, "receipt": other}))
+    with pytest.raises(rc.ReceiptError, match="differs") as failed:
+        check_folder(folder / "receipt.json", folder, folder / "keys.json")
+    assert failed.value.name == rc.FIGURES
+    # its envelope under result 7's receipt file: the file's result id is not the signed one
+    (folder / rc.FIGURES).write_bytes(rc.canonical_json(other_figures))
+    (folder / "receipt.json").write_text(json.dumps({"result_id": 7, "receipt": other}))
+    with pytest.raises(rc.ReceiptError, match="result 8") as failed:
+        check_folder(folder / "receipt.json", folder, folder / "keys.json")
+    assert failed.value.name == "receipt.json"
+    # online: result 7 asked for, result 8's receipt served
+    (folder / "receipt.json").write_text(json.dumps({"result_id": 8, "receipt": other}))
+    with pytest.raises(rc.ReceiptError, match="receipt of result 8 for result 7"):
+        check_folder(folder / "receipt.json", folder, None, result_id=7)
+
+
+def test_a_status_the_receipt_file_claims_without_a_signed_statement_fails(tmp_path):
+    """An old receipt replayed after invalidation: the platform's receipt file says
+    invalidated, and a folder whose status statement was dropped cannot pass as published."""
+    from agentperf_cli.verify import check_folder
+
+    folder, envelope, key = _folder(tmp_path)
+    (folder / "keys.json").write_text(
+        json.dumps({"keys": [rc.key_entry(key.public, status="active")]})
+    )
+    wrapper = {"result_id": 7, "status": "invalidated", "receipt": envelope}
+    (folder / "receipt.json").write_text(json.dumps(wrapper))
+    with pytest.raises(rc.ReceiptError, match="signed statements say published") as failed:
+        check_folder(folder / "receipt.json", folder, folder / "keys.json")
+    assert failed.value.name == "receipt.json"
+    said = _status(envelope, key, "invalidated", reason="r", at="2026-12-04T00:00:00+00:00")
+    (folder / "receipt.json").write_text(json.dumps(dict(wrapper, status_receipt=said)))
+    checked = check_folder(folder / "receipt.json", folder, folder / "keys.json")
+    assert (checked.status, checked.status_at) == ("invalidated", "2026-12-04T00:00:00+00:00")
 
 
 # --- the platform: leaderboard/receipts.py ---------------------------------------------------
@@ -297,7 +428,7 @@ def _download(client, result_pk: int, folder: Path) -> tuple[dict, dict | None, 
             content = fh.read()
         (folder / raw["name"]).parent.mkdir(parents=True, exist_ok=True)
         (folder / raw["name"]).write_bytes(content)
-    return body["receipt"], body["status_receipt"], body["withheld"]
+    return body["receipt"], body["status_receipt"], body["withheld"]  # withheld: unsigned
 
 
 @pytest.mark.django_db
@@ -315,8 +446,8 @@ def test_a_reviewers_redaction_keeps_the_receipt_verifiable_and_a_quiet_edit_doe
     )
     keys = _keys(signing_key)
     folder = tmp_path / "after-redact"
-    envelope, status, withheld = _download(client, result.pk, folder)
-    checked = rc.check(envelope, folder, keys, status_envelope=status, withheld=withheld)
+    envelope, status, _ = _download(client, result.pk, folder)
+    checked = rc.check(envelope, folder, keys, status_envelope=status)
     assert rc.CONFIG in checked.files and "engine.args.max_num_seqs" in checked.redacted[rc.CONFIG]
     assert checked.status == "published"
     said = json.loads(base64.b64decode(status["payload"]))  # the reviewer's words stay private
@@ -328,8 +459,8 @@ def test_a_reviewers_redaction_keeps_the_receipt_verifiable_and_a_quiet_edit_doe
     # a later status statement carries the redaction forward
     result_set_status(result=result, to=Result.STATUS_SUPERSEDED, actor=cast.rita, reason="newer")
     folder = tmp_path / "after-supersede"
-    envelope, status, withheld = _download(client, result.pk, folder)
-    checked = rc.check(envelope, folder, keys, status_envelope=status, withheld=withheld)
+    envelope, status, _ = _download(client, result.pk, folder)
+    checked = rc.check(envelope, folder, keys, status_envelope=status)
     assert checked.status == "superseded" and rc.CONFIG in checked.redacted
     # an edit of the public config with no signed statement fails, naming the config
     stored = Result.objects.get(pk=result.pk)
@@ -337,7 +468,51 @@ def test_a_reviewers_redaction_keeps_the_receipt_verifiable_and_a_quiet_edit_doe
         public_config=dict(stored.public_config, notes="changed quietly")
     )
     folder = tmp_path / "after-edit"
-    envelope, status, withheld = _download(client, result.pk, folder)
+    envelope, status, _ = _download(client, result.pk, folder)
     with pytest.raises(rc.ReceiptError) as failed:
-        rc.check(envelope, folder, keys, status_envelope=status, withheld=withheld)
+        rc.check(envelope, folder, keys, status_envelope=status)
     assert failed.value.name == rc.CONFIG
+
+
+@pytest.mark.django_db
+def test_invalidation_signs_that_the_config_is_withheld_and_nothing_else(
+    cast, client, signing_key, tmp_path
+):
+    result = review_publish(submission=_publishable(cast), actor=cast.rita, reason="ok")
+    keys = _keys(signing_key)
+    before = tmp_path / "before"
+    envelope, status, _ = _download(client, result.pk, before)
+    assert status is None and rc.check(envelope, before, keys).withheld == {}
+    result_set_status(result=result, to=Result.STATUS_INVALIDATED, actor=cast.rita, reason="r")
+    folder = tmp_path / "after"
+    envelope, status, served = _download(client, result.pk, folder)
+    said = json.loads(base64.b64decode(status["payload"]))["predicate"]
+    assert list(said["withheld"]) == [rc.CONFIG] and said["status"] == "invalidated"
+    assert served == said["withheld"] and not (folder / rc.CONFIG).exists()
+    checked = rc.check(envelope, folder, keys, status_envelope=status)
+    assert checked.withheld == said["withheld"] and checked.status == "invalidated"
+    # the figures deleted too: nothing signed withholds them
+    (folder / rc.FIGURES).unlink()
+    with pytest.raises(rc.ReceiptError, match="no signed statement withholds it") as failed:
+        rc.check(envelope, folder, keys, status_envelope=status)
+    assert failed.value.name == rc.FIGURES
+    # the folder kept before the invalidation still verifies as published (nothing signed
+    # expires); the platform's receipt file says invalidated, which that folder cannot meet
+    from agentperf_cli.verify import check_folder
+
+    (before / "keys.json").write_text(json.dumps(client.get("/api/v1/public/keys/").json()))
+    current = client.get(f"/results/{result.pk}/receipt.json").json()
+    (before / "receipt.json").write_text(json.dumps(dict(current, status_receipt=None)))
+    with pytest.raises(rc.ReceiptError, match="says the result is invalidated"):
+        check_folder(before / "receipt.json", before, None, result_id=result.pk)
+
+
+@pytest.mark.django_db
+def test_a_status_statement_of_a_published_result_withholds_nothing(cast, signing_key):
+    from leaderboard.redaction import result_redact_config
+
+    result = review_publish(submission=_publishable(cast), actor=cast.rita, reason="ok")
+    result_redact_config(result=result, paths=["engine.image"], actor=cast.rita, reason="x")
+    stored = Result.objects.get(pk=result.pk)
+    said = json.loads(base64.b64decode(stored.receipt_status["payload"]))["predicate"]
+    assert said["withheld"] == {} and said["status"] == "published"

@@ -83,9 +83,9 @@ class _StopWitness(MemoryReporter):
         self.stopped_at_report.append(self.launcher.stopped)
         super().complete(document)
 
-    def fail(self, document: contract.FailureReport) -> None:
+    def fail(self, document: contract.FailureReport) -> str | None:
         self.stopped_at_report.append(self.launcher.stopped)
-        super().fail(document)
+        return super().fail(document)
 
 
 class _Stopped:
@@ -176,5 +176,9 @@ class _Superseded(MemoryReporter):
 def test_an_attempt_that_another_replaced_sends_nothing_more(tmp_path):
     reporter = _Superseded(dataset_bytes=dataset_file())
     outcome = RunDirector(_spec(), reporter, work_dir=str(tmp_path)).run()
-    assert outcome == {"status": "skipped", "reason": "runner API 409: attempt 2 owns this run"}
+    assert outcome == {
+        "status": "skipped",
+        "reason": "runner API 409: attempt 2 owns this run",
+        "run_status": None,  # another attempt owns it: this one claims no final state
+    }
     assert reporter.documents == []

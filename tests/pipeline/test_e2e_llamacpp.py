@@ -104,6 +104,11 @@ def test_container_launcher_measures_the_pinned_llama_cpp_image_and_removes_it(
     )
     assert json.loads(listed.stdout or "[]") == []
 
+    checks = {c["name"]: c for c in run.verification.checks}
+    assert checks["cache_truth"]["status"] != "fail", (
+        checks["cache_truth"],
+        [t.metrics.get("cache_truth") for t in trials],
+    )
     result = review_publish(
         submission=run.submission, actor=cast.rita, reason="CI", label="llama.cpp image (CI)"
     )

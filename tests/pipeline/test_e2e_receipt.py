@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -104,9 +105,23 @@ def test_a_published_simulated_result_has_a_receipt_that_agentperf_verify_checks
     for name in (rc.CONFIG, rc.FIGURES, rc.VERIFICATION, rc.INVENTORY):
         assert f"ok  {name}" in ok.stdout
 
-    # Offline, from the kept folder: the same answer.
-    offline = verify("--offline", str(kept / "receipt.json"), str(kept), tmp_path=tmp_path)
+    # Offline, from the kept folder with the platform's key list: the same answer.
+    platform_keys = tmp_path / "platform-keys.json"
+    platform_keys.write_text(json.dumps(keys))
+
+    def offline_verify(folder):
+        return verify(
+            "--offline",
+            str(folder / "receipt.json"),
+            str(folder),
+            "--keys",
+            str(platform_keys),
+            tmp_path=tmp_path,
+        )
+
+    offline = offline_verify(kept)
     assert offline.returncode == 0, offline.stdout + offline.stderr
+    before = shutil.copytree(kept, tmp_path / "before-invalidation")
 
     # One raw byte changed: verify fails and names the file.
     victim = raw_files[1]
@@ -115,10 +130,27 @@ def test_a_published_simulated_result_has_a_receipt_that_agentperf_verify_checks
     assert records  # a real gzip of JSON lines
     data[len(data) // 2] ^= 0x01
     victim.write_bytes(bytes(data))
-    bad = verify("--offline", str(kept / "receipt.json"), str(kept), tmp_path=tmp_path)
+    bad = offline_verify(kept)
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert f"raw/{victim.name}" in bad.stderr
     assert "differs" in bad.stderr
+
+    # Issue 36's finding: a receipt forged with another key, its key list written beside it.
+    # Offline without --keys nothing is trusted; with the platform's list the key is unknown.
+    forged = shutil.copytree(before, tmp_path / "forged")
+    forger = rc.SigningKey.generate()
+    wrapper = json.loads((forged / "receipt.json").read_text())
+    statement, _ = rc.open_envelope(wrapper["receipt"], {signing_key.keyid: signing_key.public})
+    wrapper["receipt"] = rc.sign(statement, forger)
+    wrapper["status_receipt"] = None
+    (forged / "receipt.json").write_text(json.dumps(wrapper))
+    (forged / "keys.json").write_text(
+        json.dumps({"keys": [rc.key_entry(forger.public, status="active")]})
+    )
+    untrusted = verify("--offline", str(forged / "receipt.json"), str(forged), tmp_path=tmp_path)
+    assert untrusted.returncode != 0 and "pass --keys" in untrusted.stderr, untrusted.stderr
+    caught = offline_verify(forged)
+    assert caught.returncode == 1 and "not in the key list" in caught.stderr, caught.stderr
 
     # The wrong key: a key list without the platform's key does not verify the signature.
     other = rc.SigningKey.generate()
@@ -144,7 +176,32 @@ def test_a_published_simulated_result_has_a_receipt_that_agentperf_verify_checks
     )
     result.refresh_from_db()
     assert result.receipt_status["signatures"][0]["keyid"] == signing_key.keyid
-    after = verify(str(result.pk), "--url", live_server.url, tmp_path=tmp_path)
+    gone = tmp_path / "invalidated"
+    after = verify(str(result.pk), "--url", live_server.url, "--keep", str(gone), tmp_path=tmp_path)
     assert after.returncode == 0, after.stdout + after.stderr
     assert "status: INVALIDATED (clock was unlocked)" in after.stdout
-    print(ok.stdout, bad.stderr, wrong.stderr, after.stdout, sep="\n")
+    # the config is withheld, as the signed status statement says
+    assert "NOT CHECKED  config.json: withheld, as the signed status statement says" in (
+        after.stdout
+    )
+
+    # Issue 36's finding: a raw file and the figures deleted, both listed under the receipt
+    # file's unsigned `withheld`; verify refuses, naming the file.
+    removed = sorted((gone / "raw").iterdir())[0]
+    removed.unlink()
+    wrapper = json.loads((gone / "receipt.json").read_text())
+    wrapper["withheld"] = {rc.FIGURES: "withheld", f"raw/{removed.name}": "withheld"}
+    (gone / "receipt.json").write_text(json.dumps(wrapper))
+    gap = offline_verify(gone)
+    assert gap.returncode == 1, gap.stdout + gap.stderr
+    assert f"raw/{removed.name}" in gap.stderr and "no signed statement withholds it" in gap.stderr
+    (gone / rc.FIGURES).unlink()
+    gap = offline_verify(gone)
+    assert gap.returncode == 1 and "file: figures.json" in gap.stderr, gap.stdout + gap.stderr
+
+    # The folder kept before the invalidation, replayed: offline it still verifies as it was
+    # signed, and says only the platform knows a later status; online says invalidated.
+    replay = offline_verify(before)
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+    assert "status: published" in replay.stdout and "offline: the status" in replay.stdout
+    print(ok.stdout, bad.stderr, wrong.stderr, after.stdout, gap.stderr, sep="\n")

@@ -99,7 +99,13 @@ def test_simulated_submission_runs_on_a_database_free_worker_and_is_published_af
     assert checks["private_test_set"] == "pass"
     assert checks["telemetry"] == "warn"  # no nvidia-smi here: "not measured", never estimated
     # the checks that catch dishonest deployments (docs/verification.md) pass on the honest sim
-    for name in ("token_counts", "cache_honesty", "model_identity", "output_lengths"):
+    for name in (
+        "token_counts",
+        "cache_honesty",
+        "cache_truth",
+        "model_identity",
+        "output_lengths",
+    ):
         assert checks[name] == "pass", [c for c in report.checks if c["name"] == name]
     # the config claims one accelerator and no speculation, which is what the tiny profile is
     accelerators = next(c for c in report.checks if c["name"] == "accelerators")
@@ -131,6 +137,12 @@ def test_simulated_submission_runs_on_a_database_free_worker_and_is_published_af
     assert result.is_simulated is True and result.label == "Tiny sim (CI)"
     assert len(result.points) == len(trials)
     assert any(p["frontier"] for p in result.points)
+    # each trial's cache truth as the worker stored it: under its sessions' own prefixes,
+    # the simulator's counters scraped at the window's edges agreeing (docs/metrics.md)
+    truths = [p["cache_truth"] for p in result.points]
+    assert {t["verdict"] for t in truths} == {"pass"}, truths
+    assert {t["counters"]["status"] for t in truths} == {"agrees"}, truths
+    assert all(0.9 <= t["ratio"] <= 1.0 for t in truths), truths
     status, body = http(
         "GET", f"{live_server.url}/api/v1/submissions/{submission.pk}/", token=token
     )

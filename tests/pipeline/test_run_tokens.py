@@ -4,6 +4,7 @@ withdrawal is final whenever it lands (docs/security.md "Run tokens and upload g
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import urllib.error
 import urllib.request
@@ -34,10 +35,16 @@ def test_a_finished_runs_token_no_longer_reads_or_writes_its_run(catalog, cast):
         assert response.json()["error"]["code"] == "run_finished"
 
 
-def _grant(client: APIClient, run: BenchmarkRun, size: int) -> dict:
+def _grant(client: APIClient, run: BenchmarkRun, body: bytes) -> dict:
+    """A grant for ``body``: its size and sha256, as the worker declares them."""
     response = client.post(
         f"/api/v1/runner/runs/{run.pk}/uploads",
-        {"kind": "raw_records", "sha256": "a" * 64, "size": size, "trial_index": 0},
+        {
+            "kind": "raw_records",
+            "sha256": hashlib.sha256(body).hexdigest(),
+            "size": len(body),
+            "trial_index": 0,
+        },
         format="json",
     )
     assert response.status_code == 200, response.content
@@ -65,7 +72,7 @@ def _put(client: APIClient, url: str, body: bytes):
 def test_a_blob_put_beyond_the_declared_size_is_refused(catalog, cast, blob_storage):
     run, token = prepared_run(cast.org_a)
     client = _started(run, token)
-    grant = _grant(client, run, 10)
+    grant = _grant(client, run, b"x" * 10)
     assert grant["upload"]["size"] == 10 and grant["upload"]["expires_at"] > 0
     response = _put(client, grant["upload"]["url"], b"x" * (3 * 1024 * 1024))
     assert response.status_code == 413, response.content
@@ -80,7 +87,7 @@ def test_a_blob_put_beyond_the_declared_size_is_refused(catalog, cast, blob_stor
 def test_an_expired_blob_grant_is_refused(catalog, cast, blob_storage):
     run, token = prepared_run(cast.org_a)
     client = _started(run, token)
-    grant = _grant(client, run, 10)
+    grant = _grant(client, run, b"x" * 10)
     response = _put(client, grant["upload"]["url"], b"x" * 10)
     assert response.status_code == 403 and response.json()["error"]["code"] == "expired"
     assert not (blob_storage / grant["key"]).exists()
@@ -91,7 +98,7 @@ def test_an_expired_blob_grant_is_refused(catalog, cast, blob_storage):
 def test_a_blob_grant_of_a_cancelled_run_is_refused(catalog, cast, blob_storage):
     run, token = prepared_run(cast.org_a)
     client = _started(run, token)
-    grant = _grant(client, run, 10)
+    grant = _grant(client, run, b"x" * 10)
     assert run_cancel(run=run, reason="test")
     response = _put(client, grant["upload"]["url"], b"x" * 10)
     assert response.status_code == 401 and response.json()["error"]["code"] == "run_finished"
@@ -106,7 +113,7 @@ def test_a_presigned_s3_put_beyond_the_declared_size_is_refused(catalog, cast):
         pytest.fail("the services profile's artifacts are on S3 (tests/services.py)")
     run, token = prepared_run(cast.org_a)
     client = _started(run, token)
-    grant = _grant(client, run, 10)["upload"]
+    grant = _grant(client, run, b"x" * 10)["upload"]
 
     def put(body: bytes) -> int:
         headers = {**grant["headers"], "Content-Length": str(len(body))}

@@ -103,3 +103,30 @@ def test_a_lone_surrogate_in_model_output_is_a_400_not_a_server_error(started):
     )
     assert response.status_code == 400, response.content[:300]
     assert "checks.0.evidence.output" in response.json()["error"]["fields"]
+
+
+@pytest.mark.parametrize("mib", [5, 9])
+def test_a_body_past_the_limit_is_a_413_naming_the_limit_and_records_nothing(started, mib):
+    """The hostile finding: runner bodies of 3–5 MiB got a 400 that named no field (Django's
+    2.5 MiB cap, below the API's 4 MiB); past the one limit, a 413 in the error shape."""
+    run, client = started
+    padding = "x" * (mib * 1024 * 1024)
+    body = json.dumps({"index": 0, "summary": {"note": padding}})
+    response = client.post(
+        f"/api/v1/runner/runs/{run.pk}/trials", body, content_type="application/json"
+    )
+    error = response.json()["error"]
+    assert response.status_code == 413, error
+    assert error["code"] == "too_large" and error["fields"], error
+    assert not Trial.objects.filter(run=run).exists()
+
+
+def test_a_body_under_the_limit_is_read_and_judged_by_its_fields(started):
+    run, client = started
+    body = json.dumps({"index": 0, "summary": {"note": "x" * (3 * 1024 * 1024)}})
+    response = client.post(
+        f"/api/v1/runner/runs/{run.pk}/trials", body, content_type="application/json"
+    )
+    assert response.status_code == 400, response.content[:300]
+    assert response.json()["error"]["fields"]  # names what does not fit, not "malformed"
+    assert not Trial.objects.filter(run=run).exists()

@@ -125,3 +125,35 @@ def test_a_body_larger_than_the_json_limit_is_a_413(started, path):
     response = client.post(f"/api/v1/runner/runs/{run.pk}/{path}", body, format="json")
     assert response.status_code == 413, response.content[:500]
     assert response.json()["error"]["code"] == "too_large"
+
+
+def test_a_filesystem_grant_takes_only_the_bytes_it_was_asked_for(started, settings, tmp_path):
+    """The hostile finding: a grant accepted a second PUT of other bytes (same size) whose
+    SHA-256 was not the upload request's; the embedded profile's signed PUT now carries the
+    SHA-256 and refuses them, keeping the file stored first. (S3's presigned PUT signs the
+    Content-Length; the stored object's SHA-256 is checked when the report naming it is
+    posted: runs/services.py _stored_matches.)"""
+    settings.RUNNER_API_BASE_URL = "http://testserver"
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "artifacts": {
+            "BACKEND": "core.storage.SignedFileSystemStorage",
+            "OPTIONS": {"location": str(tmp_path / "artifacts"), "base_url": "/files/artifacts/"},
+        },
+    }
+    run, client = started
+    good = gzip.compress(b'{"request_id": "r0"}\n', mtime=0)
+    other = bytes(b ^ 0xFF for b in good)
+    request = {**UPLOAD, "sha256": hashlib.sha256(good).hexdigest(), "size": len(good)}
+    answer = client.post(f"/api/v1/runner/runs/{run.pk}/uploads", request, format="json")
+    assert answer.status_code == 200, answer.content[:500]
+    key, url = answer.json()["key"], answer.json()["upload"]["url"]
+    path = url.removeprefix("http://testserver")
+
+    def put(body: bytes):
+        return client.generic("PUT", path, body, content_type="application/gzip")
+
+    assert put(good).status_code == 200
+    fields = _refused(put(other))
+    assert "SHA-256" in " ".join(fields["body"])
+    assert storages["artifacts"].open(key).read() == good

@@ -4,9 +4,12 @@ simulated launcher on either clock and named by field when it does not fit."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 
+from agentperf.schema.deployment import ConfigError, validate_config
 from agentperf.simulator.profile import (
     OVERRIDE_SOURCE,
     ProfileError,
@@ -43,6 +46,13 @@ def test_an_overridden_profile_is_slower_on_virtual_time() -> None:
         ({"efficiency": {"compute": -1}}, "deployment.efficiency.compute"),
         ({"bogus": 1}, "bogus"),
         ({"aggregated": {"tp": "two"}}, "deployment.aggregated.tp"),
+        # the hostile findings: each asked the twin for unbounded memory or time
+        ({"speculative": {"k": 1_000_000_000}}, "deployment.speculative.k"),
+        ({"efficiency": {"iteration_overhead_us": 1e12}}, "iteration_overhead_us"),
+        ({"eos": {"mean_tokens": 1e9}}, "deployment.eos.mean_tokens"),
+        ({"aggregated": {"replicas": 10**9}}, "deployment.aggregated.replicas"),
+        ({"aggregated": {"max_batch": 10**9}}, "deployment.aggregated.max_batch"),
+        ({"scheduler": {"step_us": 1e12}}, "deployment.scheduler.step_us"),
     ],
 )
 def test_an_override_that_does_not_fit_names_its_field(overrides, named) -> None:
@@ -76,3 +86,16 @@ def test_the_real_time_server_runs_the_patched_profile(tmp_path) -> None:
     # it stopped on SIGTERM and closed cleanly (not killed after the grace period), also
     # when the suite runs as a background job
     assert launcher.server.proc.returncode == 0
+
+
+def test_a_config_whose_overrides_ask_for_unbounded_work_is_refused_naming_the_field() -> None:
+    """The hostile finding: `launcher.simulated.overrides: {speculative: {k: 1e9}}` was
+    accepted with a 201 and took the worker to 5.7 GB; the vendor API validates a config
+    with validate_config, which names the patched field."""
+    examples = Path(__file__).resolve().parents[2] / "docs" / "examples"
+    doc = yaml.safe_load((examples / "simulated.yaml").read_text())
+    doc["launcher"]["simulated"]["overrides"] = {"speculative": {"k": 1_000_000_000}}
+    with pytest.raises(ConfigError) as refused:
+        validate_config(doc)
+    assert list(refused.value.fields) == ["launcher.simulated.overrides.speculative.k"]
+    assert "must be ≤ 64" in refused.value.fields["launcher.simulated.overrides.speculative.k"][0]

@@ -171,8 +171,16 @@ def test_a_two_worker_slurm_job_is_measured_and_published_with_its_layout(
     # the router opens one connection per request: docs/pipeline.md "The router")
     (router_log,) = shared.glob("*/logs/frontend-0.router-error.log")
     assert "prematurely closed" not in router_log.read_text(), diagnostics(slurm_worker, shared)
-    failed = [c["name"] for c in run.verification.checks if c.get("status") == "fail"]
+    failed = [c for c in run.verification.checks if c.get("status") == "fail"]
     assert not failed, (failed, diagnostics(slurm_worker, shared))
+    # the two workers' counters, scraped from each and summed, agree with the requests'
+    # cached counts (the router's /metrics would be one worker's: docs/metrics.md)
+    counted = [
+        t.metrics["cache_truth"]["counters"]
+        for t in run.trials.all()
+        if (t.metrics.get("cache_truth") or {}).get("counters")
+    ]
+    assert counted and all(c["status"] == "agrees" for c in counted), counted
 
     result = review_publish(
         submission=run.submission, actor=cast.rita, reason="CI", label="two llama.cpp on Slurm"

@@ -32,3 +32,18 @@ def test_create_token_prints_a_working_token_that_is_stored_only_hashed():
 def test_create_token_for_an_unknown_org_fails_loudly():
     with pytest.raises(CommandError, match="no organization"):
         run("create_token", "--org", "Nobody")
+
+
+@pytest.mark.parametrize("days", ["0", "-3"])
+def test_create_token_refuses_a_lifetime_under_a_day_instead_of_never_expiring(days):
+    run("create_org", "Acme GPUs")
+    with pytest.raises(CommandError, match="--expires-days"):
+        run("create_token", "--org", "Acme GPUs", "--expires-days", days)
+    assert not ApiToken.objects.exists()
+
+
+def test_create_token_with_a_lifetime_expires_then():
+    run("create_org", "Acme GPUs")
+    api_token_verify(run("create_token", "--org", "Acme GPUs", "--expires-days", "1"))
+    (token,) = ApiToken.objects.all()
+    assert token.expires_at is not None

@@ -17,9 +17,16 @@ EXAMPLE_NAMES = [
     "process",
     "simulated",
     "simulated-open-loop",
+    "vllm-container",
+    "vllm-process",
 ]
 # examples named for what they show rather than for their launcher
-LAUNCHER_OF = {"gb300-nvl72-dry-run": "simulated", "simulated-open-loop": "simulated"}
+LAUNCHER_OF = {
+    "gb300-nvl72-dry-run": "simulated",
+    "simulated-open-loop": "simulated",
+    "vllm-container": "container",
+    "vllm-process": "process",
+}
 
 
 def errors_of(doc, content_type="application/json") -> dict[str, list[str]]:

@@ -295,3 +295,58 @@ def test_a_message_never_repeats_a_name_that_is_itself_a_credential():
         messages = repr(clear_secrets(data))
         assert messages != "{}" and "AbCdEfGhIjKlMnOpQr" not in messages
     assert "--api-key" in repr(clear_secrets({"args": ["--api-key", "hunter2x"]}))
+
+
+# --- the hostile re-run's misses (issue 36) -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--hf-overrides", '{"token": "Zx81Qp0wLm"}'],
+        ['--json-model-override-args={"token":"Zx81Qp0wLm"}'],
+        ["--speculative-config", '{"model": "draft", "hf_token": "Zx81Qp0wLm"}'],
+        ["--speculative-config", '[{"auth": {"api_key": "Zx81Qp0wLm"}}]'],
+    ],
+    ids=["hf-overrides", "json-override-equals", "speculative-config", "nested-list"],
+)
+def test_a_credential_inside_a_json_argument_is_refused_at_the_argument(args):
+    doc = example("process")
+    doc["launch"]["args"] = list(args)
+    fields = refusal(doc)
+    index = len(args) - 1
+    assert list(fields) == [f"launch.args.{index}"], fields
+    assert "in its JSON" in fields[f"launch.args.{index}"][0]
+    assert "Zx81Qp0wLm" not in repr(fields)
+
+
+@pytest.mark.parametrize(
+    "flag",
+    ["\u2010\u2010api-key", "\u2013\u2013api-key", "\u2014api-key", "\uff0d\uff0dapi-key",
+     "--api\u200b-key", "--api-\u2060key"],
+    ids=["hyphens", "en-dashes", "em-dash", "fullwidth", "zero-width-space", "word-joiner"],
+)  # fmt: skip
+def test_a_flag_written_with_look_alike_dashes_or_invisible_characters_is_still_a_flag(flag):
+    doc = example("process")
+    doc["launch"]["args"] = [flag, "Zx81Qp0wLm"]
+    fields = refusal(doc)
+    assert "launch.args.1" in fields, fields
+
+
+@pytest.mark.parametrize("revision", ["token: Zx81Qp0wLm", "main token", "v1\nsecret"])
+def test_a_revision_is_a_ref_or_a_digest_never_free_text(revision):
+    doc = example("process")
+    doc["model"]["revision"] = revision
+    assert "model.revision" in refusal(doc)
+
+
+def test_real_json_arguments_and_revisions_are_accepted():
+    doc = example("process")
+    doc["launch"]["args"] += [
+        "--speculative-config",
+        '{"method": "eagle3", "model": "org/draft", "num_speculative_tokens": 3}',
+        '--hf-overrides={"rope_scaling": {"type": "yarn", "factor": 4.0}}',
+    ]
+    for revision in ("3f9c2a1", "refs/pr/12", "v1.0-rc+2", "sha256:" + "ab" * 32):
+        doc["model"]["revision"] = revision
+        parse_config(as_json(doc), "application/json")

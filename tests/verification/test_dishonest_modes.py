@@ -23,23 +23,27 @@ def test_an_honest_run_passes_every_check_it_can_measure(honest):
     not_passing = {n for n, c in honest.items() if c["status"] != "pass"}
     assert not_passing <= {"telemetry", "statistics"}, not_passing
     assert honest["cache_honesty"]["evidence"]["over_bound"] == 0
+    assert honest["cache_truth"]["status"] == "pass"
     assert honest["model_identity"]["summary"].startswith("6 of 6 canary answers match")
 
 
 @pytest.mark.parametrize(
-    ("mode", "check"),
+    ("mode", "caught_by"),
     [
-        ("truncated", "output_lengths"),
-        ("padded", "token_counts"),
-        ("cache_shared", "cache_honesty"),
-        ("other_model", "model_identity"),
-        ("fake_spec", "speculative_decoding"),
-        ("fewer_accelerators", "accelerators"),
+        ("truncated", {"output_lengths"}),
+        ("padded", {"token_counts"}),
+        # more cached tokens than the sessions' own prefixes: over the per-request bound and
+        # over the window's theoretical reusable prefix
+        ("cache_shared", {"cache_honesty", "cache_truth"}),
+        ("cache_inflated", {"cache_honesty", "cache_truth"}),
+        ("other_model", {"model_identity"}),
+        ("fake_spec", {"speculative_decoding"}),
+        ("fewer_accelerators", {"accelerators"}),
     ],
 )
-def test_each_dishonest_mode_is_caught_by_exactly_its_check(mode, check):
+def test_each_dishonest_mode_is_caught_by_exactly_its_checks(mode, caught_by):
     checks = simulated_run(mode)
-    assert failing(checks) == {check}, {n: c["summary"] for n, c in checks.items()}
+    assert failing(checks) == caught_by, {n: c["summary"] for n, c in checks.items()}
 
 
 def test_shared_cache_is_reported_with_the_requests_that_exceed_their_sessions_bound():
@@ -69,3 +73,23 @@ def test_a_shared_cache_is_still_caught_on_a_primed_cache():
     # ...and a server sharing cache across agents is still caught beside it.
     checks = simulated_run("cache_shared", prime_cache=True)
     assert "cache_honesty" in failing(checks)
+
+
+def test_an_honest_runs_cache_truth_is_a_little_under_theoretical_and_agrees_with_its_counters(
+    honest,
+):
+    evidence = honest["cache_truth"]["evidence"]
+    assert evidence["verdict"] == "pass"
+    assert 0.95 <= evidence["ratio"] <= 1.0  # whole 16-token blocks, never the last token
+    for row in evidence["trials"]:
+        assert row["verdict"] == "pass", row
+        assert row["counters"]["status"] == "agrees", row
+        assert abs(row["counters"]["difference"]) < 0.01
+
+
+def test_inflated_cache_reports_are_caught_over_the_window_with_the_ratio():
+    checks = simulated_run("cache_inflated")
+    evidence = checks["cache_truth"]["evidence"]
+    assert evidence["ratio"] > 1.2
+    assert {row["verdict"] for row in evidence["trials"]} == {"fail"}
+    assert "hits over-reported" in checks["cache_truth"]["summary"]

@@ -293,6 +293,7 @@ def test_runtime_from_podman_inspect_and_the_server_record():
         "engine_version": "0.14.0",
         "source": "/v1/models owned_by; /version",
         "models": ["m"],
+        "settings": None,  # vLLM's cache settings: none in these answers
     }
 
     def metrics_only(path):
@@ -319,6 +320,7 @@ def test_a_cpu_host_inventory_is_this_machine_and_passes_a_cpu_system(tmp_path):
         "engine_version": None,
         "source": None,
         "models": [],
+        "settings": None,
     }
     got = check_inventory(doc, {"engine": {}}, accelerator="CPU", accelerators_used=1)
     assert got["evidence"]["compared"]["accelerators_used"] == {"declared": 1, "inventory": 1}

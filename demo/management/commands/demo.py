@@ -75,9 +75,13 @@ def serve(*, host: str, port: int, runs: bool) -> int:
     logs.mkdir(parents=True, exist_ok=True)
     python = sys.executable
     if runs:
-        from demo.steps import prepare_environment
+        from demo.steps import prepare_environment, stop_environment
 
-        prepare_environment(base_url=f"http://{host}:{port}")
+        try:
+            prepare_environment(base_url=f"http://{host}:{port}")
+        except BaseException:  # a failed build or Ctrl-C: the registry it started stops too
+            stop_environment()
+            raise
     queues = os.environ.get("DEMO_QUEUES", "web,pool.local-cpu,pool.simulated")
     _declare_queues(queues.split(","))
     worker = _spawn(
