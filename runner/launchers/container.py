@@ -65,7 +65,9 @@ class ContainerSpec:
     """One container, fully described; `podman_run_argv` turns it into an argv.
 
     Environment values never appear on the argv: `env_names` are passed as `--env NAME`,
-    and the caller puts the values in podman's own environment (see `ContainerLauncher`)."""
+    and the caller puts the values in podman's own environment (see `ContainerLauncher`).
+    `platform_env` is the platform's own, never a secret (which GPUs a hook may add), and is
+    written on the argv, after the names, so a vendor's value cannot replace it."""
 
     image: str
     command: list[str]  # the entrypoint and its arguments, run as given (no shell)
@@ -84,6 +86,7 @@ class ContainerSpec:
     shm_size: str | None = None  # e.g. "16g"; None: the runtime's default (64 MiB)
     memlock: str | None = None  # e.g. "-1" (unlimited) or bytes, as --ulimit memlock=X:X
     devices: list[str] = field(default_factory=list)  # device nodes or CDI names
+    platform_env: dict[str, str] = field(default_factory=dict)  # DeviceGrant.visible_env()
     ulimits: dict[str, str] = field(
         default_factory=lambda: {"nofile": "1024:1024", "nproc": "1024:1024"}
     )
@@ -135,6 +138,8 @@ def podman_run_argv(spec: ContainerSpec) -> list[str]:
         argv += ["--label", f"{key}={value}"]
     for name in spec.env_names:
         argv += ["--env", name]
+    for name, value in sorted(spec.platform_env.items()):
+        argv += ["--env", f"{name}={value}"]
     if spec.memory:
         argv += ["--memory", spec.memory, "--memory-swap", spec.memory]
     if spec.pids_limit:
@@ -433,6 +438,7 @@ class ContainerLauncher:
             shm_size=f"{grant.shm_bytes}b",
             memlock="-1" if grant.memlock_bytes is None else str(grant.memlock_bytes),
             devices=grant.podman_devices(),
+            platform_env=grant.visible_env(),
             image=image,
             command=command,
             name=self.name,

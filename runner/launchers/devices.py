@@ -318,6 +318,22 @@ class DeviceGrant:
             out += [f"{host}:{inside}" for host, inside in self.shared]
         return out
 
+    def visible_env(self) -> dict[str, str]:
+        """``NVIDIA_VISIBLE_DEVICES`` for the container: the granted GPUs by minor (or CDI
+        device), ``void`` when none. An image's own ``NVIDIA_VISIBLE_DEVICES=all`` (vLLM's and
+        most CUDA images set it) would make a legacy nvidia hook on the node inject every GPU;
+        this value overrides the image's, so the hook, where there is one, adds exactly the
+        grant."""
+        names: list[str] = []
+        for acc in self.accelerators:
+            if acc.vendor != "nvidia":
+                continue
+            if acc.minor is not None:
+                names.append(str(acc.minor))
+            elif acc.cdi is not None:
+                names.append(acc.cdi.partition("=")[2])
+        return {"NVIDIA_VISIBLE_DEVICES": ",".join(names) or "void"}
+
     def podman_args(self) -> list[str]:
         args: list[str] = []
         for device in self.podman_devices():

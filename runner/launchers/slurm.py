@@ -17,8 +17,10 @@ states come from the tasks' own state files in the job folder (a filesystem ever
 the runner share, `RUNNER_SLURM_SHARED_DIR`).
 
 The pool host's settings (environment): `SLURM_CONF`, `RUNNER_SLURM_PARTITION` (default: the
-partition Slurm marks default), `RUNNER_SLURM_SHARED_DIR`, `RUNNER_SLURM_RUNTIME` (`podman`,
-`host`; pyxis is the documented alternative), `RUNNER_SLURM_PORT_BASE`, `RUNNER_SLURM_ACCOUNT`.
+partition Slurm marks default), `RUNNER_SLURM_SHARED_DIR`, `RUNNER_SLURM_RUNTIME` (`podman`, the
+default; `pyxis`; `host` on a vendor's own pool only, `RUNNER_POOL_OPERATED_BY=vendor`),
+`RUNNER_SLURM_GPUS` (each task's GPUs by Slurm index, else each node's gres.conf:
+runner/launchers/slurm_devices.py), `RUNNER_SLURM_PORT_BASE`, `RUNNER_SLURM_ACCOUNT`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import json
 import math
 import os
 import random
+import re
 import shlex
 import socket
 import subprocess
@@ -43,6 +46,35 @@ from runner.launchers.base import Endpoint, LauncherError, wait_for_models
 JOB_PREFIX = "agentperf-run-"
 PORT_STRIDE = 100  # ports per heterogeneous component: base + 100 × component + rank
 LEASE_S = 60  # the job ends when the runner has not renewed its lease for this long
+RUNTIMES = ("podman", "pyxis", "host")
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """Slurm's compressed host list (`node[1-3,5],gpu07`) as names, in order."""
+    names: list[str] = []
+    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\])?[^,]*", text):
+        match = re.fullmatch(r"([^\[]*)\[([^\]]*)\](.*)", part)
+        if not match:
+            names.append(part)
+            continue
+        prefix, ranges, suffix = match.groups()
+        for item in ranges.split(","):
+            low, _, high = item.partition("-")
+            if not high:
+                names.append(f"{prefix}{low}{suffix}")
+                continue
+            width = len(low)
+            names += [f"{prefix}{i:0{width}d}{suffix}" for i in range(int(low), int(high) + 1)]
+    return names
+
+
+def pool_operated_by() -> str:
+    """`RUNNER_POOL_OPERATED_BY`: `platform` (the default) or `vendor` (a vendor's own
+    machines, where only its submissions run; docs/security.md "Vendor commands")."""
+    value = os.environ.get("RUNNER_POOL_OPERATED_BY") or "platform"
+    if value not in ("platform", "vendor"):
+        raise LauncherError(f"RUNNER_POOL_OPERATED_BY={value!r} is not platform or vendor")
+    return value
 
 
 def lease_s() -> int:
@@ -431,8 +463,31 @@ class SlurmLauncher:
 
     @property
     def runtime(self) -> str:
-        default = "podman" if self.config.get("image") else "host"
-        return os.environ.get("RUNNER_SLURM_RUNTIME") or default
+        """`RUNNER_SLURM_RUNTIME`: `podman` (the default), `pyxis` or `host`."""
+        return os.environ.get("RUNNER_SLURM_RUNTIME") or "podman"
+
+    def check_runtime(self) -> None:
+        """Refuse, before anything is queued, a launch the pool's runtime would run
+        unisolated: `host` runs the vendor's command bare on the nodes, with every GPU of
+        the node, so only a vendor's own pool (`RUNNER_POOL_OPERATED_BY=vendor`) may use it;
+        `podman` and `pyxis` need the config's pinned image."""
+        runtime = self.runtime
+        if runtime not in RUNTIMES:
+            raise LauncherError(
+                f"RUNNER_SLURM_RUNTIME={runtime!r} is not one of {', '.join(RUNTIMES)}"
+            )
+        if runtime == "host" and pool_operated_by() != "vendor":
+            raise LauncherError(
+                "RUNNER_SLURM_RUNTIME=host runs the vendor's command bare on the nodes, with "
+                "every GPU of each node: a platform pool runs each task in its pinned image "
+                "(podman or pyxis); only a vendor's own pool (RUNNER_POOL_OPERATED_BY=vendor) "
+                "may run it on the host"
+            )
+        if runtime != "host" and not self.config.get("image"):
+            raise LauncherError(
+                f"engine.image: a Slurm launch runs each task in its pinned image "
+                f"(RUNNER_SLURM_RUNTIME={runtime}); the config names none"
+            )
 
     def job_document(self, port_base: int) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -462,6 +517,11 @@ class SlurmLauncher:
             doc["container_memory"] = os.environ.get("RUNNER_CONTAINER_MEMORY")
             doc["shm_size"] = f"{DevicePool.from_env().shm_bytes}b"  # RUNNER_SHM_SIZE
             doc["read_only_mounts"] = extra_read_only_paths()
+            # each task's GPUs (runner/launchers/slurm_devices.py): the pool's declaration by
+            # Slurm index (else each node's gres.conf), its control nodes and memlock limit
+            doc["slurm_gpus"] = os.environ.get("RUNNER_SLURM_GPUS") or None
+            doc["shared_devices"] = os.environ.get("RUNNER_SHARED_DEVICES")
+            doc["memlock"] = os.environ.get("RUNNER_MEMLOCK") or None
         return doc
 
     # -- the launch ---------------------------------------------------------------------
@@ -508,6 +568,7 @@ class SlurmLauncher:
             raise
 
     def _start(self) -> Endpoint:
+        self.check_runtime()
         reap_orphans()
         cancel(self.job_name)  # an earlier attempt's job of this run (a redelivered run)
         components = plan(self.config, partition_capacity(self.partition))
@@ -658,6 +719,8 @@ class SlurmLauncher:
                 "rank": s["rank"],
                 "node": s["node"],
                 "gpus": len(s.get("gpus") or []),
+                # what its container was given (podman): exactly Slurm's allocation
+                "devices": s.get("devices"),
                 "state": s["state"],
                 "exit_code": s.get("exit_code"),
             }

@@ -36,28 +36,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from runner.launchers.slurm import PORT_STRIDE
+from runner.launchers.devices import DeviceGrant
+from runner.launchers.slurm import PORT_STRIDE, expand_hostlist
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-def expand_hostlist(text: str) -> list[str]:
-    """Slurm's compressed host list (`node[1-3,5],gpu07`) as names, in order."""
-    names: list[str] = []
-    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\])?[^,]*", text):
-        match = re.fullmatch(r"([^\[]*)\[([^\]]*)\](.*)", part)
-        if not match:
-            names.append(part)
-            continue
-        prefix, ranges, suffix = match.groups()
-        for item in ranges.split(","):
-            low, _, high = item.partition("-")
-            if not high:
-                names.append(f"{prefix}{low}{suffix}")
-                continue
-            width = len(low)
-            names += [f"{prefix}{i:0{width}d}{suffix}" for i in range(int(low), int(high) + 1)]
-    return names
 
 
 def expand_tasks_per_node(text: str) -> list[int]:
@@ -263,11 +245,16 @@ http {{
 
 
 def runtime_argv(
-    job: dict[str, Any], command: list[str], env_names: list[str], name: str
+    job: dict[str, Any],
+    command: list[str],
+    env_names: list[str],
+    name: str,
+    grant: DeviceGrant | None = None,
 ) -> list[str]:
     """The command as the pool's runtime runs it: `podman` (the pinned image, with the
     container launcher's isolation but the node's network: tasks reach each other across
-    nodes), or `host` (the command as given, where no runtime is installed)."""
+    nodes; ``grant``: exactly the GPUs Slurm allocated this task, runner/launchers/
+    slurm_devices.py), or `host` (the command as given, on a vendor's own pool only)."""
     runtime = job.get("runtime") or "host"
     if runtime in ("host", "pyxis"):  # pyxis: srun already started this task in the image
         return command
@@ -303,6 +290,15 @@ def runtime_argv(
             memory=job.get("container_memory") or default_memory_limit(),
             shm_size=job.get("shm_size"),  # RUNNER_SHM_SIZE (default 1 GiB), as `container`
             podman=list(job.get("podman") or ["podman"]),
+            devices=grant.podman_devices() if grant is not None else [],
+            platform_env=grant.visible_env() if grant is not None else {},
+            memlock=(
+                None
+                if grant is None
+                else "-1"
+                if grant.memlock_bytes is None
+                else str(grant.memlock_bytes)
+            ),
         )
         return podman_run_argv(spec)
     raise SystemExit(f"unknown runtime {runtime!r} (podman, pyxis or host)")
@@ -366,7 +362,30 @@ def main(argv: list[str] | None = None) -> int:
             **{k: v for k, v in values.items()},
         }
         child_env.update({k: env[k] for k in ("CUDA_VISIBLE_DEVICES",) if k in env})
-        argv_ = runtime_argv(job, command, sorted(set(declared) | set(values)), name)
+        grant = None
+        if job.get("runtime") == "podman":
+            # exactly the GPUs Slurm allocated this task, as devices of its container; the
+            # container numbers them from 0, so Slurm's CUDA_VISIBLE_DEVICES stays outside
+            from runner.launchers.base import LauncherError
+            from runner.launchers.slurm_devices import task_grant
+
+            try:
+                grant = task_grant(
+                    env,
+                    node,
+                    wanted=int(component.get("gpus_per_task") or 0),
+                    declared=job.get("slurm_gpus"),
+                    shared=job.get("shared_devices"),
+                    shm_size=job.get("shm_size"),
+                    memlock=job.get("memlock"),
+                )
+            except LauncherError as exc:
+                state.update(state="exited", exit_code=126, reason=f"GPUs: {exc}")
+                write_state(state_path, state)
+                return 126
+            state["devices"] = grant.describe()
+            write_state(state_path, state)
+        argv_ = runtime_argv(job, command, sorted(set(declared) | set(values)), name, grant)
         if job.get("runtime") == "podman":  # podman itself needs its host's environment
             child_env = {**env, **child_env}
     log = open(job_dir / "logs" / f"{role}-{rank}.log", "ab")

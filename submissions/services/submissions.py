@@ -63,6 +63,15 @@ def config_resolve_catalog(
                 f"{hardware.slug!r} runs on pool {pool.slug!r}, which another organization "
                 "operates; only its operator's submissions run there"
             ]
+        platform_pool = pool is None or not pool.vendor_operated
+        if config.launcher.slurm is not None and not config.engine.image and platform_pool:
+            # without an image a Slurm task would run the command bare on the node, with
+            # every GPU of it (runner/launchers/slurm.py check_runtime)
+            fields["engine.image"] = [
+                f"a Slurm launch on platform pool {hardware.runner_pool!r} runs each task in "
+                "its pinned image (registry/name@sha256:<digest>); name one. Only a vendor's "
+                "own pool runs a command without an image"
+            ]
     attached = config.launcher.attached
     if attached is not None and hardware is not None:
         allowed = PoolEndpoint.objects.filter(

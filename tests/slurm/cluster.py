@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -19,7 +20,7 @@ from tests.services import _free_base_port, wait_port
 
 SLURM_NODES = 3  # tests/slurm: a frontend node and two worker nodes
 SLURM_NODE_CPUS = 2
-SLURM_NODE_GPUS = 2  # counted, not real: gres.conf names /dev/null-style files
+SLURM_NODE_GPUS = 2  # stand-in nodes (stand_in_gpus): Slurm allocates them, no GPU behind
 
 
 @dataclass
@@ -139,7 +140,7 @@ def _slurm_conf(
 def _local_nodes(cluster: str, port: int) -> tuple[list[str], list[str]]:
     """A described cluster's lines with every node on this host: one NodeName line per node
     (NodeHostname=localhost, a port each, for its own slurmd); (lines, node names)."""
-    from runner.launchers.slurm_task import expand_hostlist
+    from runner.launchers.slurm import expand_hostlist
 
     out: list[str] = []
     names: list[str] = []
@@ -155,6 +156,22 @@ def _local_nodes(cluster: str, port: int) -> tuple[list[str], list[str]]:
             )
             names.append(name)
     return out, names
+
+
+# Stand-in GPU nodes: real character devices (the host's null, zero, full, random: one
+# major/minor each, so a container's /dev/nvidiaN shows which one it was given)
+STAND_IN_DEVICES = ((1, 3), (1, 5), (1, 7), (1, 8))
+
+
+def stand_in_gpus(folder: Path) -> str:
+    """SLURM_NODE_GPUS character devices named nvidia0, nvidia1 … in `folder` (mknod: no
+    GPU here), as a gres.conf `File=` list."""
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o755)
+    for index, (major, minor) in enumerate(STAND_IN_DEVICES[:SLURM_NODE_GPUS]):
+        os.mknod(folder / f"nvidia{index}", stat.S_IFCHR | 0o666, os.makedev(major, minor))
+        (folder / f"nvidia{index}").chmod(0o666)
+    return f"{folder}/nvidia[0-{SLURM_NODE_GPUS - 1}]"
 
 
 def start_slurm(cluster: str | None = None, gres: str | None = None) -> SlurmCluster:
@@ -178,7 +195,7 @@ def start_slurm(cluster: str | None = None, gres: str | None = None) -> SlurmClu
     # slurmctld (base), SlurmdPort (base + 1), one slurmd per node (base + 2 …)
     base = _free_base_port(count=2 + slurmds)
     (folder / "slurm.conf").write_text(_slurm_conf(folder, base, nodes, partition, cluster))
-    files = ",".join(["/dev/null", "/dev/zero", "/dev/full", "/dev/random"][:SLURM_NODE_GPUS])
+    files = stand_in_gpus(folder / "dev")
     (folder / "gres.conf").write_text(
         gres or f"AutoDetect=off\nNodeName={','.join(nodes)} Name=gpu File={files}\n"
     )

@@ -5,8 +5,13 @@ cancels the job; stop (the end of a run, a withdraw) cancels it; a topology the 
 cannot hold is refused before anything is queued; a job whose runner stopped renewing its
 lease ends by itself and the reaper cancels it by name.
 
-The GPUs are Slurm's count only (gres.conf names /dev/null-style files; there is no GPU
-here): what is real is Slurm's allocation of them to tasks (`SLURM_STEP_GPUS`)."""
+The GPUs are stand-in character devices (tests/slurm/cluster.py `stand_in_gpus`; there is no
+GPU here): what is real is Slurm's allocation of them to tasks (`SLURM_STEP_GPUS`, from a
+real gres.conf) and, with Podman, the device nodes each task's container is given.
+
+Most tests run the commands with the `host` runtime, which only a vendor's own pool may use
+(`RUNNER_POOL_OPERATED_BY=vendor`, set for this module); the tests of the pinned image set
+`podman`, and one checks that a platform pool refuses `host`."""
 
 from __future__ import annotations
 
@@ -37,6 +42,19 @@ def wait_until(predicate, *, timeout_s: float, what: str):
             return value
         time.sleep(0.2)
     raise AssertionError(f"{what} within {timeout_s:g} s")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def vendor_pool_host_runtime():
+    """This module's commands run bare on the nodes: a vendor's own pool."""
+    saved = {k: os.environ.get(k) for k in ("RUNNER_SLURM_RUNTIME", "RUNNER_POOL_OPERATED_BY")}
+    os.environ.update(RUNNER_SLURM_RUNTIME="host", RUNNER_POOL_OPERATED_BY="vendor")
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 def llama_role(workers: int, per_worker: int) -> dict:
@@ -262,6 +280,8 @@ def test_tasks_run_the_pinned_image_with_podman(slurm_cluster, tmp_path, monkeyp
 
     image = pushed_llamacpp_image()
     model = tiny_gguf(seed=0)
+    monkeypatch.setenv("RUNNER_SLURM_RUNTIME", "podman")
+    monkeypatch.delenv("RUNNER_POOL_OPERATED_BY")  # a platform pool
     monkeypatch.setenv("RUNNER_REGISTRIES", registry_url())
     monkeypatch.setenv("RUNNER_SANDBOX_RO_PATHS", str(model.parent))
     monkeypatch.setenv("RUNNER_CONTAINER_MEMORY", "1g")
@@ -282,6 +302,11 @@ def test_tasks_run_the_pinned_image_with_podman(slurm_cluster, tmp_path, monkeyp
         assert job["image"] == image and job["pull"][-1] == image
         states = [s for s in launcher.task_states() if s["role"] == "both"]
         assert all(s["command"] == [job["podman"][0]] for s in states)
+        # each worker's container was given its node's two stand-in GPUs, as Slurm allocated
+        for state in states:
+            (given,) = state["devices"]["workers"]
+            assert sorted(state["gpus"]) == ["0", "1"]
+            assert [d["nodes"] for d in given] == [["/dev/nvidia0"], ["/dev/nvidia1"]]
     finally:
         launcher.stop()
     wait_until(lambda: job_gone(launcher.job_name), timeout_s=30, what="the job was cancelled")
@@ -334,3 +359,103 @@ def test_a_node_that_drops_fails_the_run_naming_it(tmp_path, monkeypatch):
         launcher.stop()
     finally:
         cluster.stop()
+
+
+# Runs in the image (its Python): answers every GET with the GPU nodes and the device
+# variables its container sees (each node's major/minor tells which stand-in it is).
+GPU_PROBE = r"""
+import http.server, json, os
+nodes = sorted(n for n in os.listdir("/dev") if n.startswith("nvidia"))
+seen = {
+    "nvidia": {n: [os.major(os.stat("/dev/" + n).st_rdev), os.minor(os.stat("/dev/" + n).st_rdev)] for n in nodes},
+    "env": {k: os.environ.get(k) for k in ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")},
+}
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = json.dumps({"object": "list", "data": [{"id": "tiny"}], "seen": seen}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+http.server.HTTPServer(("0.0.0.0", int(os.environ["PORT"])), Handler).serve_forever()
+"""
+
+
+def test_each_podman_task_is_given_exactly_the_gpus_slurm_allocated_it(
+    slurm_cluster, tmp_path, monkeypatch
+):
+    """Two workers of one GPU share a node of two: Slurm allocates each task one GPU index
+    of the node's gres.conf (real stand-in device nodes), and each task's container has
+    that one node at /dev/nvidiaN, the other GPU absent, NVIDIA_VISIBLE_DEVICES naming it
+    (so a legacy nvidia hook adds nothing else) and no CUDA_VISIBLE_DEVICES of the host's
+    numbering (runner/launchers/slurm_devices.py)."""
+    from tests.slurm.cluster import STAND_IN_DEVICES
+    from tests.support.container_image import pushed_llamacpp_image, registry_url
+
+    image = pushed_llamacpp_image()
+    monkeypatch.setenv("RUNNER_SLURM_RUNTIME", "podman")
+    monkeypatch.delenv("RUNNER_POOL_OPERATED_BY")  # a platform pool
+    monkeypatch.setenv("RUNNER_REGISTRIES", registry_url())
+    monkeypatch.setenv("RUNNER_CONTAINER_MEMORY", "512m")
+    role = {
+        "name": "both",
+        "workers": 2,
+        "accelerators_per_worker": 1,
+        "command": ["python", "-c", GPU_PROBE],
+        "env": {},
+    }
+    launcher = SlurmLauncher(
+        {**config(role, 2), "image": image}, log_dir=str(tmp_path), run_id="t9"
+    )
+    try:
+        try:
+            endpoint = launcher.start()
+        except LauncherError as exc:
+            raise AssertionError(f"{exc}\n{launcher.log_bytes()[-3000:].decode()}") from exc
+        states = [s for s in launcher.task_states() if s["role"] == "both"]
+        assert len(states) == 2 and len({s["node"] for s in states}) == 1  # one node, 2 GPUs
+        given: dict[int, dict] = {}
+        for state in states:
+            (gpu,) = state["gpus"]
+            url = f"http://127.0.0.1:{state['port']}/v1/models"
+            with urllib.request.urlopen(url, timeout=10) as response:
+                seen = json.loads(response.read())["seen"]
+            index = int(gpu)
+            assert seen["nvidia"] == {f"nvidia{index}": list(STAND_IN_DEVICES[index])}, seen
+            assert seen["env"] == {
+                "NVIDIA_VISIBLE_DEVICES": str(index),
+                "CUDA_VISIBLE_DEVICES": None,
+            }
+            given[index] = state["devices"]
+        assert sorted(given) == [0, 1]  # each GPU to one task, none to both
+        tasks = [t for t in endpoint.info["slurm"]["tasks"] if t["role"] == "both"]
+        inside = sorted(
+            d["nodes"] for t in tasks for group in t["devices"]["workers"] for d in group
+        )
+        assert inside == [["/dev/nvidia0"], ["/dev/nvidia1"]]
+    finally:
+        launcher.stop()
+    wait_until(lambda: job_gone(launcher.job_name), timeout_s=30, what="the job was cancelled")
+
+
+def test_a_platform_pool_refuses_the_host_runtime_and_an_image_less_launch(
+    slurm_cluster, tmp_path, monkeypatch
+):
+    """`host` would run the vendor's command bare on the nodes with every GPU: refused on a
+    platform pool before anything is queued; Podman without the config's image is refused
+    naming engine.image (the submission refuses it first: tests/submissions/
+    test_early_refusals.py)."""
+    monkeypatch.delenv("RUNNER_POOL_OPERATED_BY")
+    launcher = SlurmLauncher(config(models_role(tmp_path), 1), log_dir=str(tmp_path), run_id="t10")
+    with pytest.raises(LauncherError, match="RUNNER_SLURM_RUNTIME=host runs the vendor's command"):
+        launcher.start()
+    monkeypatch.setenv("RUNNER_SLURM_RUNTIME", "podman")
+    with pytest.raises(LauncherError) as caught:
+        launcher.start()
+    assert str(caught.value).startswith("engine.image: a Slurm launch runs each task"), caught.value
+    assert jobs(launcher.job_name) == []  # nothing was queued

@@ -1,8 +1,9 @@
 """What a launch would refuse is refused at submission, naming the field, before a reviewer
 approves anything (issue 36 hostile findings, "checks that come too late"; docs/security.md
 "Vendor commands"): the platform's own settings named in a command, a Slurm image from a
-registry the pools do not pull from or with a path for a name, and a served model name that
-would put a second line into the job script."""
+registry the pools do not pull from or with a path for a name, a Slurm launch without an image
+on a platform pool, and a served model name that would put a second line into the job
+script."""
 
 from __future__ import annotations
 
@@ -91,6 +92,22 @@ def test_an_image_with_a_path_for_a_name_is_refused(alice, image):
     doc = slurm_config()
     doc["engine"]["image"] = image + DIGEST
     refused(alice, doc, "engine.image", "pattern")
+
+
+def test_an_image_less_slurm_launch_is_refused_on_a_platform_pool_only(alice, cast):
+    """Without an image a Slurm task would run the vendor's command bare on the node, with
+    every GPU of it: a platform pool refuses it naming engine.image; a vendor's own pool
+    (its machines, its submissions only) may run it on the host."""
+    from catalog.models import HardwareSystem
+    from submissions.models import RunnerPool
+
+    doc = slurm_config()
+    doc["engine"] = {"name": "llamacpp", "version": "b6000"}  # the engine an image is optional for
+    refused(alice, doc, "engine.image", "runs each task in its pinned image")
+    hardware = HardwareSystem.objects.get(slug=doc["topology"]["roles"][0]["hardware"])
+    RunnerPool.objects.create(slug=hardware.runner_pool, operator_org=cast.org_a)
+    status, body = post(alice, doc)
+    assert status == 201, body
 
 
 def test_a_served_model_name_with_a_second_line_is_refused(alice):
