@@ -14,7 +14,7 @@ from leaderboard.cache import chart_cache_added, chart_cache_invalidate
 from leaderboard.purge import purge_http_cache, purge_results
 from leaderboard.rebuild import pages_rebuild
 
-__all__ = ["purge_http_cache", "rebuild_pages", "result_pages_changed"]
+__all__ = ["export_public_dump", "purge_http_cache", "rebuild_pages", "result_pages_changed"]
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +28,18 @@ def rebuild_pages(result_ids: list[int]) -> list[str]:
     paths = pages_rebuild(result_ids=ids)
     purge_results(ids)
     return paths
+
+
+@shared_task(name="leaderboard.export_public", acks_late=True, ignore_result=True, max_retries=0)
+def export_public_dump() -> str | None:
+    """A new public dump after a result left the board (web queue), where one was ever
+    exported: the newest dump withholds an invalidated result's config at once, not at the
+    next `manage.py export_public` (docs/security.md "Secrets in configs")."""
+    from leaderboard.export import export_public, latest_manifest
+
+    if latest_manifest() is None:
+        return None
+    return str(export_public()["folder"])
 
 
 def result_pages_changed(*, result_ids: list[int], removed: bool) -> None:
@@ -46,3 +58,8 @@ def result_pages_changed(*, result_ids: list[int], removed: bool) -> None:
         rebuild_pages.apply_async(args=[result_ids], retry=False)
     except Exception:  # the broker is down: the change is committed and the cache bumped
         log.exception("could not queue the page rebuild for results %s", result_ids)
+    if removed:
+        try:
+            export_public_dump.apply_async(retry=False)
+        except Exception:  # the next export (or status change) writes it
+            log.exception("could not queue the public dump after results %s", result_ids)

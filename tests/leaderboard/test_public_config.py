@@ -62,6 +62,26 @@ def test_an_invalidated_result_no_longer_serves_its_config(
     assert next(r for r in json.loads(dump)["results"] if r["id"] == result.pk)["config"] is None
 
 
+def test_an_invalidation_writes_a_new_dump_at_once(
+    client, cast, monkeypatch, django_capture_on_commit_callbacks
+):
+    """The finding: the dump served an invalidated result's config until the next export.
+    The status change queues a new dump (run here in-process where the worker would)."""
+    from leaderboard import tasks
+
+    ran: list[object] = []
+    task = tasks.export_public_dump
+    monkeypatch.setattr(task, "apply_async", lambda *a, **kw: ran.append(task.apply().get()))
+    result = make_published_result(config=_config())
+    assert "--ctx-per-slot" in _dump(client)  # a dump exists, with the config
+    with django_capture_on_commit_callbacks(execute=True):
+        review_invalidate(submission=result.submission, actor=cast.rita, reason="wrong weights")
+    assert len(ran) == 1 and ran[0]  # the folder of the new bundle
+    with urllib.request.urlopen(client.get("/data/latest/results.json")["Location"]) as f:
+        dump = json.loads(f.read())
+    assert next(r for r in dump["results"] if r["id"] == result.pk)["config"] is None
+
+
 def test_a_reviewer_redacts_a_published_value_everywhere_with_a_reason_audited(
     client, cast, django_capture_on_commit_callbacks
 ):
