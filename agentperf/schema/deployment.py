@@ -746,6 +746,7 @@ class DeploymentConfig(_Strict):
                     "launcher.simulated.profile",
                     f"profile simulates model {model!r}, the config names {self.model.id!r}",
                 )
+            _twin_serves_the_topology(self)
         if self.topology.mode == "disaggregated" and self.kv_cache.transfer == "none":
             raise _field_error("kv_cache.transfer", "disaggregated mode needs a KV transfer")
         _no_platform_variables(self)
@@ -774,6 +775,28 @@ class DeploymentConfig(_Strict):
         if self.launcher.slurm is not None:
             return self.launcher.slurm.served_model_name
         return self.launch.served_model_name if self.launch is not None else None
+
+
+def _twin_serves_the_topology(config: DeploymentConfig) -> None:
+    """Overrides that change the twin's GPUs (replicas × accelerators of its roles) change
+    them to the topology's: results are per accelerator, so `aggregated.accelerators: 7`
+    under a topology of 8 would divide seven GPUs' output by eight. (A profile's own size is
+    not checked against the topology here: the tiny test profiles stand for larger ones.)"""
+    simulated = config.launcher.simulated
+    assert simulated is not None
+    if not simulated.overrides:
+        return
+    try:
+        used = load_profile_with(simulated.profile, simulated.overrides).accelerators_used
+        base = load_profile_with(simulated.profile).accelerators_used
+    except ProfileError:
+        return  # the overrides' own check names the field
+    if used != base and used != config.accelerators_used:
+        raise _field_error(
+            "launcher.simulated.overrides",
+            f"the patched deployment serves on {used} accelerators (replicas × accelerators "
+            f"of each role), the topology on {config.accelerators_used}: they must agree",
+        )
 
 
 def _launch_runnable(config: DeploymentConfig) -> None:

@@ -99,3 +99,19 @@ def test_a_config_whose_overrides_ask_for_unbounded_work_is_refused_naming_the_f
         validate_config(doc)
     assert list(refused.value.fields) == ["launcher.simulated.overrides.speculative.k"]
     assert "must be ≤ 64" in refused.value.fields["launcher.simulated.overrides.speculative.k"][0]
+
+
+def test_overrides_that_put_the_twin_on_other_gpus_than_the_topology_are_refused() -> None:
+    """The hostile finding: `aggregated.accelerators: 7` under a topology of 8 was accepted,
+    and every per-accelerator figure would have divided the twin's 7 GPUs' output by 8.
+    Overrides that change the GPUs to the topology's pass (the co-located ladder rung)."""
+    examples = Path(__file__).resolve().parents[2] / "docs" / "examples"
+    doc = yaml.safe_load((examples / "simulated.yaml").read_text())
+    assert validate_config(doc).accelerators_used == 8
+    doc["launcher"]["simulated"]["overrides"] = {"aggregated": {"accelerators": 7}}
+    with pytest.raises(ConfigError) as refused:
+        validate_config(doc)
+    (message,) = refused.value.fields["launcher.simulated.overrides"]
+    assert "serves on 7 accelerators" in message and "the topology on 8" in message
+    doc["launcher"]["simulated"]["overrides"] = {"aggregated": {"tp": 4}}  # the same 8 GPUs
+    assert validate_config(doc).launcher.simulated.overrides is not None
