@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: demo test install vllm browser sandbox containers slurm varnish lint imports format migrate seed worker beat web check-migrations typecheck clean
+.PHONY: demo test install vllm browser sandbox containers slurm nginx varnish lint imports format migrate seed worker beat web check-migrations typecheck clean
 
 $(PYTHON):
 	$(PY) -m venv $(VENV)
@@ -37,7 +37,7 @@ seed: migrate
 	$(PYTHON) manage.py seed_catalog
 
 # Embedded default: SQLite, kombu's SQLite broker and a local artifacts folder under var/.
-demo: seed sandbox vllm
+demo: seed sandbox vllm nginx
 	$(PYTHON) manage.py publish_tuning_subset
 	$(PYTHON) manage.py demo --host $(HOST) --port $(PORT)
 
@@ -105,6 +105,15 @@ containers:
 	  apt-get update -qq && apt-get install -y -qq podman runc skopeo docker-registry uidmap >/dev/null; \
 	fi
 
+# Debian's nginx: the demo's front before gunicorn (demo/front.py, docs/security.md "Slow
+# clients"); installed when missing.
+nginx:
+	@if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then \
+	  echo "installing Debian's nginx"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq nginx >/dev/null; \
+	fi
+
 # Debian's slurm-wlm (slurmctld, slurmd, the client commands) and munge for the Slurm
 # launcher's private test cluster (tests/slurm/), nginx for its round-robin frontend
 # (docs/pipeline.md "Slurm"); installed when missing.
@@ -131,7 +140,7 @@ varnish:
 # side by side (tests/shards.py), each with its own SeaweedFS, Varnish, registry and test
 # database. PYTEST_ARGS naming test files runs them as one session.
 TEST_SHARDS ?= 2
-test: install vllm slurm browser sandbox containers varnish lint imports check-migrations typecheck
+test: install vllm slurm nginx browser sandbox containers varnish lint imports check-migrations typecheck
 	$(PYTHON) -m tests.shards --shards $(TEST_SHARDS) --durations=25 $(PYTEST_ARGS)
 
 clean:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -19,14 +20,27 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from demo.front import nginx_binary, start_front
+
 REPO = Path(settings.BASE_DIR)
 
 
-def _spawn(args: list[str], log: Path) -> subprocess.Popen:
+def _spawn(args: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
     handle = open(log, "ab")
     return subprocess.Popen(
-        args, cwd=REPO, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
+        args,
+        cwd=REPO,
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env={**os.environ, **(env or {})},
     )
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def _wait_http(url: str, seconds: float) -> bool:
@@ -103,6 +117,10 @@ def serve(*, host: str, port: int, runs: bool) -> int:
         ],
         logs / "worker.log",
     )
+    # nginx in front (demo/front.py): a slow client holds a connection of nginx's, never one
+    # of gunicorn's threads; gunicorn on a loopback port of its own, trusting that one proxy
+    front_prefix = Path(settings.VAR_DIR) / "front"
+    upstream_port = _free_port() if nginx_binary() else port
     web = _spawn(
         [
             python,
@@ -110,7 +128,7 @@ def serve(*, host: str, port: int, runs: bool) -> int:
             "gunicorn",
             "config.wsgi",
             "-b",
-            f"{host}:{port}",
+            f"127.0.0.1:{upstream_port}" if upstream_port != port else f"{host}:{port}",
             "-w",
             "2",
             "--threads",
@@ -119,11 +137,24 @@ def serve(*, host: str, port: int, runs: bool) -> int:
             "120",
         ],
         logs / "web.log",
+        env={"TRUSTED_PROXY_COUNT": "1"} if upstream_port != port else None,
     )
+    front = None
+    if upstream_port != port:
+        front = start_front(
+            host=host,
+            port=port,
+            upstream_port=upstream_port,
+            prefix=front_prefix,
+            log=logs / "front.log",
+        )
+    else:
+        print("nginx is not installed: gunicorn serves directly, without a slow-client front")
+    children = [p for p in (worker, web, front) if p is not None]
     url = f"http://{host}:{port}/"
     try:
         if not _wait_http(url + "health?format=json", 60):
-            print(f"web server did not come up; see {logs / 'web.log'}")
+            print(f"web server did not come up; see {logs / 'web.log'} and {logs / 'front.log'}")
             return 1
         print(f"\nAgentPerf is serving at {url}  (status: {url}health, admin: {url}admin/)")
         print(f"logs: {logs}   Ctrl-C stops the worker and the web server.\n", flush=True)
@@ -131,7 +162,7 @@ def serve(*, host: str, port: int, runs: bool) -> int:
             from demo.steps import run_demo_steps
 
             run_demo_steps(base_url=url)
-        while worker.poll() is None and web.poll() is None:
+        while all(p.poll() is None for p in children):
             time.sleep(1)
         print("a child process exited; stopping")
         return 1
@@ -142,6 +173,8 @@ def serve(*, host: str, port: int, runs: bool) -> int:
         # A second Ctrl-C or SIGTERM must not interrupt the clean-up.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if front is not None:
+            _stop(front, "front (nginx)")
         _stop(web, "web server")
         _stop(worker, "worker")
         if runs:
