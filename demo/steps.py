@@ -38,11 +38,11 @@ EXAMPLES = REPO / "docs" / "examples"
 DEMO_ORG = "AgentPerf Demo"
 DEMO_REVIEWER = "demo-reviewer"
 # Examples the demo machine can run; `attached` needs an operator-registered endpoint.
-# The measured runs go first, one after the other, and the simulated ones are submitted only
-# once they have finished: a measured run never shares the two cores with a twin (issue 38).
-# llama.cpp starts fastest, so the first result appears within the demo's first minutes;
-# then vLLM, the engine the rack examples name, on this CPU. The GB300 rack then runs on
-# virtual time. The H100 dry run is simulated.yaml with `benchmark.arrival: open`: its result
+# The runs go in phases, one phase submitted only once the one before has finished, so a
+# measured run never shares the two cores with a twin (issue 38): first the GB300 rack on
+# virtual time (the quickest to publish, so the first result appears within the demo's
+# first minutes), then the measured ones one after the other (llama.cpp, then vLLM, the
+# engine the rack examples name, on this CPU), then the H100 dry run. The H100 dry run is simulated.yaml with `benchmark.arrival: open`: its result
 # carries both loops (docs/engine.md "Arrival modes"). Every result shows its session SLOs;
 # the two simulated ones have catalog prices (agentperf/catalog/prices.yaml), so their cost
 # tables have figures, and the `local-cpu` runs have none, so their cost is "—"
@@ -50,6 +50,7 @@ DEMO_REVIEWER = "demo-reviewer"
 MEASURED = ("process.yaml", "vllm-process.yaml")
 SIMULATED = ("gb300-nvl72-dry-run.yaml", "simulated-open-loop.yaml")
 RUNNABLE = (*MEASURED, *SIMULATED)
+PHASES = (SIMULATED[:1], MEASURED, SIMULATED[1:])
 LABELS = {
     "gb300-nvl72-dry-run.yaml": "GB300 NVL72 dry run, 28 Oct stack (simulated, demo)",
     "simulated-open-loop.yaml": "H100 SXM ×8 dry run, closed and open loop (simulated, demo)",
@@ -313,7 +314,7 @@ def demo_runs(*, base_url: str) -> dict[int, str]:
     _, token = api_token_create(org=org, name=f"demo {time.strftime('%Y-%m-%d %H:%M:%S')}")
 
     outcome: dict[int, str] = {}
-    for phase in (MEASURED, SIMULATED):
+    for phase in PHASES:
         labels, started = _submit_examples(base_url, token, org, phase)
         outcome.update(_follow(labels, started, reviewer))
     _say(f"all demo runs finished: {outcome}")
