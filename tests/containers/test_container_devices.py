@@ -14,27 +14,17 @@ import resource
 from runner.launchers.base import http_get
 from runner.launchers.container import ContainerLauncher, podman_run_argv
 from runner.launchers.devices import Accelerator, DeviceGrant, host_memlock
+from tests.support.probes import answering
 
 # Runs in the image (its Python): answers /v1/models with what it sees.
-PROBE = r"""
-import http.server, json, os, resource
+PROBE = answering(
+    """
+import os, resource
 shm = os.statvfs("/dev/shm")
 seen = {"dev": sorted(os.listdir("/dev")), "shm_bytes": shm.f_blocks * shm.f_frsize,
         "memlock": resource.getrlimit(resource.RLIMIT_MEMLOCK)}
-
-class Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = json.dumps({"object": "list", "data": [{"id": "probe"}], "seen": seen}).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-http.server.HTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
 """
+)
 
 
 def test_a_container_sees_exactly_the_granted_devices_and_its_resolved_image(pool_host, tmp_path):

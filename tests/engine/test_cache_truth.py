@@ -12,6 +12,7 @@ from agentperf.engine.metrics import RequestRecord, TrialSummary, summarize
 from agentperf.engine.replay import NAMESPACE_TOKENS, PRIMED_TURN
 from agentperf.engine.trajectory import Trajectory, Turn
 from agentperf.verification.speculative import parse_metrics
+from tests.support.records import request_record
 
 SYSTEM = {"role": "system", "content": "You are a coding agent."}
 TOOL = {"type": "function", "function": {"name": "read", "parameters": {"type": "object"}}}
@@ -51,24 +52,15 @@ def record(
     local: int | None = None,
     extra: dict | None = None,
 ) -> RequestRecord:
-    return RequestRecord(
+    return request_record(
+        t=t,
         request_id=rid,
         agent_id=agent,
         session_id=session,
-        trajectory_id="t",
         turn_index=turn,
-        target_output_tokens=8,
-        t_send_ns=t,
-        t_first_ns=t + 1,
-        t_last_ns=t + 2,
-        t_end_ns=t + 3,
-        n_reads=8,
-        n_output_events=8,
         n_in=n_in,
-        n_out=8,
         n_cached=cached,
         local_prompt_tokens=local,
-        ok=True,
         extra=extra or {},
     )
 

@@ -29,6 +29,7 @@ import pytest
 from runner.launchers.base import LauncherError
 from runner.launchers.slurm import SlurmLauncher, active_jobs, jobs, reap_orphans
 from runner.launchers.tiny_gguf import tiny_gguf
+from tests.support.probes import answering
 
 pytestmark = [pytest.mark.slow, pytest.mark.llamacpp]
 
@@ -101,6 +102,14 @@ def config(role: dict, used: int) -> dict:
         "accelerators_used": used,
         "roles": [role],
     }
+
+
+def started(launcher: SlurmLauncher):
+    """``launcher.start()``, or a failure that shows the end of the job's logs."""
+    try:
+        return launcher.start()
+    except LauncherError as exc:
+        raise AssertionError(f"{exc}\n{launcher.log_bytes()[-3000:].decode()}") from exc
 
 
 def job_gone(name: str) -> bool:
@@ -291,10 +300,7 @@ def test_tasks_run_the_pinned_image_with_podman(slurm_cluster, tmp_path, monkeyp
         {**config(role, 4), "image": image}, log_dir=str(tmp_path), run_id="t6"
     )
     try:
-        try:
-            endpoint = launcher.start()
-        except LauncherError as exc:
-            raise AssertionError(f"{exc}\n{launcher.log_bytes()[-3000:].decode()}") from exc
+        endpoint = started(launcher)
         assert endpoint.info["slurm"]["runtime"] == "podman"
         with urllib.request.urlopen(f"{endpoint.base_url}/models", timeout=10) as response:
             assert json.loads(response.read())["data"][0]["id"] == "tiny"
@@ -363,27 +369,19 @@ def test_a_node_that_drops_fails_the_run_naming_it(tmp_path, monkeypatch):
 
 # Runs in the image (its Python): answers every GET with the GPU nodes and the device
 # variables its container sees (each node's major/minor tells which stand-in it is).
-GPU_PROBE = r"""
-import http.server, json, os
+GPU_PROBE = answering(
+    """
+import os
 nodes = sorted(n for n in os.listdir("/dev") if n.startswith("nvidia"))
+rdev = {n: os.stat("/dev/" + n).st_rdev for n in nodes}
 seen = {
-    "nvidia": {n: [os.major(os.stat("/dev/" + n).st_rdev), os.minor(os.stat("/dev/" + n).st_rdev)] for n in nodes},
+    "nvidia": {n: [os.major(d), os.minor(d)] for n, d in rdev.items()},
     "env": {k: os.environ.get(k) for k in ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")},
 }
-
-class Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = json.dumps({"object": "list", "data": [{"id": "tiny"}], "seen": seen}).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-http.server.HTTPServer(("0.0.0.0", int(os.environ["PORT"])), Handler).serve_forever()
-"""
+""",
+    model="tiny",
+    host="0.0.0.0",
+)
 
 
 def test_each_podman_task_is_given_exactly_the_gpus_slurm_allocated_it(
@@ -413,10 +411,7 @@ def test_each_podman_task_is_given_exactly_the_gpus_slurm_allocated_it(
         {**config(role, 2), "image": image}, log_dir=str(tmp_path), run_id="t9"
     )
     try:
-        try:
-            endpoint = launcher.start()
-        except LauncherError as exc:
-            raise AssertionError(f"{exc}\n{launcher.log_bytes()[-3000:].decode()}") from exc
+        endpoint = started(launcher)
         states = [s for s in launcher.task_states() if s["role"] == "both"]
         assert len(states) == 2 and len({s["node"] for s in states}) == 1  # one node, 2 GPUs
         given: dict[int, dict] = {}

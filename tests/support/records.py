@@ -30,6 +30,31 @@ WARMUP_S = 10.0
 WINDOW_S = 60.0
 
 
+def request_record(*, t: int = 0, **fields: object) -> RequestRecord:
+    """One finished, successful request sent at ``t`` ns (first token 1 ns later, last 2, end
+    3), 100 tokens in and 8 out; ``fields`` replace the defaults."""
+    defaults: dict[str, object] = {
+        "request_id": "r0",
+        "agent_id": 0,
+        "session_id": "a0s0",
+        "trajectory_id": "t",
+        "turn_index": 0,
+        "target_output_tokens": 8,
+        "t_send_ns": t,
+        "t_first_ns": t + 1,
+        "t_last_ns": t + 2,
+        "t_end_ns": t + 3,
+        "n_reads": 8,
+        "n_output_events": 8,
+        "n_in": 100,
+        "n_out": 8,
+        "n_cached": None,
+        "local_prompt_tokens": None,
+        "ok": True,
+    }
+    return RequestRecord(**{**defaults, **fields})  # type: ignore[arg-type]
+
+
 @dataclass(slots=True)
 class Shape:
     """How one trial's agents behave: per-agent speed level and TTFT."""

@@ -8,6 +8,7 @@ from agentperf.engine import cachetruth as ct
 from agentperf.engine.metrics import RequestRecord
 from agentperf.engine.trajectory import Trajectory, Turn
 from agentperf.verification.checks import TrialData, check_cache_truth
+from tests.support.records import request_record
 
 TRAJECTORY = Trajectory(
     id="t",
@@ -20,25 +21,7 @@ TRAJECTORY = Trajectory(
 
 
 def record(turn: int, n_in: int, cached: int | None, *, t: int) -> RequestRecord:
-    return RequestRecord(
-        request_id=f"r{turn}",
-        agent_id=0,
-        session_id="a0s0",
-        trajectory_id="t",
-        turn_index=turn,
-        target_output_tokens=8,
-        t_send_ns=t,
-        t_first_ns=t + 1,
-        t_last_ns=t + 2,
-        t_end_ns=t + 3,
-        n_reads=8,
-        n_output_events=8,
-        n_in=n_in,
-        n_out=8,
-        n_cached=cached,
-        local_prompt_tokens=None,
-        ok=True,
-    )
+    return request_record(t=t, request_id=f"r{turn}", turn_index=turn, n_in=n_in, n_cached=cached)
 
 
 def counters(queries: float, hits: float) -> dict[str, float]:

@@ -4,27 +4,21 @@ from __future__ import annotations
 
 from agentperf.engine.metrics import RequestRecord
 from agentperf.verification.checks import TrialData, check_token_counts
+from tests.support.records import request_record
 
 
 def _record(i: int, n_out: int, local_out: int) -> RequestRecord:
-    return RequestRecord(
+    return request_record(
+        t=i,
         request_id=f"r{i}",
         agent_id=i,
         session_id="s",
-        trajectory_id="t",
-        turn_index=0,
         target_output_tokens=local_out,
-        t_send_ns=i,
-        t_first_ns=i + 1,
-        t_last_ns=i + 2,
-        t_end_ns=i + 3,
         n_reads=1,
         n_output_events=1,
-        n_in=100,
         n_out=n_out,
         n_cached=0,
         local_prompt_tokens=100,
-        ok=True,
         local_output_tokens=local_out,
     )
 
