@@ -680,6 +680,7 @@ class SlurmLauncher:
             raise LauncherError(
                 f"Slurm job {self.job_id}: task {state['role']}-{state['rank']} on node "
                 f"{state['node']} exited with code {state.get('exit_code')}"
+                + (f" ({state['reason']})" if state.get("reason") else "")
             )
         if ended:
             j = (by_slurm or ended)[0]

@@ -438,6 +438,40 @@ def test_each_podman_task_is_given_exactly_the_gpus_slurm_allocated_it(
     wait_until(lambda: job_gone(launcher.job_name), timeout_s=30, what="the job was cancelled")
 
 
+def test_a_task_whose_gpus_the_node_cannot_name_fails_the_launch_naming_the_index(
+    slurm_cluster, tmp_path, monkeypatch
+):
+    """The pool declares one GPU per node (`RUNNER_SLURM_GPUS`) where Slurm's gres.conf has
+    two: the task Slurm gives GPU 1 does not start, and the launch fails naming the index
+    and the declaration, never running on a device it was not given."""
+    from tests.support.container_image import pushed_llamacpp_image, registry_url
+
+    image = pushed_llamacpp_image()
+    monkeypatch.setenv("RUNNER_SLURM_RUNTIME", "podman")
+    monkeypatch.delenv("RUNNER_POOL_OPERATED_BY")
+    monkeypatch.setenv("RUNNER_REGISTRIES", registry_url())
+    monkeypatch.setenv("RUNNER_SLURM_GPUS", "nvidia.com/gpu=0")
+    role = {
+        "name": "both",
+        "workers": 1,
+        "accelerators_per_worker": 2,
+        "command": ["python", "-c", GPU_PROBE],
+        "env": {},
+    }
+    launcher = SlurmLauncher(
+        {**config(role, 2), "image": image}, log_dir=str(tmp_path), run_id="t11"
+    )
+    try:
+        with pytest.raises(LauncherError) as caught:
+            launcher.start()
+    finally:
+        launcher.stop()
+    message = str(caught.value)
+    assert "exited with code 126" in message, message
+    assert "Slurm allocated GPU 1 on node" in message and "RUNNER_SLURM_GPUS lists 1" in message
+    wait_until(lambda: job_gone(launcher.job_name), timeout_s=30, what="the job was cancelled")
+
+
 def test_a_platform_pool_refuses_the_host_runtime_and_an_image_less_launch(
     slurm_cluster, tmp_path, monkeypatch
 ):
