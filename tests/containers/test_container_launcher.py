@@ -349,7 +349,9 @@ def test_the_served_process_sees_only_lo_no_host_file_no_host_env_and_is_not_roo
         "HOME",
         "container",
         "TERM",
+        "NVIDIA_VISIBLE_DEVICES",  # the platform's: the GPUs granted, here none
     }, env
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "void"
     # removed at the end of the run; the secret's value is not in what the vendor reads
     assert containers(f"{LABEL_RUN}=probe") == []
     assert b"by-name-0123456789" not in launcher.log_bytes()
