@@ -106,20 +106,24 @@ def test_second_turn_of_an_agent_reports_cached_tokens(llama_server: Any) -> Non
 
 
 def test_output_speed_is_within_ten_percent_of_the_servers_own_timing(llama_server: Any) -> None:
-    async def main(t: HttpTransport) -> list[tuple[float | None, float]]:
-        out = []
+    # Both sides time the same decode; they differ only by when the first and last chunks
+    # reach the client. A long output (about two seconds here) keeps one late chunk on a
+    # busy machine from moving the figure by more than a few per cent (CI once saw +22 %
+    # on 400 tokens), and the median of three ratios drops the worst request.
+    async def main(t: HttpTransport) -> list[float]:
+        ratios = []
         for i in range(3):
-            spec = chat_spec(400, rid=f"s{i}")
+            spec = chat_spec(1500, rid=f"s{i}")
             ex = await t.send(spec)
             assert ex.ok, ex.error_detail
             server = float(ex.extra["server_timings"]["predicted_per_second"])
-            out.append((RequestRecord.from_exchange(spec, ex).output_speed, server))
-        return out
+            ours = RequestRecord.from_exchange(spec, ex).output_speed
+            assert ours is not None
+            ratios.append(ours / server)
+        return ratios
 
-    pairs = run(main, llama_server.base_url)
-    ours, theirs = sorted(pairs, key=lambda p: p[1])[1]  # the median run
-    assert ours is not None
-    assert ours == pytest.approx(theirs, rel=0.10)
+    ratios = run(main, llama_server.base_url)
+    assert sorted(ratios)[1] == pytest.approx(1.0, rel=0.10), ratios
 
 
 def test_over_long_prompt_is_an_http_400_failure(llama_server: Any) -> None:
