@@ -79,11 +79,21 @@ vllm: install
 
 # Debian's Chromium and ChromeDriver for the browser tests (Playwright launches it by path;
 # no browser download), installed when missing.
+# axe-core and Lighthouse from npm (package.json, pinned by package-lock.json) for the pages'
+# accessibility and performance checks (benchmarks/pages.py, docs/benchmarks.md).
 browser:
 	@if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
 	  echo "installing Debian's chromium and chromium-driver"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	fi
+	@if ! command -v npm >/dev/null 2>&1; then \
+	  echo "installing Debian's nodejs and npm"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null; \
+	fi
+	@if [ ! -f node_modules/.installed ] || [ package-lock.json -nt node_modules/.installed ]; then \
+	  npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.installed; \
 	fi
 
 # Debian's bubblewrap: every launched server runs in its sandbox (docs/security.md).

@@ -239,14 +239,20 @@ def ladder_detail(request: HttpRequest, pk: int) -> HttpResponse:
     if chosen not in speeds and chosen != "single":
         chosen = speeds[0] if speeds else "single"
     tiers = [t["name"] for t in doc.get("tiers") or []]
+    # One order at a time, picked by `order` (issue 35: orders sit behind a selector, not
+    # side by side); an unknown order shows the first.
+    available = list(doc.get("orders") or {})
+    order = request.GET.get("order")
+    if order not in available:
+        order = available[0] if available else None
     orders = []
-    for order, od in (doc.get("orders") or {}).items():
+    if order is not None:
+        od = doc["orders"][order]
         orders.append(
             {
                 "order": order,
                 "title": ORDER_TITLES.get(order, order),
                 "waterfall": _figure_json(waterfall_figure(od, chosen)),
-                "single": _figure_json(waterfall_figure(od, "single")),
                 "frontiers": _figure_json(frontiers_figure(od, [float(s) for s in speeds])),
                 "table": ladder_table_html(od, speeds, tiers),
             }
@@ -258,6 +264,8 @@ def ladder_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "ladder": ladder,
             "doc": doc,
             "orders": orders,
+            "order_choices": [(o, ORDER_TITLES.get(o, o)) for o in available],
+            "order": order,
             "speeds": speeds,
             "chosen": chosen,
             "picked": ",".join(f"{s:g}" for s in picked),

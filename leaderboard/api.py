@@ -384,7 +384,9 @@ class CompareApi(PublicApi):
             raise ValidationError({"r": [f"give 2 to {MAX_COMPARE} result ids"]})
         speed = _positive(request, "speed")
         n = _positive(request, "n")
-        return Response(cached(f"api:compare:{ids}:{speed}:{n}", lambda: _compare(ids, speed, n)))
+        return Response(
+            cached(f"api:compare:v2:{ids}:{speed}:{n}", lambda: _compare(ids, speed, n))
+        )
 
 
 def _positive(request: Request, name: str) -> float | None:
@@ -439,6 +441,9 @@ def _compare(ids: list[int], speed: float | None, n: float | None) -> dict:
             {
                 "speed": s,
                 "throughput_per_accelerator": values,
+                # per result: "at a measured point", "read between measured points" (a
+                # linear reading, not a measurement) or null (outside its range)
+                "read": [frontier.read_at_speed(p, s) for p in points],
                 "ratio_to_first": [frontier.ratio(v, values[0]) for v in values],
                 "cost": cost,
             }

@@ -16,12 +16,12 @@ from typing import Any
 
 import orjson
 import plotly.graph_objects as go
-import plotly.io as pio
 
 # Okabe & Ito (2008), most distinct first; yellow last (low contrast on white).
 OKABE_ITO = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"]
 SYMBOLS = ["circle", "square", "diamond", "triangle-up", "triangle-down", "x", "cross", "star"]
 X_TITLE = "p25 output speed per agent (tok/s)"
+HEIGHT = 560  # px: a frontier chart's default height
 Y_TITLE = "Throughput per accelerator (input incl. cached + output, tok/s)"
 HOVER = (
     "<b>%{fullData.name}</b><br>"
@@ -112,27 +112,39 @@ def result_series(
     return series
 
 
-def _frontier_at(points: list[list], speed: float) -> float | None:
-    """Throughput at p25 ``speed`` between the two trials (by concurrency) that bracket it."""
-    pts = sorted(points, key=lambda p: p[0])
-    for a, b in zip(pts, pts[1:], strict=False):
-        hi, lo = (a, b) if a[1] >= b[1] else (b, a)
-        if lo[1] <= speed <= hi[1]:
-            if hi[1] == lo[1]:
-                return max(a[2], b[2])
-            f = (hi[1] - speed) / (hi[1] - lo[1])
-            return hi[2] + f * (lo[2] - hi[2])
-    return None
+def step_at(points: list[list], speed: float) -> float | None:
+    """The frontier's step at p25 ``speed``: the most throughput of a trial at least that
+    fast; None outside the measured speeds (nothing is read past the trials)."""
+    speeds = [p[1] for p in points]
+    if not speeds or not min(speeds) <= speed <= max(speeds):
+        return None
+    return max(p[2] for p in points if p[1] >= speed)
+
+
+def _ratio_at(ratios: list[tuple[float, float, float]], speed: float) -> tuple[float, float]:
+    """The band's (low, high) ratio at ``speed``, linear between the band's own speeds."""
+    for (s0, lo0, hi0), (s1, lo1, hi1) in zip(ratios, ratios[1:], strict=False):
+        if s0 <= speed <= s1:
+            f = 0.0 if s1 == s0 else (speed - s0) / (s1 - s0)
+            return lo0 + f * (lo1 - lo0), hi0 + f * (hi1 - hi0)
+    return ratios[0][1], ratios[0][2]
 
 
 def band_curve(points: list[list], band: dict) -> dict | None:
-    """The band in this result's units: its frontier at each band speed times the band's
-    low and high ratios to the profile's nominal frontier (agentperf.simulator.bands)."""
+    """The band in this result's units: its stepped frontier (step_at) times the band's low
+    and high ratios to the profile's nominal frontier (agentperf.simulator.bands), at the
+    band's speeds and at every trial's speed between them, so that it steps with the line."""
+    ratios = sorted((speed, lo, hi) for speed, lo, hi, _line in band.get("ratios") or [])
+    if len(ratios) < 2:
+        return None
+    first, last = ratios[0][0], ratios[-1][0]
+    speeds = sorted({s for s, _, _ in ratios} | {p[1] for p in points if first <= p[1] <= last})
     xs, lows, highs = [], [], []
-    for speed, lo, hi, _line in band.get("ratios") or []:
-        y = _frontier_at(points, speed)
+    for speed in speeds:
+        y = step_at(points, speed)
         if y is None:
             continue
+        lo, hi = _ratio_at(ratios, speed)
         xs.append(speed)
         lows.append(y * lo)
         highs.append(y * hi)
@@ -160,7 +172,12 @@ def _band_traces(index: int, s: dict) -> list[dict]:
         if b["treatment"] == "envelope"
         else ("fit uncertainty around the vendor-optimal choice")
     )
-    edge = {"type": "scatter", "mode": "lines", "line": {"width": 0, "color": colour}}
+    # x ascends here, so "vh" is the frontier's step ("hv" along the trials' order)
+    edge = {
+        "type": "scatter",
+        "mode": "lines",
+        "line": {"width": 0, "color": colour, "shape": "vh"},
+    }
     meta = {"result_id": s["id"], "band": True, "treatment": b["treatment"]}
     return [
         {
@@ -197,15 +214,23 @@ def _trace_style(index: int, simulated: bool) -> dict:
     symbol = SYMBOLS[(index // len(OKABE_ITO) + index) % len(SYMBOLS)]
     trace = go.Scatter(
         mode="lines+markers",
-        line={"color": colour, "width": 2, "dash": "dot" if simulated else "solid"},
+        # Steps, never slopes: between two trials the deployment is only known to give the
+        # faster trial's throughput down to the slower trial's speed ("hv": across at the
+        # first point's throughput, then up at the second's speed). docs/engine.md
+        # "Frontier and comparisons".
+        line={
+            "color": colour,
+            "width": 2,
+            "dash": "dot" if simulated else "solid",
+            "shape": "hv",
+        },
         marker={
             "color": colour,
             "size": 8,
             "symbol": f"{symbol}-open" if simulated and "-open" not in symbol else symbol,
         },
-        hovertemplate=HOVER,
     )
-    return trace.to_plotly_json()
+    return trace.to_plotly_json()  # the hover text is the template's, once per figure
 
 
 def _trace(index: int, s: dict) -> dict:
@@ -232,6 +257,29 @@ def _trace(index: int, s: dict) -> dict:
     }
 
 
+def _reading_traces(readings: Sequence[dict]) -> list[dict]:
+    """Iso-speed readings as open diamonds, one trace per kind of reading: those read
+    between measured points say so in their legend entry and hover."""
+    traces = []
+    for how in sorted({r["read"] for r in readings}):
+        mine = [r for r in readings if r["read"] == how]
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "x": [r["x"] for r in mine],
+                "y": [r["y"] for r in mine],
+                "text": [r["name"] for r in mine],
+                "name": f"iso-speed reading ({how})",
+                "marker": {"symbol": "diamond-open", "size": 12, "color": "#000"},
+                "hovertemplate": f"%{{text}}: %{{y:,.0f}} tok/s/accel. at %{{x:g}} tok/s, {how}"
+                "<extra></extra>",
+                "meta": {"readings": True, "read": how},
+            }
+        )
+    return traces
+
+
 def _vline(speed: float, *, colour: str, width: int, dash: str) -> dict:
     return {
         "type": "line",
@@ -252,6 +300,7 @@ def frontier_layout(
     marker_speed: float | None = None,
     any_simulated: bool = False,
     title: str = "",
+    height: int = HEIGHT,
 ) -> dict:
     shapes, annotations = [], []
     for name, speed in tiers:
@@ -293,15 +342,39 @@ def frontier_layout(
         margin={"l": 70, "r": 20, "t": 50, "b": 60},
         shapes=shapes,
         annotations=annotations,
-        height=560,
+        height=height,
     )
     return {**layout.to_plotly_json(), "template": _template()}
 
 
-@functools.lru_cache(maxsize=1)
 def _template() -> dict:
-    # Validating the template inside every layout costs ~50 ms; it never changes.
-    return pio.templates["plotly_white"].to_plotly_json()
+    """plotly_white's page look (its layout's axes, background, font and hover label) without
+    its per-trace-type defaults (7 KB of every figure's JSON, none of which changes how a
+    scatter draws here), and the frontier traces' shared hover text (issue 35: a page's chart
+    data sent once)."""
+    axis = {
+        "gridcolor": "#EBF0F8",
+        "linecolor": "#EBF0F8",
+        "ticks": "",
+        "title": {"standoff": 15},
+        "zerolinecolor": "#EBF0F8",
+        "automargin": True,
+        "zerolinewidth": 2,
+    }
+    return {
+        "layout": {
+            "xaxis": axis,
+            "yaxis": axis,
+            "paper_bgcolor": "white",
+            "plot_bgcolor": "white",
+            "font": {"color": "#2a3f5f"},
+            "hoverlabel": {"align": "left"},
+            "title": {"x": 0.05},
+            "colorway": OKABE_ITO,
+        },
+        # every frontier trace's hover text, sent once instead of once per trace
+        "data": {"scatter": [{"hovertemplate": HOVER}]},
+    }
 
 
 def frontier_figure(
@@ -311,17 +384,22 @@ def frontier_figure(
     log: bool = False,
     marker_speed: float | None = None,
     title: str = "",
+    height: int = HEIGHT,
+    readings: Sequence[dict] = (),
 ) -> dict:
-    """The frontier chart as a Plotly figure dict ({"data": [...], "layout": {...}})."""
+    """The frontier chart as a Plotly figure dict ({"data": [...], "layout": {...}});
+    `readings`: figures read off the frontiers ({x, y, name, read}, agentperf.engine.frontier
+    read_at_speed), drawn as marked points apart from the measured ones."""
     bands = [t for i, s in enumerate(series) for t in _band_traces(i, s)]
     return {
-        "data": [_trace(i, s) for i, s in enumerate(series)] + bands,
+        "data": [_trace(i, s) for i, s in enumerate(series)] + bands + _reading_traces(readings),
         "layout": frontier_layout(
             tiers=tiers,
             log=log,
             marker_speed=marker_speed,
             any_simulated=any(s["is_simulated"] for s in series),
             title=title,
+            height=height,
         ),
     }
 

@@ -72,6 +72,23 @@ def throughput_at_speed(points: Iterable[Point], speed: float) -> float | None:
     return _interpolate([p.speed for p in frontier], [p.throughput for p in frontier], speed)
 
 
+AT_POINT = "at a measured point"
+BETWEEN_POINTS = "read between measured points"
+
+
+def read_at_speed(points: Iterable[Point], speed: float) -> str | None:
+    """How `throughput_at_speed` gets its value: AT_POINT when a frontier point was measured
+    at that speed, BETWEEN_POINTS when it is interpolated between two, None outside the
+    measured range (no value). Pages and the API label every iso-speed figure with it."""
+    frontier = pareto_frontier(points)
+    if not frontier or not math.isfinite(speed):
+        return None
+    if not frontier[0].speed <= speed <= frontier[-1].speed:
+        return None
+    hit = any(math.isclose(p.speed, speed, rel_tol=1e-9, abs_tol=1e-9) for p in frontier)
+    return AT_POINT if hit else BETWEEN_POINTS
+
+
 def _by_concurrency(points: Iterable[Point]) -> tuple[list[float], list[float], list[float]]:
     groups: dict[int, list[Point]] = {}
     for p in _valid(points):

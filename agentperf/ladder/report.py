@@ -157,7 +157,9 @@ def _noise(g: dict[str, Any]) -> bool:
 
 
 def frontiers_figure(order_doc: dict[str, Any], speeds: list[float]) -> dict[str, Any]:
-    """Every rung's measured trials (p25 speed, throughput per accelerator), one line each."""
+    """Every rung's measured trials (p25 speed, throughput per accelerator), one line each,
+    stepping between trials as the site's frontier charts do (docs/engine.md "Frontier and
+    comparisons")."""
     data = []
     for i, r in enumerate(order_doc["rungs"]):
         pts = sorted(r["trials"], key=lambda t: t["concurrency"])
@@ -169,7 +171,7 @@ def frontiers_figure(order_doc: dict[str, Any], speeds: list[float]) -> dict[str
                 "x": [t["p25_output_speed"] for t in pts],
                 "y": [t["throughput_per_accelerator"] for t in pts],
                 "text": [f"N={t['concurrency']}" for t in pts],
-                "line": {"color": COLOURS[i % len(COLOURS)]},
+                "line": {"color": COLOURS[i % len(COLOURS)], "shape": "hv"},
                 "hovertemplate": "%{text}<br>p25 %{x:.1f} tok/s<br>%{y:,.0f} tok/s/accel."
                 f"<extra>{html.escape(r['name'])}</extra>",
             }

@@ -210,14 +210,22 @@ def page_figure(
     *,
     log: bool,
     marker_speed: float | None = None,
+    height: int = charts.HEIGHT,
+    readings: Sequence[dict] = (),
 ) -> dict:
-    figure = charts.frontier_figure(series, tiers=tiers, log=log, marker_speed=marker_speed)
+    figure = charts.frontier_figure(
+        series, tiers=tiers, log=log, marker_speed=marker_speed, height=height, readings=readings
+    )
     return {
         "json": charts.figure_json(figure),
         "traces": len(series),
+        "height": height,
         "log": log,
         "simulated": any(s["is_simulated"] for s in series),
     }
+
+
+POINTS_INLINE_ROWS = 60
 
 
 def points_table(series: list[dict], name: str = "points") -> Table:
@@ -239,7 +247,9 @@ def points_table(series: list[dict], name: str = "points") -> Table:
         Column("result_id", "Result ID", "int"),
     ]
     rows = LazyRows(sum(len(s["points"]) for s in series), functools.partial(_points_rows, series))
-    return Table(name, "Frontier points", columns, rows, inline_limit=600)
+    # The chart already carries these points: listed inline only while short (one result's
+    # trials); beyond that the CSV has them (issue 35: a page's chart data sent once).
+    return Table(name, "Frontier points", columns, rows, inline_limit=POINTS_INLINE_ROWS)
 
 
 def _points_rows(series: list[dict]) -> list[dict]:

@@ -29,6 +29,20 @@ def _ratio_rows(values: list[float | None], row: dict) -> dict:
     return row
 
 
+def _read_text(results: list[Result], points: list, speed: float) -> str | None:
+    """Which results' figures at ``speed`` are read between measured points (a linear
+    reading, not a measurement); None when no result reaches that speed."""
+    reads = [frontier.read_at_speed(p, speed) for p in points]
+    between = [
+        r.display_label
+        for r, how in zip(results, reads, strict=True)
+        if how == frontier.BETWEEN_POINTS
+    ]
+    if between:
+        return f"{frontier.BETWEEN_POINTS}: " + ", ".join(between)
+    return frontier.AT_POINT if any(reads) else None
+
+
 def _compare_columns(
     results: list[Result], first: Column, kind: str, missing: str = "outside measured range"
 ) -> list[Column]:
@@ -76,20 +90,27 @@ def compare_page(
     guides.sort(key=lambda g: g[1])
     speed_rows = []
     for name, s in guides:
-        row = {"speed": s, "label": f"{name} ({s:g} tok/s)"}
+        row = {"speed": s, "label": f"{name} ({s:g} tok/s)", "read": _read_text(results, points, s)}
         speed_rows.append(_ratio_rows([frontier.throughput_at_speed(p, s) for p in points], row))
     if speed is not None:
-        row = {"speed": speed, "label": f"your speed ({speed:g} tok/s)", "_class": "picked"}
+        row = {
+            "speed": speed,
+            "label": f"your speed ({speed:g} tok/s)",
+            "read": _read_text(results, points, speed),
+            "_class": "picked",
+        }
         speed_rows.append(
             _ratio_rows([frontier.throughput_at_speed(p, speed) for p in points], row)
         )
     iso_speed = Table(
         "iso_speed",
         "Throughput per accelerator at the same per-agent speed",
-        _compare_columns(results, Column("label", "p25 speed per agent"), "float0"),
+        _compare_columns(results, Column("label", "p25 speed per agent"), "float0")
+        + [Column("read", "How read", "text", "outside every measured range")],
         speed_rows,
         caption="Read off each result's frontier, interpolated linearly between its measured "
-        "points; no value outside a result's measured speed range.",
+        "points (so marked: a reading, not a measurement); no value outside a result's "
+        "measured speed range.",
     )
     common = frontier.common_concurrencies(*points) if points else []
     n_rows = []
@@ -203,12 +224,23 @@ def compare_page(
         ],
     )
     series = [charts.result_series(r) for r in results]
+    readings = []
+    if speed is not None:  # your speed, marked on each frontier with how it was read
+        for r, p in zip(results, points, strict=True):
+            value = frontier.throughput_at_speed(p, speed)
+            if value is not None:
+                how = frontier.read_at_speed(p, speed)
+                readings.append({"x": speed, "y": value, "name": r.display_label, "read": how})
     return {
         "results": results,
         "missing": missing,
         "speed": speed,
         "concurrency": concurrency,
-        "figure": page_figure(series, guides, log=log, marker_speed=speed) if series else None,
+        "figure": (
+            page_figure(series, guides, log=log, marker_speed=speed, readings=readings)
+            if series
+            else None
+        ),
         "ranges": [frontier.speed_range(p) for p in points],
         "tables": {
             "iso_speed": iso_speed,

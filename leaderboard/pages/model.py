@@ -30,6 +30,14 @@ def model_page(
     results = list(
         Result.objects.public(include_simulated=include_simulated).for_chart().filter(model=model)
     )
+    # Only simulated results on this model: draw them, labelled, rather than an empty page
+    # (as the home page does); they are still never ranked with measured ones.
+    simulated_only = False
+    if not results and not include_simulated:
+        results = list(
+            Result.objects.public(include_simulated=True).for_chart().filter(model=model)
+        )
+        simulated_only = bool(results)
     shown = [r for r in results if r.pk in selected] if selected else results
     points = chart_points(results)
     series = [charts.result_series(r, points=points[r.pk]) for r in shown]
@@ -51,5 +59,8 @@ def model_page(
         "history": sorted(
             {(r.hardware.slug, r.hardware.name) for r in results}, key=lambda h: h[1]
         ),
-        "hidden_simulated": hidden_simulated_count(include_simulated, model=model),
+        "hidden_simulated": (
+            0 if simulated_only else hidden_simulated_count(include_simulated, model=model)
+        ),
+        "simulated_only": simulated_only,
     }

@@ -19,6 +19,7 @@ from leaderboard.loops import loops_table
 from leaderboard.models import Result
 from leaderboard.pages.common import (
     FLAG_TEXT,
+    bracket_text,
     criterion_text,
     loops_json,
     page_figure,
@@ -28,6 +29,10 @@ from leaderboard.reproduce import reproduce_command
 from leaderboard.tables import Column, Table
 from runs.models import Trial
 from submissions.models import Artifact
+
+# The result page's chart is sized so that the title, the verdict and the whole plot fit a
+# 1366×768 screen (issue 35; tests/leaderboard/test_browser_fold.py).
+RESULT_CHART_HEIGHT = 400
 
 
 def _raw_data_links(result: Result, artifacts: list[Artifact]) -> list[dict]:
@@ -442,6 +447,27 @@ def modelled_energy_table(result: Result) -> Table:
     )
 
 
+def verdict(result: Result, tiers: Sequence[SloTier]) -> list[dict]:
+    """The page's one-line answer: per tier, max agents with its bracket and flags, and a bar
+    as wide as its share of the best tier's figure (the strip above the chart)."""
+    best = max([result.max_agents.get(t.name) or 0 for t in tiers] + [1])
+    strip = []
+    for t in tiers:
+        agents = result.max_agents.get(t.name)
+        bracket = (result.brackets or {}).get(t.name) or {}
+        strip.append(
+            {
+                "tier": t.name,
+                "speed": t.min_p25_output_speed,
+                "agents": agents,
+                "bracket": bracket_text(bracket),
+                "marginal": bool(bracket.get("marginal")),
+                "percent": round(100 * (agents or 0) / best),
+            }
+        )
+    return strip
+
+
 def result_page(*, pk: int) -> dict | None:
     result = (
         Result.objects.select_related(
@@ -489,7 +515,8 @@ def result_page(*, pk: int) -> dict | None:
         "result": result,
         "submission": submission,
         "run": run,
-        "figure": page_figure(series, guides, log=False),
+        "figure": page_figure(series, guides, log=False, height=RESULT_CHART_HEIGHT),
+        "verdict": verdict(result, tiers),
         "tables": {
             "tiers": tiers_table(result, tiers),
             "trials": trials_table(result, run.trials.all(), tier_names),

@@ -24,7 +24,39 @@
     window.history.replaceState(null, "", url);
   }
 
-  document.querySelectorAll("[data-figure]").forEach(draw);
+  // A chart inside a closed section has no width yet: it is drawn when the section opens.
+  function drawWhenShown(el) {
+    var closed = el.closest("details:not([open])");
+    if (!closed) { draw(el); return; }
+    closed.addEventListener("toggle", function once() {
+      if (!closed.open) { return; }
+      closed.removeEventListener("toggle", once);
+      drawWhenShown(el);
+    });
+  }
+
+  // A link to an anchor inside a closed section opens the sections around it.
+  function openTarget() {
+    var id = decodeURIComponent(window.location.hash.slice(1));
+    var el = id && document.getElementById(id);
+    for (var d = el && el.closest("details"); d; d = d.parentElement.closest("details")) {
+      d.open = true;
+    }
+    if (el) { el.scrollIntoView(); }
+  }
+
+  // Any chart already drawn inside a section (the session timeline's) takes the width the
+  // section has once it opens.
+  document.querySelectorAll("details").forEach(function (d) {
+    d.addEventListener("toggle", function () {
+      if (!d.open || !window.Plotly) { return; }
+      d.querySelectorAll(".js-plotly-plot").forEach(function (p) { window.Plotly.Plots.resize(p); });
+    });
+  });
+
+  document.querySelectorAll("[data-figure]").forEach(drawWhenShown);
+  if (window.location.hash) { openTarget(); }
+  window.addEventListener("hashchange", openTarget);
   document.querySelectorAll("[data-scale-for]").forEach(function (button) {
     button.addEventListener("click", function () { setScale(button); });
   });

@@ -19,6 +19,13 @@ def test_speed_at_a_measured_point_returns_that_point():
     assert frontier.throughput_at_speed(A, 100.0) == 400.0
 
 
+def test_a_reading_says_whether_it_was_measured_or_read_between_points():
+    assert frontier.read_at_speed(A, 100.0) == frontier.AT_POINT
+    assert frontier.read_at_speed(A, 75.0) == frontier.BETWEEN_POINTS
+    assert frontier.read_at_speed(A, 250.0) is None  # outside: no value, no reading
+    assert frontier.read_at_speed([], 75.0) is None
+
+
 def test_speed_outside_the_measured_range_has_no_value():
     assert frontier.throughput_at_speed(A, 250.0) is None
     assert frontier.throughput_at_speed(A, 20.0) is None

@@ -277,8 +277,10 @@ def test_demo_publishes_the_gb300_ladders_labelled_simulated(client) -> None:
     assert set(doc["orders"]) == {"forward", "reverse", "leave_one_out"}
     html = client.get(f"/ladders/{ladder.pk}/?at=82").content.decode()
     assert "Simulated" in html and "co-located prefill/decode" in html
+    assert 'id="wf-forward"' in html and 'id="wf-reverse"' not in html  # one order shown
     for order in ("forward", "reverse", "leave_one_out"):
-        assert f'id="wf-{order}"' in html
+        html = client.get(f"/ladders/{ladder.pk}/?at=82&order={order}").content.decode()
+        assert f'id="wf-{order}"' in html and f'<option value="{order}" selected>' in html
 
     # the same changes on decode-heavy work: its generated long-output dataset, its tier set
     heavy_spec = yaml.safe_load((examples / "ladder-gb300-decode-heavy.yaml").read_text())

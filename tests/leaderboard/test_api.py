@@ -89,6 +89,10 @@ def test_compare_api_gives_the_known_ratio(client, db):
     at75 = next(row for row in body["iso_speed"] if row["speed"] == 75)
     assert at75["throughput_per_accelerator"] == pytest.approx([700.0, 1050.0])
     assert at75["ratio_to_first"][1] == pytest.approx(1.5)
+    # 75 tok/s lies between both results' trials at 100 and 50: a reading, so marked
+    assert at75["read"] == ["read between measured points"] * 2
+    at100 = next(row for row in body["iso_speed"] if row["speed"] == 100)
+    assert at100["read"] == ["at a measured point"] * 2
     assert body["single_agent_speed"]["ratio_to_first"][1] == pytest.approx(1.1)
 
 

@@ -4,8 +4,6 @@ loopback address is aborted and fails the test."""
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
 import pytest
 from django.urls import reverse
 
@@ -16,61 +14,9 @@ from demo.synthetic import (
     make_tier_set,
     synthetic_points,
 )
+from tests.support.browser import PHONE
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-LAPTOP = {"width": 1280, "height": 800}
-PHONE = {"width": 390, "height": 844}
-
-
-@pytest.fixture
-def page_factory(browser, live_server):
-    """New pages whose every request is recorded; off-server requests are aborted."""
-    allowed = urlsplit(live_server.url).netloc
-    seen: list[str] = []
-    contexts = []
-
-    def guard(route):
-        url = route.request.url
-        seen.append(url)
-        if urlsplit(url).netloc == allowed or url.startswith(("data:", "blob:")):
-            route.continue_()
-        else:
-            route.abort()
-
-    def make(viewport=LAPTOP):
-        context = browser.new_context(viewport=viewport)
-        context.route("**/*", guard)
-        csp_watch(context, violations)
-        contexts.append(context)
-        return context.new_page()
-
-    violations: list[str] = []
-    make.requests = seen
-    yield make
-    for context in contexts:
-        context.close()
-    # docs/security.md "Headers": the charts draw under the site's CSP, nothing refused
-    assert violations == [], f"Content-Security-Policy violations: {violations}"
-    strays = [u for u in seen if urlsplit(u).netloc != allowed and not u.startswith("data:")]
-    assert strays == [], f"requests left the live server: {strays}"
-    assert seen, "no request was recorded"
-
-
-def csp_watch(context, violations: list[str]) -> None:
-    """Record every Content-Security-Policy violation in the context's pages: the
-    `securitypolicyviolation` event, and Chromium's console message for a refused load."""
-    context.add_init_script(
-        "document.addEventListener('securitypolicyviolation', e => console.error("
-        "'CSP violation: ' + e.violatedDirective + ' ' + e.blockedURI))"
-    )
-
-    def on_console(message) -> None:
-        text = message.text
-        if text.startswith("CSP violation") or "Content Security Policy" in text:
-            violations.append(text)
-
-    context.on("console", on_console)
 
 
 def _trace_dom(page) -> list[int]:
@@ -147,7 +93,12 @@ def test_compare_page_shows_the_known_ratio(page_factory, live_server, artifacts
     row = page.locator("#t-iso_speed").locator("xpath=ancestor::section").locator("tr.picked")
     assert "1.50×" in row.inner_text()
     page.wait_for_selector("#frontier .scatterlayer .trace")
-    assert _trace_dom(page) == [3, 3]
+    # each result's three trials, then the two readings at 75 tok/s (between trials, so
+    # marked as read between measured points: docs/engine.md "Frontier and comparisons")
+    assert _trace_dom(page) == [3, 3, 2]
+    assert "read between measured points" in row.inner_text()
+    legend = page.evaluate("document.getElementById('frontier')._fullData[2].name")
+    assert legend == "iso-speed reading (read between measured points)"
     page.screenshot(path=str(artifacts_dir / "compare.png"), full_page=True)
 
 

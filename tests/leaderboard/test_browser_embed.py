@@ -14,7 +14,7 @@ import pytest
 from django.urls import reverse
 
 from demo.synthetic import make_hardware, make_model, make_published_result, make_tier_set
-from tests.leaderboard.test_browser import csp_watch
+from tests.support.browser import csp_watch
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from tests.leaderboard.test_browser import page_factory  # noqa: F401 - the shared fixture
 from tests.support.records import Shape, make_result_with_records
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -25,7 +24,7 @@ def _error_bars(page) -> dict[str, int]:
 
 
 def test_result_and_model_pages_draw_an_error_bar_on_every_point(
-    page_factory,  # noqa: F811
+    page_factory,
     live_server,
     artifacts_dir,
 ):
@@ -45,6 +44,7 @@ def test_result_and_model_pages_draw_an_error_bar_on_every_point(
     thr = point["intervals"]["throughput_per_accelerator"]
     assert span[0] == pytest.approx(thr["high"] - point["throughput_per_accelerator"])
     assert span[1] == pytest.approx(point["throughput_per_accelerator"] - thr["low"])
+    page.locator("#tiers-section > summary").click()  # the tiers' detail opens on demand
     tiers = page.locator("#t-tiers").locator("xpath=ancestor::section")
     row = tiers.locator("tr", has_text="60 tok/s").first.inner_text()
     assert "16" in row and "32" in row  # highest pass and lowest fail
@@ -57,7 +57,7 @@ def test_result_and_model_pages_draw_an_error_bar_on_every_point(
 
 
 def test_the_session_timeline_draws_a_picked_sessions_turns(
-    page_factory,  # noqa: F811
+    page_factory,
     live_server,
     artifacts_dir,
 ):
@@ -67,6 +67,7 @@ def test_the_session_timeline_draws_a_picked_sessions_turns(
     page.on("response", lambda r: failures.append((r.url, r.status)) if r.status >= 400 else None)
     page.goto(live_server.url + reverse("result-detail", args=[result.pk]))
     timeline = page.locator("#session-timeline")
+    page.locator("#timeline > summary").click()  # the section opens on demand
     # the first trial's first session is drawn on arrival
     page.wait_for_selector("#session-timeline .timeline-turns tbody tr")
     timeline.locator('select[name="trial"]').select_option("2")  # N = 16

@@ -20,8 +20,8 @@ from submissions.models import Notification, Submission
 from submissions.selectors import notification_list
 from submissions.services.lifecycle import submission_transition
 from submissions.services.submissions import submission_create, submission_resubmit
-from tests.leaderboard.test_browser import csp_watch
 from tests.review.builders import finish_run, make_reviewable
+from tests.support.browser import csp_watch
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -107,7 +107,7 @@ def test_the_run_page_shows_tiers_chart_search_path_and_every_check_with_evidenc
     response = rita_client.get(reverse("review:submission", args=[sub.pk]))
     html = response.content.decode()
     # the chart: a Plotly figure embedded as JSON and plotly.js from static/
-    assert 'id="trial-chart-data"' in html and "/static/vendor/plotly.min.js" in html
+    assert 'id="trial-chart-data"' in html and "/static/vendor/plotly-finance.min.js" in html
     figure = response.context["chart"]
     assert {t.get("name") for t in figure["data"]} >= {"ramp", "bisect", "confirm"}
     # the search path in run order with per-tier verdicts
