@@ -209,6 +209,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help=f"Lighthouse scores of {', '.join(LIGHTHOUSE_PAGES)}",
     )
+    parser.add_argument(
+        "--site-dir",
+        type=Path,
+        default=REPO,
+        help="serve the site from another checkout of the same schema (before/after: "
+        "`git archive COMMIT | tar -x -C DIR`)",
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=4)
     args = parser.parse_args(argv)
@@ -222,7 +229,9 @@ def main(argv: list[str] | None = None) -> int:
         folder = Path(tmp)
         paths = fill(folder, args.results)
         port = _free_port()
-        server = _gunicorn("config.wsgi", port, args, _env(folder), folder / "site.log")
+        server = _gunicorn(
+            "config.wsgi", port, args, _env(folder), folder / "site.log", args.site_dir
+        )
         base = f"http://127.0.0.1:{port}"
         rows = []
         try:

@@ -125,7 +125,7 @@ def _gunicorn(
     ]
     return subprocess.Popen(
         cmd,
-        cwd=REPO,
+        cwd=cwd,
         env=env,
         stdout=open(log, "wb"),
         stderr=subprocess.STDOUT,
