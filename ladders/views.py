@@ -19,6 +19,7 @@ from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agentperf.ladder.attribute import with_readings
 from core.api_errors import ApiError
 from core.openapi import ErrorSerializer
 from core.parsers import JSONParser
@@ -102,7 +103,8 @@ def ladder_json(ladder: Ladder, *, doc: dict[str, Any] | None = None) -> dict[st
         "orders": ladder.orders,
         "url": f"/ladders/{ladder.pk}/",
         "published_at": ladder.published_at.isoformat() if ladder.published_at else None,
-        "attribution": doc if doc is not None else ladder.attribution,
+        # every figure at a speed says how it was read (agentperf.ladder.attribute.reading)
+        "attribution": with_readings(doc if doc is not None else ladder.attribution or {}) or None,
     }
 
 

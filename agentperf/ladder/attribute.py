@@ -20,6 +20,7 @@ ladder's value minus the full ladder without it (those credits need not add up: 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import math
@@ -186,6 +187,38 @@ def tier_for_speed(tiers: Sequence[Tier], speed: float) -> Tier | None:
     if below:
         return max(below, key=lambda t: t.min_p25_output_speed)
     return min(tiers, key=lambda t: t.min_p25_output_speed)
+
+
+AT_TRIAL = "at a measured trial"
+BETWEEN_TRIALS = "read between measured trials"
+FLOOR = "floor: the rung never got that slow"
+
+
+def reading(trials: Sequence[dict[str, Any]], speed: float, floor: bool) -> str | None:
+    """How a rung's figure at ``speed`` was got, from the rung's trials in the ladder
+    document: FLOOR, AT_TRIAL when a trial ran at exactly that p25 speed, else
+    BETWEEN_TRIALS; None without trials. The public API and the page label each figure with
+    it (docs/ladders.md "Reading a ladder")."""
+    if not trials:
+        return None
+    if floor:
+        return FLOOR
+    hit = any(
+        math.isclose(float(t["p25_output_speed"]), speed, rel_tol=1e-9, abs_tol=1e-9)
+        for t in trials
+        if t.get("p25_output_speed") is not None
+    )
+    return AT_TRIAL if hit else BETWEEN_TRIALS
+
+
+def with_readings(doc: dict[str, Any]) -> dict[str, Any]:
+    """The ladder document with ``read`` beside every rung's figure at a speed (a copy)."""
+    out = copy.deepcopy(doc)
+    for order in (out.get("orders") or {}).values():
+        for rung in order.get("rungs") or []:
+            for key, row in (rung.get("speeds") or {}).items():
+                row["read"] = reading(rung.get("trials") or [], float(key), bool(row.get("floor")))
+    return out
 
 
 def value_at_speed(

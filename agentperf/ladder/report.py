@@ -137,7 +137,10 @@ def waterfall_figure(order_doc: dict[str, Any], speed: str, *, title: str = "") 
     }
     unit = "p25 output speed, one agent (tok/s)" if single else "throughput per accelerator (tok/s)"
     heading = title or (
-        "single-agent speed" if single else f"throughput per accelerator at {speed} tok/s per agent"
+        "single-agent speed"
+        if single
+        else f"throughput per accelerator at {speed} tok/s per agent "
+        "(read between measured trials; ≥: a floor)"
     )
     return {
         "data": [trace, bars],

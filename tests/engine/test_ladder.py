@@ -267,3 +267,13 @@ def test_cli_names_the_bad_field(tmp_path: Path, capsys: pytest.CaptureFixture[s
     steps.write_text(yaml.safe_dump(doc))
     assert main(["ladder", "--steps", str(steps), "--out", str(tmp_path / "o")]) == 2
     assert "trials.concurrencies" in capsys.readouterr().err
+
+
+def test_a_ladder_figure_says_how_it_was_read():
+    from agentperf.ladder.attribute import AT_TRIAL, BETWEEN_TRIALS, FLOOR, reading
+
+    trials = [{"p25_output_speed": 110.0}, {"p25_output_speed": 40.0}]
+    assert reading(trials, 110.0, floor=False) == AT_TRIAL
+    assert reading(trials, 100.0, floor=False) == BETWEEN_TRIALS
+    assert reading(trials, 20.0, floor=True) == FLOOR
+    assert reading([], 100.0, floor=False) is None

@@ -187,6 +187,7 @@ def test_ladder_through_api_rungs_review_and_public_page(client) -> None:
     # 150) and (90, 700)
     assert row["throughput_per_accelerator"]["estimate"] == pytest.approx(850 + 250 / 7)
     assert row["gain"]["estimate"] == pytest.approx((850 + 250 / 7) - (700 - 550 / 7))
+    assert row["read"] == "read between measured trials"  # never passed off as measured
     assert api_doc["attribution"]["orders"]["forward"]["rungs"][1]["result"] is not None
     assert client.get(f"/api/v1/public/ladders/{ladder.pk}/?speed=abc").status_code == 400
     text = client.get(f"/ladders/{ladder.pk}/ladder.csv").content.decode()
