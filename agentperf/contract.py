@@ -537,9 +537,12 @@ class SessionShare(Contract):
 
 
 class WholeTaskTime(Contract):
-    """Model time of whole trajectories (tool delays excluded), seconds."""
+    """Model time of whole trajectories (tool delays excluded), seconds: `sessions` ended,
+    `censored` still running at the trial's end; median and p90 by Kaplan–Meier over both
+    (None when too many were still running to tell; docs/metrics.md "Whole-task time")."""
 
     sessions: Count
+    censored: Count = 0  # absent in trials recorded before censoring was counted
     median: float | None
     p90: float | None
 

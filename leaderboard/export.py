@@ -75,6 +75,7 @@ RESULT_COLUMNS = (
     "session_share_high",
     "whole_task_model_time_median_s",
     "whole_task_model_time_p90_s",
+    "whole_task_censored",
     # cost at max agents per price class, from the catalog when exported (leaderboard.cost)
     *COST_COLUMNS,
     "owned_power_source",
@@ -139,6 +140,7 @@ def _session_cells(sessions: dict, tier: str) -> dict[str, Any]:
         "session_share_high": share.get("high"),
         "whole_task_model_time_median_s": task.get("median"),
         "whole_task_model_time_p90_s": task.get("p90"),
+        "whole_task_censored": task.get("censored"),
     }
 
 

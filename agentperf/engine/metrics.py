@@ -439,21 +439,22 @@ def session_stats(
     return out
 
 
-def whole_task_model_times(
+def whole_task_observations(
     records: Sequence[RequestRecord],
     *,
     window_start_ns: int,
     window_end_ns: int,
     trajectory_turns: Mapping[str, int] | None = None,
-) -> list[float]:
-    """Model time (s) of every whole trajectory the trial saw (docs/engine.md "Session
-    SLOs"): the sum of its requests' send-to-end times, tool delays excluded.
+) -> list[tuple[float, bool]]:
+    """(model time in s, ended) of every trajectory the trial saw begin (docs/engine.md
+    "Session SLOs"): the sum of its requests' send-to-end times, tool delays excluded.
 
-    A session counts when one of its requests was sent inside the window and it is whole:
-    it has turn 0, and either its last turn is its trajectory's last (``trajectory_turns``:
-    turns per trajectory id, when the caller knows them) or the same agent went on to a
-    later session (an agent moves on only after a trajectory's last turn). A request with
-    no end counts to its send."""
+    A session counts when it has turn 0 and one of its requests was sent inside the window.
+    It *ended* when its last turn is its trajectory's last (``trajectory_turns``: turns per
+    trajectory id, when the caller knows them) or the same agent went on to a later session
+    (an agent moves on only after a trajectory's last turn); otherwise it is the agent's last
+    session, still running when the trial stopped, and its time so far is *censored*: the
+    task took at least that long. A request with no end counts to its send."""
     by_agent: dict[int, list[tuple[int, tuple[int, str]]]] = {}
     groups: dict[tuple[int, str], list[RequestRecord]] = {}
     for r in records:
@@ -462,26 +463,70 @@ def whole_task_model_times(
             groups[key] = []
             by_agent.setdefault(r.agent_id, []).append((r.t_send_ns, key))
         groups[key].append(r)
-    times: list[float] = []
+    out: list[tuple[float, bool]] = []
     turns = trajectory_turns or {}
     for sessions in by_agent.values():
         sessions.sort()
         for i, (_, key) in enumerate(sessions):
             rs = groups[key]
             if min(r.turn_index for r in rs) != 0:
+                continue  # begun before the trial: its start was never seen
+            if not any(window_start_ns <= r.t_send_ns < window_end_ns for r in rs):
                 continue
             last = turns.get(rs[0].trajectory_id)
             reached_end = last is not None and max(r.turn_index for r in rs) >= last - 1
-            if not reached_end and i == len(sessions) - 1:
-                continue  # the agent's last session may have been cut at W1
-            if not any(window_start_ns <= r.t_send_ns < window_end_ns for r in rs):
-                continue
+            ended = reached_end or i < len(sessions) - 1
             total = 0
             for r in rs:
                 end = r.t_end_ns if r.t_end_ns is not None else r.t_send_ns
                 total += max(0, end - r.t_send_ns)
-            times.append(total / NS)
-    return times
+            out.append((total / NS, ended))
+    return out
+
+
+def whole_task_model_times(
+    records: Sequence[RequestRecord],
+    *,
+    window_start_ns: int,
+    window_end_ns: int,
+    trajectory_turns: Mapping[str, int] | None = None,
+) -> list[float]:
+    """Model time (s) of every whole trajectory the trial saw (the ended ones of
+    ``whole_task_observations``)."""
+    observed = whole_task_observations(
+        records,
+        window_start_ns=window_start_ns,
+        window_end_ns=window_end_ns,
+        trajectory_turns=trajectory_turns,
+    )
+    return [t for t, ended in observed if ended]
+
+
+def kaplan_meier_quantile(observations: Sequence[tuple[float, bool]], q: float) -> float | None:
+    """The q-quantile (0 < q ≤ 1) of task time by the Kaplan–Meier estimate over (time,
+    ended) observations: the first ended time t where F(t) = 1 − S(t) reaches q, a censored
+    time counting at risk up to and including its own. None when F never reaches q (too
+    many tasks still running at that point to tell). With nothing censored it is the
+    nearest-rank percentile (``percentile``)."""
+    if not 0 < q <= 1:
+        raise ValueError(f"quantile {q} outside (0, 1]")
+    ordered = sorted(observations, key=lambda o: o[0])
+    at_risk = len(ordered)
+    survival = 1.0
+    i = 0
+    while i < len(ordered):
+        t = ordered[i][0]
+        j = i
+        while j < len(ordered) and ordered[j][0] == t:
+            j += 1
+        ended = sum(1 for _, e in ordered[i:j] if e)
+        if ended:
+            survival *= 1 - ended / at_risk
+            if 1 - survival >= q - 1e-12:
+                return t
+        at_risk -= j - i
+        i = j
+    return None
 
 
 def share_interval(
@@ -546,18 +591,21 @@ def summarize_sessions(
             "high": None if share is None else high,
             "confidence": confidence,
         }
-    times = whole_task_model_times(
+    observed = whole_task_observations(
         records,
         window_start_ns=window_start_ns,
         window_end_ns=window_end_ns,
         trajectory_turns=trajectory_turns,
     )
+    ended = sum(1 for _, e in observed if e)
     return {
         "sessions": len(stats),
         "tiers": per_tier,
+        # Kaplan–Meier over ended and censored tasks (docs/metrics.md "Whole-task time")
         "whole_task_model_time_s": {
-            "sessions": len(times),
-            "median": percentile(times, 50) if times else None,
-            "p90": percentile(times, 90) if times else None,
+            "sessions": ended,
+            "censored": len(observed) - ended,
+            "median": kaplan_meier_quantile(observed, 0.5) if ended else None,
+            "p90": kaplan_meier_quantile(observed, 0.9) if ended else None,
         },
     }

@@ -245,9 +245,17 @@ def sessions_table(result: Result, tier_names: Sequence[str]) -> Table:
         Column("index", "Trial", "int"),
         Column("concurrency", "Agents (N)", "int"),
         Column("sessions", "Sessions in window", "int"),
-        Column("task_sessions", "Whole tasks", "int"),
-        Column("task_median_s", "Whole-task model time, median (s)", "float1", "no whole task"),
-        Column("task_p90_s", "Whole-task model time, p90 (s)", "float1", "no whole task"),
+        Column("task_sessions", "Whole tasks (ended)", "int"),
+        Column("task_censored", "Tasks still running at the end (censored)", "int", "not counted"),
+        Column(
+            "task_median_s",
+            "Whole-task model time, median (s, Kaplan–Meier)",
+            "float1",
+            "not reached",
+        ),
+        Column(
+            "task_p90_s", "Whole-task model time, p90 (s, Kaplan–Meier)", "float1", "not reached"
+        ),
     ]
     for name in tier_names:
         columns.append(Column(f"share:{name}", f"{name}: sessions met", "text", "—"))
@@ -263,6 +271,7 @@ def sessions_table(result: Result, tier_names: Sequence[str]) -> Table:
             "concurrency": p.get("concurrency"),
             "sessions": block.get("sessions"),
             "task_sessions": task.get("sessions"),
+            "task_censored": task.get("censored"),
             "task_median_s": task.get("median"),
             "task_p90_s": task.get("p90"),
         }
@@ -280,8 +289,11 @@ def sessions_table(result: Result, tier_names: Sequence[str]) -> Table:
         caption="A session (one agent's trajectory) meets a tier when its own p25 output "
         "speed and its own TTFT percentile meet the tier, over its requests sent in the "
         "window; the interval resamples sessions. Whole-task model time: the model time of "
-        'a whole trajectory, tool delays excluded (docs/engine.md "Session SLOs"). The '
-        "verdict column is the tier set's own criterion.",
+        "a whole trajectory, tool delays excluded; a task still running when the trial "
+        "stopped is censored (it took at least its time so far), and the median and p90 are "
+        "Kaplan–Meier estimates over ended and censored tasks, so long tasks are not left "
+        'out (docs/metrics.md "Whole-task time"). The verdict column is the tier set\'s '
+        "own criterion.",
     )
 
 

@@ -17,7 +17,10 @@ from agentperf.engine.metrics import (
     RequestRecord,
     share_interval,
     summarize_sessions,
+    kaplan_meier_quantile,
+    percentile,
     whole_task_model_times,
+    whole_task_observations,
 )
 from agentperf.engine.replay import ReplayConfig
 from agentperf.engine.search import TrialOutcome, run_search
@@ -171,11 +174,37 @@ def test_whole_task_model_time_counts_whole_trajectories_without_tool_delays() -
     )
     assert times == [pytest.approx(1.0)]
     block = summarize_sessions(records, tiers(), window_start_ns=W0, window_end_ns=W1)
+    # s1 and n began in the window and were cut at its end: censored at 1 s each, so the
+    # one ended task (3 s) is the Kaplan–Meier median and p90
     assert block["whole_task_model_time_s"] == {
         "sessions": 1,
+        "censored": 2,
         "median": pytest.approx(3.0),
         "p90": pytest.approx(3.0),
     }
+    observed = whole_task_observations(records, window_start_ns=W0, window_end_ns=W1)
+    assert sorted(observed) == [(pytest.approx(1.0), False)] * 2 + [(pytest.approx(3.0), True)]
+
+
+def test_kaplan_meier_is_the_nearest_rank_percentile_without_censoring() -> None:
+    times = [4.0, 1.0, 3.0, 2.0, 5.0, 2.0, 9.0]
+    for q in (0.1, 0.25, 0.5, 0.9, 1.0):
+        assert kaplan_meier_quantile([(t, True) for t in times], q) == percentile(times, q * 100)
+
+
+def test_censored_long_tasks_raise_the_median_that_ended_tasks_alone_would_give() -> None:
+    # ten tasks ended at 1..10 s would give a median of 5 s; with ten more still running at
+    # 8 s (cut at the window's end), half the tasks took longer than 8 s
+    ended = [(float(t), True) for t in range(1, 11)]
+    cut = [(8.0, False)] * 10
+    assert kaplan_meier_quantile(ended, 0.5) == 5.0
+    # at risk 20, 19, …: S falls by 1/n per ended task up to 8 s, then the 10 cut ones leave
+    # with 8 (events first), and 9 and 10 end among the last 2 at risk
+    assert kaplan_meier_quantile(ended + cut, 0.5) == 9.0
+    # the p90 is past what the trial saw end: not reached, never guessed
+    assert kaplan_meier_quantile(ended[:5] + cut, 0.9) is None
+    with pytest.raises(ValueError):
+        kaplan_meier_quantile(ended, 0.0)
 
 
 def test_the_session_block_travels_through_the_contract() -> None:

@@ -53,3 +53,9 @@ def test_a_simulated_run_publishes_session_slos_and_cost(
     html = client.get(f"/results/{result.pk}/").content.decode()
     assert "Sessions: what each agent" in html and "Cost at max agents" in html
     assert f"{at_max['met']} of {at_max['sessions']}" in html
+    # whole-task time: the tasks cut at the window's end are counted as censored, on the
+    # trial's block and in the page's sessions table (docs/metrics.md "Whole-task time")
+    whole = [contract.trial_metrics(t.metrics).sessions.whole_task_model_time_s for t in trials]
+    assert all(w.sessions + w.censored >= 1 for w in whole)
+    assert any(w.censored >= 1 for w in whole)  # the agents' last tasks were still running
+    assert "Tasks still running at the end (censored)" in html
