@@ -15,10 +15,10 @@ from agentperf.engine.metrics import (
     NS,
     ClientHealth,
     RequestRecord,
-    share_interval,
-    summarize_sessions,
     kaplan_meier_quantile,
     percentile,
+    share_interval,
+    summarize_sessions,
     whole_task_model_times,
     whole_task_observations,
 )
