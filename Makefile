@@ -39,6 +39,7 @@ seed: migrate
 # Embedded default: SQLite, kombu's SQLite broker and a local artifacts folder under var/.
 demo: seed sandbox vllm nginx
 	$(PYTHON) manage.py publish_tuning_subset
+	$(PYTHON) manage.py twin_accuracy  # /twin/accuracy/ from the committed records
 	$(PYTHON) manage.py demo --host $(HOST) --port $(PORT)
 
 worker: install

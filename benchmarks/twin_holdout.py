@@ -4,7 +4,8 @@ checked on configurations it was never fitted to (docs/simulator.md "Hold-out").
     .venv/bin/python -m benchmarks.twin_holdout [--fit-config q8_0/p2/t1]
         [--holdout q4_0/p2/t1,q8_0/p4/t1,q8_0/p2/t2] [--concurrency 1,2,4]
         [--warmup 10] [--duration 40] [--fit] [--no-fit-config]
-        [--out benchmarks/results/twin_holdout.json]
+        [--out benchmarks/results/twin_holdout.json] [--record]
+    .venv/bin/python -m benchmarks.twin_holdout --record-from benchmarks/results/twin_holdout.json
 
 A configuration is ``TYPE/pPARALLEL/tTHREADS``: SmolLM2-135M as GGUF type TYPE
 (``benchmarks.cpu_micro.gguf_file``) served by ``runner.launchers.llamacpp_server
@@ -23,6 +24,11 @@ output throughput. ``--fit`` first fits the profile's three free parameters (com
 bandwidth efficiency, iteration overhead) to the fit configuration's measured points by least
 squares on log error (a deterministic coordinate search), and prints them; the profile
 carries the values so fitted. A hold-out configuration is never used by the fit.
+
+``--record`` (or ``--record-from`` an earlier ``--out`` file, without measuring again) keeps
+the held-out rows as the twin's accuracy record, ``local-cpu-llamacpp.holdout.json`` beside
+the profile: each row's p25 speed and output throughput are two held-out figures measured on
+this CPU (docs/simulator.md "Accuracy"; ``manage.py twin_accuracy`` reads it).
 """
 
 from __future__ import annotations
@@ -257,7 +263,16 @@ def main() -> None:
     )
     ap.add_argument("--micro", default=str(MICRO))
     ap.add_argument("--out", default=None, help="write the table as JSON here")
+    ap.add_argument(
+        "--record", action="store_true", help="write the twin's accuracy record from this run"
+    )
+    ap.add_argument(
+        "--record-from", default=None, help="write the accuracy record from an --out file, only"
+    )
     args = ap.parse_args()
+    if args.record_from:
+        write_record(json.loads(Path(args.record_from).read_text()))
+        return
     micro = json.loads(Path(args.micro).read_text())
     ns = [int(x) for x in args.concurrency.split(",")]
     trajs = trajectories()
@@ -300,6 +315,55 @@ def main() -> None:
             "rows": rows,
         }
         Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")
+    if args.record:
+        write_record(
+            {
+                "command": "python -m benchmarks.twin_holdout " + " ".join(sys.argv[1:]),
+                "fitted": fitted,
+                "rows": rows,
+            }
+        )
+
+
+PROFILE = "local-cpu-llamacpp"
+FIGURES = (
+    ("p25_output_speed", "p25 speed", "tok/s per agent"),
+    ("output_throughput_tok_s", "output throughput", "tok/s"),
+)
+
+
+def holdout_record(doc: dict[str, Any]) -> dict[str, Any]:
+    """The accuracy record of a run's held-out rows: two figures per configuration and N,
+    the real server's measurement against the twin's prediction."""
+    from agentperf.simulator.accuracy import MEASURED, HeldOutFigure
+
+    figures = [
+        HeldOutFigure(
+            figure=f"{r['config']}, {r['N']} agent{'s' if r['N'] > 1 else ''}: {label}",
+            unit=unit,
+            reference=float(r["measured"][key]),
+            simulated=float(r["predicted"][key]),
+            basis=MEASURED,
+            read="a trial on virtual time against the same trial on the real llama.cpp server",
+        ).model_dump()
+        for r in doc["rows"]
+        if r["role"] == "held out"
+        for key, label, unit in FIGURES
+    ]
+    return {
+        "profile": PROFILE,
+        "command": doc["command"],
+        "fitted": doc.get("fitted"),
+        "figures": figures,
+    }
+
+
+def write_record(doc: dict[str, Any]) -> None:
+    from agentperf.simulator.accuracy import holdout_path
+
+    out = holdout_path(PROFILE)
+    out.write_text(json.dumps(holdout_record(doc), indent=1) + "\n")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -235,7 +235,7 @@ def ladder_detail(request: HttpRequest, pk: int) -> HttpResponse:
     except ValueError as exc:
         return HttpResponseBadRequest(str(exc))
     ladder = _published(pk)
-    doc = (ladder_at_speeds(ladder, picked) if picked else ladder.attribution) or {}
+    doc = with_readings((ladder_at_speeds(ladder, picked) if picked else ladder.attribution) or {})
     speeds = [f"{s['speed']:g}" for s in doc.get("speeds") or []]
     chosen = request.GET.get("at") or (f"{picked[0]:g}" if picked else None)
     if chosen not in speeds and chosen != "single":
@@ -304,7 +304,17 @@ CSV_HEAD = [
     "spec_acceptance",
     "prefix_cache_hit_rate",
     "result",
+    "gain_bound",
 ]
+
+
+def _bound_cell(bound: dict[str, Any] | None) -> str:
+    """A gain taken against a floor (agentperf.ladder.attribute.floors_as_bounds)."""
+    if not bound:
+        return ""
+    if bound.get("value") is None:
+        return bound["kind"]
+    return f"{bound['kind']} {bound['value']:.1f}"
 
 
 @require_GET
@@ -315,7 +325,7 @@ def ladder_csv(request: HttpRequest, pk: int) -> HttpResponse:
     except ValueError as exc:
         return HttpResponseBadRequest(str(exc))
     ladder = _published(pk)
-    doc = (ladder_at_speeds(ladder, picked) if picked else ladder.attribution) or {}
+    doc = with_readings((ladder_at_speeds(ladder, picked) if picked else ladder.attribution) or {})
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(CSV_HEAD)
@@ -353,6 +363,7 @@ def ladder_csv(request: HttpRequest, pk: int) -> HttpResponse:
                         sm.get("spec_acceptance"),
                         sm.get("prefix_cache_hit_rate"),
                         r.get("result") or "",
+                        _bound_cell(g.get("bound")),
                     ]
                 )
     response = HttpResponse(buf.getvalue(), content_type="text/csv; charset=utf-8")

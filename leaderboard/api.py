@@ -4,6 +4,7 @@ compare. Anonymous, read-only, cached per publish generation like the pages."""
 from __future__ import annotations
 
 from django.db.models import Count, Prefetch, Q
+from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import NotFound, ValidationError
@@ -25,7 +26,7 @@ from leaderboard.cost import cost_at_speed, result_cost
 from leaderboard.energy import power_source, result_energy
 from leaderboard.inventory import public_inventory
 from leaderboard.launch import result_launch
-from leaderboard.models import Result
+from leaderboard.models import Result, TwinAccuracy
 from leaderboard.pages.common import result_url
 from leaderboard.pages.compare import MAX_COMPARE
 from leaderboard.sessions import result_sessions
@@ -117,9 +118,25 @@ class ResultSummaryOut(serializers.Serializer):
     )
     published_at = serializers.DateTimeField()
     url = serializers.SerializerMethodField()
+    twin = serializers.SerializerMethodField(
+        help_text="simulated results only (null on measured ones): the twin profile that "
+        "served the run and its standing on the accuracy page (docs/simulator.md "
+        "'Accuracy'): {profile, status: admitted | quarantined, accuracy_url}; a profile "
+        "the accuracy page holds no row for is quarantined"
+    )
 
     def get_url(self, obj: Result) -> str:
         return result_url(obj.pk)
+
+    def get_twin(self, obj: Result) -> dict | None:
+        if not obj.is_simulated:
+            return None
+        return {
+            "profile": obj.twin_profile or None,
+            "status": obj.twin_status,
+            "accuracy_url": reverse("twin-accuracy")
+            + (f"#twin-{obj.twin_profile}" if obj.twin_profile else ""),
+        }
 
     def get_power_source(self, obj: Result) -> str | None:
         return power_source(obj)
@@ -360,6 +377,46 @@ class ResultDetailApi(PublicApi):
         if data is None:
             raise NotFound(f"no result {pk}")
         return Response(data)
+
+
+class TwinFigureOut(serializers.Serializer):
+    figure = serializers.CharField()
+    unit = serializers.CharField()
+    reference = serializers.FloatField(help_text="the published or measured figure")
+    simulated = serializers.FloatField(
+        allow_null=True, help_text="the twin's figure; null: never reached (a miss)"
+    )
+    basis = serializers.CharField(
+        help_text="published | measured on this CPU | leave-one-out (the fit without it)"
+    )
+    read = serializers.CharField()
+    error = serializers.FloatField(allow_null=True, help_text="simulated ÷ reference − 1")
+    within = serializers.BooleanField()
+
+
+class TwinAccuracyOut(serializers.Serializer):
+    profile = serializers.CharField()
+    status = serializers.CharField(help_text="admitted | quarantined")
+    reason = serializers.CharField()
+    mape = serializers.FloatField(
+        allow_null=True, help_text="mean absolute error over the figures the twin reaches"
+    )
+    figures_total = serializers.IntegerField()
+    figures_within = serializers.IntegerField()
+    tolerance = serializers.FloatField()
+    sources = serializers.ListField(child=serializers.CharField())
+    figures = TwinFigureOut(many=True)
+
+
+class TwinAccuracyApi(PublicApi):
+    """Every twin profile against its held-out figures (docs/simulator.md "Accuracy")."""
+
+    @extend_schema(responses=TwinAccuracyOut(many=True), operation_id="public_twin_accuracy")
+    def get(self, request: Request) -> Response:
+        def build() -> list:
+            return [row.record for row in TwinAccuracy.objects.all()]
+
+        return Response(cached("api:twin-accuracy", build))
 
 
 class CompareApi(PublicApi):

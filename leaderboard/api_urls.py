@@ -21,4 +21,5 @@ urlpatterns = [
     ),
     path("keys/", receipt_views.KeysApi.as_view(), name="public-api-receipt-keys"),
     path("compare/", api.CompareApi.as_view(), name="public-api-compare"),
+    path("twin/accuracy/", api.TwinAccuracyApi.as_view(), name="public-api-twin-accuracy"),
 ]

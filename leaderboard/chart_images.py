@@ -27,7 +27,7 @@ from matplotlib.backends.backend_svg import FigureCanvasSVG
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from leaderboard.charts import OKABE_ITO, X_TITLE, Y_TITLE
+from leaderboard.charts import OKABE_ITO, X_TITLE, Y_TITLE, trace_name
 
 FORMATS = {"png": "image/png", "svg": "image/svg+xml"}
 # 1200 × 630: the Open Graph card size most sites crop to
@@ -64,7 +64,7 @@ def _draw(
             markersize=7,
             markerfacecolor="white" if sim else colour,
             markeredgecolor=colour,
-            label=f"{s['name']} [simulated]" if sim else s["name"],
+            label=trace_name(s),
         )
     for name, speed in tiers:
         picked = name == chosen_tier

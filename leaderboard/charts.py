@@ -104,6 +104,8 @@ def result_series(
         "model": result.model.name,
         "hardware": result.hardware.name,
         "is_simulated": result.is_simulated,
+        # "quarantined" / "admitted" for a simulated result (docs/simulator.md "Accuracy")
+        "twin": result.twin_status,
         "status": result.status,
         "points": points if points is not None else compact_points(result.points),
     }
@@ -251,10 +253,18 @@ def _trace(index: int, s: dict) -> dict:
         "customdata": [
             [p[0], p[5], p[4] or 0.0, _interval_text(b)] for p, b in zip(pts, bounds, strict=True)
         ],
-        "name": f"{s['name']} [simulated]" if sim else s["name"],
+        "name": trace_name(s),
         "legendgroup": str(s["id"]),
-        "meta": {"result_id": s["id"], "simulated": sim},
+        "meta": {"result_id": s["id"], "simulated": sim, "twin": s.get("twin")},
     }
+
+
+def trace_name(s: dict) -> str:
+    if not s["is_simulated"]:
+        return str(s["name"])
+    if s.get("twin") == "quarantined":
+        return f"{s['name']} [simulated, quarantined twin]"
+    return f"{s['name']} [simulated]"
 
 
 def _reading_traces(readings: Sequence[dict]) -> list[dict]:

@@ -125,6 +125,7 @@ POLICIES: dict[str, Policy] = {
     "compare": Policy(PAGE, _compared),
     "history": Policy(PAGE, _history),
     "methodology": Policy(PAGE, _fixed("methodology", "catalog")),
+    "twin-accuracy": Policy(PAGE, _fixed("twin-accuracy")),
     "data": Policy(DUMP, _fixed("dump"), memo=False),
     "data-file": Policy(DUMP, _fixed("dump"), memo=False),
     # public read API (leaderboard/api_urls.py)
@@ -136,6 +137,7 @@ POLICIES: dict[str, Policy] = {
     "public-api-result": Policy(API, _result),
     "public-api-result-timeline": Policy(API, _kw("result:{}", "pk")),
     "public-api-compare": Policy(API, _compared),
+    "public-api-twin-accuracy": Policy(API, _fixed("twin-accuracy")),
     # ladders (ladders/urls.py): not built per generation, so never stored by the fast
     # path; the proxy keeps them until a ladder publish purges them
     "ladder-list": Policy(PAGE, _fixed("ladders", "catalog"), memo=False),

@@ -8,6 +8,7 @@ from django.db import models
 from django.db.models import Q
 
 from catalog.models import WORKLOAD_CHOICES, WORKLOAD_CODING, AIModel, HardwareSystem, SloTierSet
+from leaderboard.cache import cached
 from leaderboard.points import PublishedPoint, published_points
 
 CHART_FIELDS = (
@@ -15,6 +16,7 @@ CHART_FIELDS = (
     "status",
     "status_reason",
     "is_simulated",
+    "twin_profile",
     "workload",
     "accelerators_used",
     "accelerators_in_system",
@@ -77,6 +79,9 @@ class Result(models.Model):
     status_reason = models.TextField(blank=True)
     label = models.CharField(max_length=200)
     is_simulated = models.BooleanField(default=False)
+    # Simulated results only: the twin profile that served the run (launcher.simulated.profile);
+    # its standing on the accuracy page (TwinAccuracy) labels the result wherever it shows.
+    twin_profile = models.CharField(max_length=100, blank=True)
     # the submission's workload; only agentic coding is ranked (docs/ladders.md "Workloads")
     workload = models.CharField(max_length=32, choices=WORKLOAD_CHOICES, default=WORKLOAD_CODING)
     accelerators_used = models.PositiveIntegerField()
@@ -138,8 +143,21 @@ class Result(models.Model):
         return self.label
 
     @property
+    def twin_status(self) -> str | None:
+        """A simulated result's twin standing (docs/simulator.md "Accuracy"): its profile's
+        status on the accuracy page, "quarantined" for a profile the page has no row for
+        (nothing checked it); None for a measured result."""
+        if not self.is_simulated:
+            return None
+        return twin_statuses().get(self.twin_profile, TwinAccuracy.STATUS_QUARANTINED)
+
+    @property
     def display_label(self) -> str:
-        return f"{self.label} [simulated]" if self.is_simulated else self.label
+        if not self.is_simulated:
+            return self.label
+        if self.twin_status == TwinAccuracy.STATUS_QUARANTINED:
+            return f"{self.label} [simulated, quarantined twin]"
+        return f"{self.label} [simulated]"
 
     @cached_property
     def published_points(self) -> list[PublishedPoint]:
@@ -155,3 +173,41 @@ class Result(models.Model):
             )
             for p in self.points
         ]
+
+
+class TwinAccuracy(models.Model):
+    """A twin profile against the figures it never saw: its held-out figures with their
+    errors, MAPE and status (agentperf.simulator.accuracy; docs/simulator.md "Accuracy").
+    Rebuilt from the committed records by ``manage.py twin_accuracy``
+    (leaderboard.accuracy.twin_accuracy_rebuild)."""
+
+    STATUS_ADMITTED = "admitted"
+    STATUS_QUARANTINED = "quarantined"
+    STATUS_CHOICES = [(STATUS_ADMITTED, "admitted"), (STATUS_QUARANTINED, "quarantined")]
+
+    profile = models.CharField(max_length=100, unique=True)
+    status = models.CharField(max_length=20, choices=STATUS_CHOICES)
+    mape = models.FloatField(null=True, blank=True)  # null: the twin reaches no figure
+    # agentperf.simulator.accuracy.ProfileAccuracy.dump()
+    record = models.JSONField()
+    built_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["profile"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=["admitted", "quarantined"]),
+                name="twin_accuracy_status_valid",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.profile}: {self.status}"
+
+
+def twin_statuses() -> dict[str, str]:
+    """{profile: status} of every twin profile, cached per generation (a rebuild of the
+    accuracy page bumps it: leaderboard.accuracy)."""
+    return cached(
+        "twin:statuses", lambda: dict(TwinAccuracy.objects.values_list("profile", "status"))
+    )

@@ -400,6 +400,7 @@ def result_publish(
             tier_set=publication.tier_set,
             label=label or default_label(hardware_name=submission.hardware.name, when=now),
             is_simulated=submission.is_simulated,
+            twin_profile=twin_profile(submission),
             workload=submission.workload,
             accelerators_used=publication.accelerators,
             accelerators_in_system=publication.in_system,
@@ -432,6 +433,16 @@ def result_publish(
             functools.partial(result_pages_changed, result_ids=[result.pk], removed=False)
         )
     return result
+
+
+def twin_profile(submission: Submission) -> str:
+    """The twin profile that served a simulated submission ("" for a measured one): what
+    labels its result by the accuracy page's status (docs/simulator.md "Accuracy")."""
+    if not submission.is_simulated:
+        return ""
+    spec = ((submission.config or {}).get("launcher") or {}).get("simulated") or {}
+    profile = spec.get("profile")
+    return profile[:100] if isinstance(profile, str) else ""
 
 
 def simulated_band(submission: Submission) -> dict | None:

@@ -20,6 +20,7 @@ urlpatterns = [
     path("compare/", views.compare, name="compare"),
     path("history/<str:model_slug>/<str:hardware_slug>/", views.history, name="history"),
     path("methodology/", views.methodology, name="methodology"),
+    path("twin/accuracy/", views.twin_accuracy, name="twin-accuracy"),
     path("data/", views.data, name="data"),
     path("data/latest/<str:name>", views.data_file, name="data-file"),
     path("api/v1/public/", include("leaderboard.api_urls")),

@@ -19,6 +19,7 @@ from leaderboard import links, receipts
 from leaderboard.cache import cached_page
 from leaderboard.launch import result_launch
 from leaderboard.models import Result
+from leaderboard.pages.accuracy import accuracy_page
 from leaderboard.pages.compare import MAX_COMPARE, compare_page
 from leaderboard.pages.hardware import hardware_page
 from leaderboard.pages.history import history_page as history_data
@@ -270,6 +271,15 @@ def methodology(request: HttpRequest) -> HttpResponse:
             template="leaderboard/methodology.html",
             stem="methodology",
         ),
+    )
+
+
+@require_GET
+def twin_accuracy(request: HttpRequest) -> HttpResponse:
+    """Every twin profile against its held-out figures (docs/simulator.md "Accuracy")."""
+    return _page(
+        request,
+        Page(build=accuracy_page, template="leaderboard/twin_accuracy.html", stem="twin-accuracy"),
     )
 
 

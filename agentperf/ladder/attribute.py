@@ -212,13 +212,83 @@ def reading(trials: Sequence[dict[str, Any]], speed: float, floor: bool) -> str 
 
 
 def with_readings(doc: dict[str, Any]) -> dict[str, Any]:
-    """The ladder document with ``read`` beside every rung's figure at a speed (a copy)."""
+    """The ladder document with ``read`` beside every rung's figure at a speed, and every
+    gain taken against a floor turned into a bound (``floors_as_bounds``): a copy. Applied
+    on read, so a ladder stored before either rule reads by them."""
     out = copy.deepcopy(doc)
     for order in (out.get("orders") or {}).values():
         for rung in order.get("rungs") or []:
             for key, row in (rung.get("speeds") or {}).items():
                 row["read"] = reading(rung.get("trials") or [], float(key), bool(row.get("floor")))
+        floors_as_bounds(order)
     return out
+
+
+AT_LEAST = "at_least"
+AT_MOST = "at_most"
+UNKNOWN = "unknown"
+
+
+def _bound(hi: dict[str, Any], lo: dict[str, Any]) -> dict[str, Any] | None:
+    """A difference ``hi − lo`` of two rung figures where one or both is a floor ("the rung
+    serves at least this much there"): never a value. hi a floor: the difference is at
+    least hi − lo; lo a floor: at most; both: unknown. None when neither is a floor."""
+    hi_floor, lo_floor = bool(hi.get("floor")), bool(lo.get("floor"))
+    if not (hi_floor or lo_floor):
+        return None
+    a = (hi.get("throughput_per_accelerator") or {}).get("estimate")
+    b = (lo.get("throughput_per_accelerator") or {}).get("estimate")
+    if hi_floor and lo_floor or a is None or b is None:
+        return {"kind": UNKNOWN, "value": None}
+    return {"kind": AT_LEAST if hi_floor else AT_MOST, "value": a - b}
+
+
+def _unvalued(est: dict[str, Any] | None) -> dict[str, Any]:
+    return {**(est or {}), "estimate": None, "low": None, "high": None}
+
+
+def floors_as_bounds(order_doc: dict[str, Any]) -> dict[str, Any]:
+    """Within one order of a ladder document (in place, idempotent): a gain, share or total
+    whose rungs' figure at that speed is a floor on either side has no estimate and no
+    interval; it carries ``bound`` (``at_least`` / ``at_most`` with the difference of the
+    two figures, or ``unknown``) instead, so nothing subtracts a floor as though it were a
+    value (docs/ladders.md "Reading a ladder")."""
+    rungs = order_doc.get("rungs") or []
+    if len(rungs) < 2:
+        return order_doc
+    loo = order_doc.get("order") == "leave_one_out"
+    top, base = (rungs[1] if loo else rungs[-1]), rungs[0]
+    for key, total in (order_doc.get("total_gain") or {}).items():
+        bound = _bound(top["speeds"].get(key) or {}, base["speeds"].get(key) or {})
+        if bound is not None:
+            order_doc["total_gain"][key] = {**_unvalued(total), "bound": bound}
+    for k, rung in enumerate(rungs):
+        if loo:
+            pair = (rungs[1], rung) if k >= 2 else None
+        else:
+            pair = (rung, rungs[k - 1]) if k >= 1 else None
+        if pair is None:
+            continue
+        hi, lo = pair
+        for key, row in (rung.get("speeds") or {}).items():
+            bound = _bound(hi["speeds"].get(key) or {}, lo["speeds"].get(key) or {})
+            if bound is None or "gain" not in row:
+                continue
+            row["gain"] = {**_unvalued(row["gain"]), "bound": bound}
+            row["share"] = _unvalued(row.get("share"))
+            row["within_noise"] = None
+    for key, total in (order_doc.get("total_gain") or {}).items():
+        if total.get("estimate") is None:  # no total to share: no share is a value
+            for rung in rungs:
+                row = (rung.get("speeds") or {}).get(key)
+                if row is not None and "share" in row:
+                    row["share"] = _unvalued(row["share"])
+    if loo and "interaction" in order_doc:
+        for key, total in (order_doc.get("total_gain") or {}).items():
+            credits = [(r["speeds"].get(key) or {}).get("gain") or {} for r in rungs[2:]]
+            if total.get("estimate") is None or any(c.get("estimate") is None for c in credits):
+                order_doc["interaction"][key] = None
+    return order_doc
 
 
 def value_at_speed(
@@ -465,7 +535,7 @@ def attribute(
             else:
                 interaction[f"{s:g}"] = total - sum(c for c in credits if c is not None)
         out["interaction"] = interaction
-    return out
+    return floors_as_bounds(out)
 
 
 def carry_band(doc: dict[str, Any], samples: dict[str, dict[str, Any]]) -> dict[str, Any]:

@@ -80,14 +80,23 @@ def waterfall_figure(order_doc: dict[str, Any], speed: str, *, title: str = "") 
     noisy = [False] + [bool(gain(r).get("estimate") is not None and _noise(gain(r))) for r in steps]
     text = [_fmt(v) if not single else _fmt(v, 1) for v in y]
     if not single and rungs[0]["speeds"][speed].get("floor"):
-        text[0] = "≥ " + text[0]
+        text[0] = "≥ " + text[0] + " (floor)"
     if not single and top["speeds"][speed].get("floor"):
-        text[-1] = "≥ " + text[-1]
+        text[-1] = "≥ " + text[-1] + " (floor)"
+    bounded = 0
     for i, r in enumerate(steps, start=1):
-        if noisy[i]:
+        bound = gain(r).get("bound")
+        if bound is not None:  # a floor on either side: no bar, the bound in words
+            bounded += 1
+            text[i] = _bound_text(bound)
+        elif noisy[i]:
             text[i] += " (within noise)"
-        if not single and r["speeds"][speed].get("floor"):
-            text[i] += " ≥"
+    if loo and bounded:
+        y[len(steps) + 1] = None  # the remainder of credits that are not values
+        text[len(steps) + 1] = "—"
+    if bounded:
+        # the last bar stands on its own value: the chain of bars does not add up to it
+        measure[-1] = "absolute"
     trace = {
         "type": "waterfall",
         "orientation": "v",
@@ -142,6 +151,11 @@ def waterfall_figure(order_doc: dict[str, Any], speed: str, *, title: str = "") 
         else f"throughput per accelerator at {speed} tok/s per agent "
         "(read between measured trials; ≥: a floor)"
     )
+    if bounded:
+        heading += (
+            f"<br><sub>{bounded} change{'s' if bounded > 1 else ''} drawn without a bar: a "
+            "rung never got this slow, so its figure is a floor and the gain only a bound</sub>"
+        )
     return {
         "data": [trace, bars],
         "layout": {
@@ -152,6 +166,14 @@ def waterfall_figure(order_doc: dict[str, Any], speed: str, *, title: str = "") 
             "margin": {"t": 60, "b": 120},
         },
     }
+
+
+def _bound_text(bound: dict[str, Any]) -> str:
+    if bound.get("kind") == "at_least" and bound.get("value") is not None:
+        return f"≥ {bound['value']:+,.0f} (vs a floor)"
+    if bound.get("kind") == "at_most" and bound.get("value") is not None:
+        return f"≤ {bound['value']:+,.0f} (vs a floor)"
+    return "not reached"
 
 
 def _noise(g: dict[str, Any]) -> bool:
@@ -232,6 +254,8 @@ def ladder_table_html(order_doc: dict[str, Any], speeds: list[str], tiers: list[
             if row.get("floor"):
                 thr = "≥ " + thr
             gain = _iv(row.get("gain"))
+            if (row.get("gain") or {}).get("bound"):  # against a floor: a bound, no value
+                gain = _bound_text(row["gain"]["bound"])
             if row.get("within_noise"):
                 gain += " <em>within noise</em>"
             share = _iv(row.get("share"), 1, pct=True)

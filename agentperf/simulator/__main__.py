@@ -1,4 +1,4 @@
-"""``python -m agentperf.simulator profiles|show|calibrate|band`` — the simulated serving
+"""``python -m agentperf.simulator profiles|show|calibrate|band|holdout|accuracy`` — the
 system's CLI (its real-time HTTP server is the pool host's: ``python -m runner.simulator``)."""
 
 from __future__ import annotations
@@ -75,6 +75,26 @@ def _parser() -> argparse.ArgumentParser:
     band.add_argument("--dataset", default=None)
     band.add_argument("--write", action="store_true", help="write <profile>.band.json")
     band.add_argument("--jobs", type=int, default=1, help="samples side by side")
+    ho = sub.add_parser(
+        "holdout",
+        help="the profile's predictions at published figures it was never fitted to "
+        "(docs/simulator.md 'Accuracy'); --write keeps them as <profile>.holdout.json",
+    )
+    ho.add_argument("--profile", required=True)
+    ho.add_argument("--points", required=True, help="published points (YAML/JSON or a name)")
+    ho.add_argument("--concurrency", default=None, help="comma list (default: 1, 2, 4 … 12288)")
+    ho.add_argument("--warmup", type=float, default=60.0, help="virtual seconds")
+    ho.add_argument("--duration", type=float, default=120.0, help="window, virtual seconds")
+    ho.add_argument("--ramp", type=float, default=30.0, help="virtual seconds")
+    ho.add_argument("--seed", type=int, default=0)
+    ho.add_argument("--catalog-dir", default=None)
+    ho.add_argument("--dataset", default=None)
+    ho.add_argument("--write", action="store_true", help="write <profile>.holdout.json")
+    sub.add_parser(
+        "accuracy",
+        help="every profile against its held-out figures: errors, MAPE, admitted or "
+        "quarantined (from the committed records)",
+    )
     return ap
 
 
@@ -237,6 +257,98 @@ def _calibrate(args: argparse.Namespace, profile: Profile) -> int:
     return 0
 
 
+def _holdout(args: argparse.Namespace, profile: Profile) -> int:
+    from agentperf.simulator import calibrate as cal
+    from agentperf.simulator.accuracy import ProfileAccuracy, holdout_path
+    from agentperf.simulator.fit import FitError, parse_fit, points_file
+    from agentperf.simulator.profile import profile_document
+
+    try:
+        path = points_file(args.points)
+        published = cal.load_points(path)
+        sweep = (
+            [int(x) for x in args.concurrency.split(",") if x.strip()]
+            if args.concurrency
+            else list(cal.DEFAULT_SWEEP)
+        )
+    except (ValueError, OSError, FitError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    doc = profile_document(args.profile)
+    if isinstance(doc.get("fit"), dict):
+        fitted_to = parse_fit(doc).points_path.resolve()
+        if fitted_to == path.resolve():
+            print(
+                f"error: --points: {profile.name} is fitted to {path.name}; its figures are "
+                "not held out (its leave-one-out errors are, in its .fit.json)",
+                file=sys.stderr,
+            )
+            return 2
+    speeds = list(published["frontier"])
+    points = cal.run_sweep(
+        profile,
+        _trajectories(args.dataset),
+        concurrencies=sweep,
+        stop_below=min(speeds) if speeds else None,
+        on_point=lambda p: print(
+            f"trial N={p.concurrency}: p25 {p.p25_speed:.1f} tok/s, "
+            f"{p.throughput_per_accelerator:,.0f} tok/s per accelerator",
+            flush=True,
+        ),
+        warmup_s=args.warmup,
+        duration_s=args.duration,
+        ramp_s=args.ramp,
+        seed=args.seed,
+    )
+    figures = cal.held_out_figures(points, published)
+    verdict = ProfileAccuracy(profile=profile.name, figures=tuple(figures), sources=())
+    for f in figures:
+        err = "never reached" if f.error is None else f"{f.error:+.1%}"
+        print(f"{f.figure}: twin {f.simulated} against {f.reference:g} {f.unit}: {err}")
+    print(f"{verdict.status}: {verdict.reason}")
+    if args.write:
+        record = {
+            "profile": profile.name,
+            "command": "python -m agentperf.simulator holdout "
+            + " ".join(a for a in sys.argv[1:] if a != "--write"),
+            "points_file": path.name,
+            "points_source": published.get("source", ""),
+            "trials": {
+                "concurrency": [p.concurrency for p in points],
+                "warmup_s": args.warmup,
+                "duration_s": args.duration,
+                "ramp_s": args.ramp,
+                "seed": args.seed,
+                "dataset": args.dataset or "synthetic seed 1, 200 trajectories",
+            },
+            "sweep": [
+                {
+                    "concurrency": p.concurrency,
+                    "p25_speed": round(p.p25_speed, 2),
+                    "throughput_per_accelerator": round(p.throughput_per_accelerator, 1),
+                }
+                for p in points
+            ],
+            "figures": [f.model_dump() for f in figures],
+        }
+        out = holdout_path(profile.name)
+        out.write_text(json.dumps(record, indent=1) + "\n")
+        print(f"wrote {out}")
+    return 0
+
+
+def _accuracy() -> int:
+    from agentperf.simulator.accuracy import accuracy_table
+
+    for acc in accuracy_table():
+        mape = "—" if acc.mape is None else f"{acc.mape:.1%}"
+        print(f"{acc.profile}: {acc.status} (MAPE {mape}; {acc.reason})")
+        for f in acc.figures:
+            err = "never reached" if f.error is None else f"{f.error:+.1%}"
+            print(f"  {f.figure} [{f.basis}]: {f.simulated} vs {f.reference:g} {f.unit} {err}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -244,6 +356,8 @@ def main(argv: list[str] | None = None) -> int:
             for name in available_profiles():
                 print(name)
             return 0
+        if args.cmd == "accuracy":
+            return _accuracy()
         profile = load_profile(args.profile, catalog_dir=args.catalog_dir)
     except ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -257,6 +371,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fit(args) if args.fit else _calibrate(args, profile)
     if args.cmd == "band":
         return _band(args)
+    if args.cmd == "holdout":
+        return _holdout(args, profile)
     raise AssertionError(f"unhandled command {args.cmd!r}")
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from agentperf.simulator.accuracy import PUBLISHED, HeldOutFigure
 from agentperf.simulator.cost import CostModel
 from agentperf.simulator.profile import Profile
 
@@ -287,3 +288,39 @@ def report(
             text += f" (published {ref:,.0f}: {_err(y, ref)})"
         lines.append(f"at {x:g} tok/s per agent: {text}")
     return "\n".join(lines)
+
+
+def held_out_figures(
+    points: Sequence[SweepPoint], published: dict[str, Any]
+) -> list[HeldOutFigure]:
+    """The sweep read at every figure of a published points file the profile was never
+    fitted to: 1 and 2 agents at their trials, each frontier speed between the two trials
+    that bracket it, or never reached (docs/simulator.md "Accuracy")."""
+    by_n = {p.concurrency: p for p in points}
+    out: list[HeldOutFigure] = []
+    for n, key, label in ((1, "single_agent", "1 agent"), (2, "two_agents", "2 agents")):
+        if published.get(key):
+            pt = by_n.get(n)
+            out.append(
+                HeldOutFigure(
+                    figure=label,
+                    unit="tok/s per agent",
+                    reference=float(published[key]),
+                    simulated=None if pt is None else round(pt.p25_speed, 2),
+                    basis=PUBLISHED,
+                    read="at a trial" if pt else "not run",
+                )
+            )
+    for speed, ref in sorted(published.get("frontier", {}).items(), reverse=True):
+        y = frontier_at(points, speed)
+        out.append(
+            HeldOutFigure(
+                figure=f"at {speed:g} tok/s per agent",
+                unit="tok/s per accelerator",
+                reference=float(ref),
+                simulated=None if y is None else round(y, 1),
+                basis=PUBLISHED,
+                read="between trials" if y is not None else "never reached by the sweep",
+            )
+        )
+    return out

@@ -222,6 +222,8 @@ def page_figure(
         "height": height,
         "log": log,
         "simulated": any(s["is_simulated"] for s in series),
+        # simulated results drawn whose twin profile is quarantined: the chart warns
+        "quarantined": sum(s.get("twin") == "quarantined" for s in series),
     }
 
 
@@ -255,7 +257,7 @@ def points_table(series: list[dict], name: str = "points") -> Table:
 def _points_rows(series: list[dict]) -> list[dict]:
     rows = []
     for s in series:
-        name_ = f"{s['name']} [simulated]" if s["is_simulated"] else s["name"]
+        name_ = charts.trace_name(s)
         links = {"result": result_url(s["id"])}
         for n, x, y, ttft, apa, _, bounds in s["points"]:
             rows.append(

@@ -1,12 +1,14 @@
 """Shared fixtures of the leaderboard tests: a cold cache per test, browser pages that keep
 to the live server, and a site with every kind of public page."""
 
+import io
 import json
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 from django.core.cache import cache
+from django.core.management import call_command
 from django.urls import reverse
 
 from demo.synthetic import make_hardware, make_model, make_org, make_published_result
@@ -96,6 +98,7 @@ def site(db) -> dict[str, str]:
         model=model,
         hardware=systems[1],
     )
+    call_command("twin_accuracy", stdout=io.StringIO())
     return {
         "home": reverse("home"),
         "models": reverse("model-list"),
@@ -109,6 +112,7 @@ def site(db) -> dict[str, str]:
         "compare": reverse("compare") + f"?r={measured[0].pk}&r={measured[1].pk}&speed=130",
         "history": reverse("history", args=[model.slug, systems[0].slug]),
         "methodology": reverse("methodology"),
+        "twin-accuracy": reverse("twin-accuracy"),
         "data": reverse("data"),
         "ladders": reverse("ladder-list"),
         "ladder": reverse("ladder-detail", args=[ladder.pk]),

@@ -136,4 +136,6 @@ def test_a_model_with_only_simulated_results_draws_them_labelled(site, page_fact
         "document.getElementById('frontier')._fullData.filter(t => t.meta && "
         "t.meta.result_id).map(t => t.name)"
     )
-    assert names == ["Twin only [simulated]"]
+    # its profile is unnamed, so nothing checked it: quarantined, and the chart says so
+    assert names == ["Twin only [simulated, quarantined twin]"]
+    assert page.locator(".notice.quarantine").is_visible()

@@ -29,6 +29,7 @@ PUBLIC_PREFIXES = (
     "compare/",
     "history/",
     "methodology/",
+    "twin/",
     "data/",
     "ladders/",
     "api/v1/public/",

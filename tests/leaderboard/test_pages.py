@@ -95,7 +95,8 @@ def test_simulated_results_are_hidden_from_the_model_page_until_asked(client, li
     assert "1 simulated result hidden" in hidden.content.decode()
     shown = client.get(url + "?simulated=1")
     trace = next(t for t in figure_of(shown)["data"] if t["meta"]["result_id"] == lineup["sim"].pk)
-    assert trace["name"].endswith("[simulated]")
+    # no accuracy row checks its profile: quarantined (docs/simulator.md "Accuracy")
+    assert trace["name"].endswith("[simulated, quarantined twin]")
     assert trace["line"]["dash"] == "dot"
 
 
@@ -124,7 +125,7 @@ def test_the_results_csv_labels_simulated_rows_when_they_are_shown(client, lineu
     rows = csv_rows(client.get(url + "?simulated=1&format=csv&table=results"))
     by_id = {int(r["result_id"]): r for r in rows}
     assert by_id[lineup["sim"].pk]["simulated"] == "true"
-    assert by_id[lineup["sim"].pk]["label"] == "Dry run [simulated]"
+    assert by_id[lineup["sim"].pk]["label"] == "Dry run [simulated, quarantined twin]"
     assert by_id[lineup["results"][0].pk]["simulated"] == "false"
 
 
@@ -258,7 +259,7 @@ def test_a_simulated_result_page_is_labelled(client, db):
     result = make_published_result(simulated=True)
     html = client.get(reverse("result-detail", args=[result.pk])).content.decode()
     assert "Simulated result." in html
-    assert "[simulated]" in html  # title and chart trace
+    assert "[simulated, quarantined twin]" in html  # title and chart trace
 
 
 @pytest.fixture
