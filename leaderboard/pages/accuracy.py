@@ -59,7 +59,7 @@ def accuracy_page() -> dict:
         [
             Column("profile", "Profile"),
             Column("status", "Status"),
-            Column("mape", "MAPE", "pct", "no figure reached"),
+            Column("mape", "MAPE", "pct", "—"),
             Column("within", "Figures within ±25%", "text"),
             Column("results", "Published simulated results", "int"),
             Column("reason", "Why"),
