@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from agentperf.simulator import provenance
 from agentperf.simulator.accuracy import PUBLISHED, HeldOutFigure
 from agentperf.simulator.cost import CostModel
 from agentperf.simulator.profile import Profile
@@ -94,6 +95,11 @@ def describe(profile: Profile) -> dict[str, Any]:
         # how large a decode batch must be before agents slow to the public 82 tok/s point
         "decode_batch_for_82_tok_s_at_27k": decode_batch_for_speed(profile, 82.0, context=27_000),
         "provenance": profile.provenance,
+        # each number by what it rests on; the assumptions no band covers, by name
+        # (agentperf.simulator.provenance; docs/simulator.md "Profiles and the source of
+        # every number")
+        "provenance_counts": provenance.counts(profile),
+        "unbanded_assumptions": provenance.unbanded_assumptions(profile),
     }
 
 
