@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from core.contention import BUSY_MESSAGE, busy_headers, is_contention
+from core.error_shape import error_body
 
 
 def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
@@ -31,10 +32,6 @@ def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
     else:
         out[prefix or "non_field_errors"] = [str(detail)]
     return out
-
-
-def error_body(code: str, message: str, fields: dict[str, list[str]] | None = None) -> dict:
-    return {"error": {"code": code, "message": message, "fields": fields or {}}}
 
 
 class ApiError(exceptions.APIException):

@@ -19,6 +19,8 @@ from django.conf import settings
 from django.db import OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from core.error_shape import error_body
+
 # lock_not_available (lock_timeout), serialization_failure, deadlock_detected
 CONTENTION_SQLSTATES = frozenset({"55P03", "40001", "40P01"})
 SQLITE_BUSY_MESSAGES = ("database is locked", "database table is locked")
@@ -57,8 +59,6 @@ class ContentionMiddleware:
         if not is_contention(exception):
             return None
         if request.path.startswith("/api/"):
-            from core.api_errors import error_body  # which imports this module
-
             response: HttpResponse = JsonResponse(error_body("busy", BUSY_MESSAGE), status=503)
         else:
             response = HttpResponse(BUSY_MESSAGE, status=503, content_type="text/plain")

@@ -14,6 +14,8 @@ from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 
+from core.error_shape import error_body
+
 _CONTROL = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
 
 
@@ -38,8 +40,6 @@ class RefuseControlCharactersMiddleware:
             return self.get_response(request)
         field, message = found
         if request.path.startswith("/api/"):
-            from core.api_errors import error_body
-
             body = error_body("invalid", f"{field}: {message}", {field: [message]})
             return JsonResponse(body, status=400)
         return HttpResponseBadRequest(f"{field}: {message}", content_type="text/plain")

@@ -7,6 +7,7 @@ from django.core.files.storage import storages
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 
+from core.error_shape import error_body
 from core.storage import unsign_file_token
 
 
@@ -31,8 +32,6 @@ def _api(request: HttpRequest) -> bool:
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     """A path no route matches: under /api/ in the API's error shape, else the HTML page."""
     if _api(request):
-        from core.api_errors import error_body
-
         return JsonResponse(error_body("not_found", "No such API path."), status=404)
     return defaults.page_not_found(request, exception)
 
@@ -46,8 +45,6 @@ def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
     if isinstance(exception, RequestDataTooBig):
         limit = int(settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
         if _api(request):
-            from core.api_errors import error_body
-
             body = error_body(
                 "too_large",
                 f"the body is larger than {limit} bytes",
@@ -56,15 +53,11 @@ def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
             return JsonResponse(body, status=413)
         return HttpResponse(f"The body is larger than {limit} bytes.", status=413)
     if _api(request):
-        from core.api_errors import error_body
-
         return JsonResponse(error_body("bad_request", "The request is malformed."), status=400)
     return defaults.bad_request(request, exception)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
     if _api(request):
-        from core.api_errors import error_body
-
         return JsonResponse(error_body("server_error", "Internal error."), status=500)
     return defaults.server_error(request)

@@ -25,7 +25,7 @@ from django.views.decorators.http import require_GET
 
 from catalog.models import AIModel, HardwareSystem
 from catalog.services import default_tier_set_for
-from core.api_errors import error_body
+from core.error_shape import error_body
 from leaderboard import chart_images, charts, links
 from leaderboard.cache import cached
 from leaderboard.httpcache import cache_public

@@ -7,7 +7,7 @@ from django.http import HttpRequest, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET
 
-from core.api_errors import error_body
+from core.error_shape import error_body
 from review.views import staff_required
 from runs.models import Trial
 from runs.timeline import RecordsUnavailable, TimelineError, timeline_read

@@ -1,14 +1,14 @@
-"""Fail when a module-level import circle is left among the first-party modules.
+"""Fail when an import circle is left among the first-party modules.
 
 `make test` runs it next to `lint-imports` (docs/architecture.md "Layers"). The packages are
 import-linter's `root_packages` in pyproject.toml; the graph is grimp's (import-linter's graph
-library), without the imports under `if TYPE_CHECKING:`. An import counts when it runs as
-the module is imported: at module level, in a class body or under a module-level `if`/`try`.
-An import inside a function (a lazy import) runs later and does not count.
+library), without the imports under `if TYPE_CHECKING:` (they never run). Every other import
+counts: at module level, in a class body, under a module-level `if`/`try`, and inside a
+function (a lazy import closing a circle is a circle that waits for its first call).
 
-    python tools/check_cycles.py            # the repository's packages
-    python tools/check_cycles.py pkg ...    # these packages (importable from the path)
-    python tools/check_cycles.py --lazy     # function-level imports count too (a report)
+    python tools/check_cycles.py                   # the repository's packages
+    python tools/check_cycles.py pkg ...           # these packages (importable from the path)
+    python tools/check_cycles.py --module-level    # only what runs at import time (a report)
 
 Exit status 1 names each circle, one import per line with its file and line, as
 `a -> b -> a`.
@@ -177,8 +177,8 @@ def describe(cycle: list[Import]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    lazy = "--lazy" in argv
-    names = [a for a in argv if a != "--lazy"]
+    lazy = "--module-level" not in argv
+    names = [a for a in argv if a != "--module-level"]
     packages = names or root_packages()
     if not names:
         sys.path.insert(0, str(ROOT))

@@ -28,6 +28,10 @@ from agentperf.engine.trajectory import Message, Trajectory
 if TYPE_CHECKING:  # metrics.TrialSummary carries a CacheTruth: no import cycle at run time
     from agentperf.engine.metrics import RequestRecord
 
+# RequestRecord.extra key on a primed session's first request: the turn whose prompt the
+# replay put in the cache before the trial (agentperf.engine.replay, ReplayConfig.prime_cache).
+PRIMED_TURN = "primed_turn"
+
 # The tolerance (docs/metrics.md "Cache truth"). Per request, tokens an honest server may
 # find cached beyond the shared messages: chat-template tokens ahead of the namespace line
 # (BOS, a role header, a default system prompt) and a cache block completed by a chance
@@ -199,8 +203,6 @@ def request_bounds(
     first request (virtual time: ``extra["primed_turn"]``) also finds the primed turn.
     ``records`` are one trial's: the search salts each trial's namespaces.
     """
-    from agentperf.engine.replay import PRIMED_TURN
-
     count = count_tools or _tools_counter()
     indexes: dict[str, _Prompts] = {}
     earlier_of: dict[tuple[int, str, str], list[_Earlier]] = {}

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentperf.engine.cachetruth import CacheTruth
 from agentperf.engine.reasons import ErrorReason, error_reasons
+from agentperf.engine.resample import batched_counts, bootstrap_rng
 from agentperf.engine.transport import Exchange, RequestSpec
 
 NS = 1_000_000_000
@@ -539,17 +540,13 @@ def share_interval(
         return share, share
     import numpy as np
 
-    from agentperf.engine.stats import _batched_counts, bootstrap_rng
-
     rng = bootstrap_rng(seed, name)
     ones = np.array([1 if m else 0 for m in met], dtype=np.int64)
     k = len(met)
     # Σ count × (1.0 or 0.0) in floats has only integers below 2**53 on the way, so it is
     # exactly the integer count of drawn sessions that met the tier, in whatever order summed
     stats = sorted(
-        float(c) / k
-        for batch in _batched_counts(rng, k, resamples)
-        for c in (batch @ ones).tolist()
+        float(c) / k for batch in batched_counts(rng, k, resamples) for c in (batch @ ones).tolist()
     )
     alpha = (1 - confidence) / 2
     low = stats[max(0, math.ceil(alpha * len(stats)) - 1)]

@@ -22,13 +22,10 @@ from typing import Any, cast
 
 import orjson
 
+from agentperf.engine.cachetruth import PRIMED_TURN
 from agentperf.engine.metrics import RequestRecord
 from agentperf.engine.trajectory import Message, Trajectory
 from agentperf.engine.transport import Api, Clock, PrimableTransport, RequestSpec, Transport
-
-# RequestRecord.extra key on a primed session's first request: the turn whose prompt was
-# put in the cache before the trial (ReplayConfig.prime_cache).
-PRIMED_TURN = "primed_turn"
 
 # Local token estimate of the namespace line (cl100k: "agentperf-session " + 16 hex + "\n").
 NAMESPACE_TOKENS = 12

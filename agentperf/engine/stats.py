@@ -19,13 +19,13 @@ Pure functions of records; seeded, so the same records give the same interval.
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from agentperf.engine.metrics import NS, RequestRecord, attributed_tokens, percentile
+from agentperf.engine.resample import batched_counts, bootstrap_rng
 
 DEFAULT_RESAMPLES = 1000
 DEFAULT_CONFIDENCE = 0.95
@@ -130,15 +130,6 @@ def bootstrap_interval(
     return Interval(name, estimate, low, high, confidence, len(groups), n_req, len(stats))
 
 
-def bootstrap_rng(seed: int, name: str) -> Any:
-    """The seeded generator of one statistic's resamples (a numpy Generator: drawing each
-    resample's groups in one call instead of one Python call per group)."""
-    import numpy as np
-
-    digest = hashlib.sha256(f"agentperf-bootstrap:{seed}:{name}".encode()).digest()
-    return np.random.default_rng(list(digest))
-
-
 @functools.cache
 def _blas_controller() -> Any:
     from threadpoolctl import ThreadpoolController
@@ -155,22 +146,6 @@ def one_blas_thread() -> Any:  # a context manager (threadpoolctl is untyped)
     import numpy  # noqa: F401  (loaded first, so the controller sees its BLAS)
 
     return _blas_controller().limit(limits=1, user_api="blas")
-
-
-def _batched_counts(rng: Any, k: int, resamples: int) -> Iterator[Any]:
-    """Each resample's count per group, ``resamples`` rows at a time: the draws of
-    ``rng.integers(0, k, size=k)`` once per resample (one call of shape (rows, k) draws
-    the same numbers and leaves the generator in the same state) and their ``bincount``."""
-    import numpy as np
-
-    rows = max(1, min(resamples, (1 << 21) // max(1, k)))
-    done = 0
-    while done < resamples:
-        r = min(rows, resamples - done)
-        draws = rng.integers(0, k, size=(r, k))
-        draws += (np.arange(r, dtype=draws.dtype) * k)[:, None]
-        yield np.bincount(draws.ravel(), minlength=r * k).reshape(r, k)
-        done += r
 
 
 def _resampled_percentiles(
@@ -205,7 +180,7 @@ def _resampled_percentiles(
     q = p / 100
     if not n:  # no values: every resample is empty (and skipped)
         return []
-    for counts in _batched_counts(rng, k, resamples):
+    for counts in batched_counts(rng, k, resamples):
         totals = (counts @ size_arr).tolist()
         ranks = np.array([max(1, math.ceil(q * t)) for t in totals], dtype=np.int64)
         base = counts @ below  # weighted count of the values before the band
@@ -260,7 +235,7 @@ def throughput_interval(
     with one_blas_thread():
         stats = sorted(
             float(np.dot(row, values))
-            for batch in _batched_counts(rng, k, resamples)
+            for batch in batched_counts(rng, k, resamples)
             for row in batch.astype(np.float64)
         )
     alpha = (1 - confidence) / 2

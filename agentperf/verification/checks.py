@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentperf.engine import cachetruth
+from agentperf.engine.cachetruth import PRIMED_TURN
 from agentperf.engine.metrics import RequestRecord
-from agentperf.engine.replay import NAMESPACE_TOKENS, PRIMED_TURN
+from agentperf.engine.replay import NAMESPACE_TOKENS
 from agentperf.engine.trajectory import Trajectory, common_prefix_length
 from agentperf.verification import quality, speculative, taskcheck
 from agentperf.verification.fingerprint import compare_canaries

@@ -8,8 +8,9 @@ import dataclasses
 import pytest
 
 from agentperf.engine import cachetruth as ct
+from agentperf.engine.cachetruth import PRIMED_TURN
 from agentperf.engine.metrics import RequestRecord, TrialSummary, summarize
-from agentperf.engine.replay import NAMESPACE_TOKENS, PRIMED_TURN
+from agentperf.engine.replay import NAMESPACE_TOKENS
 from agentperf.engine.trajectory import Trajectory, Turn
 from agentperf.verification.speculative import parse_metrics
 from tests.support.records import request_record

@@ -11,10 +11,9 @@ import numpy as np
 import pytest
 
 from agentperf.engine.metrics import NS, RequestRecord, attributed_tokens, share_interval
+from agentperf.engine.resample import batched_counts, bootstrap_rng
 from agentperf.engine.stats import (
-    _batched_counts,
     _resampled_percentiles,
-    bootstrap_rng,
     group_by_session,
     throughput_interval,
 )
@@ -43,7 +42,7 @@ def _one_resample_at_a_time(
 @pytest.mark.parametrize("k", [1, 2, 7, 3000, 5003])
 def test_batched_draws_are_those_of_one_call_per_resample(k: int) -> None:
     resamples = 1000  # k = 3000: 699 rows a batch, so a second batch is drawn
-    batched = np.concatenate(list(_batched_counts(bootstrap_rng(3, "x"), k, resamples)))
+    batched = np.concatenate(list(batched_counts(bootstrap_rng(3, "x"), k, resamples)))
     rng = bootstrap_rng(3, "x")
     one_by_one = np.stack(
         [np.bincount(rng.integers(0, k, size=k), minlength=k) for _ in range(resamples)]

@@ -1,6 +1,6 @@
 """tools/check_cycles.py, the import-circle check `make test` runs next to lint-imports: it
-fails on a module-level circle, naming each import of it, and lets a function-level (lazy)
-import or one under `if TYPE_CHECKING:` close no circle. Each case is a package written to a
+fails on a circle, naming each import of it, a function-level (lazy) import included; only
+an import under `if TYPE_CHECKING:` closes none (`--module-level` leaves lazy ones out). Each case is a package written to a
 temporary folder and checked by the script in its own process, as make runs it."""
 
 from __future__ import annotations
@@ -78,11 +78,12 @@ def test_a_circle_of_three_is_named_in_order(packages):
     assert "three/z.py:2: three.z imports three.x" in done.stderr
 
 
-def test_a_lazy_import_closes_no_circle_unless_asked(packages):
-    done = check(packages, "lazy", "typing_only")
-    assert done.returncode == 0, done.stderr
-    assert "no module-level import circle among 2 packages" in done.stdout
-    lazy = check(packages, "--lazy", "lazy", "typing_only")
+def test_a_lazy_import_closes_a_circle_unless_only_module_level_ones_are_asked_for(packages):
+    lazy = check(packages, "lazy", "typing_only")
     assert lazy.returncode == 1
     assert "import circle: lazy.a -> lazy.b -> lazy.a" in lazy.stderr
+    assert "lazy/b.py:2: lazy.b imports lazy.a" in lazy.stderr
     assert "typing_only" not in lazy.stderr  # TYPE_CHECKING imports never run
+    done = check(packages, "--module-level", "lazy", "typing_only")
+    assert done.returncode == 0, done.stderr
+    assert "no module-level import circle among 2 packages" in done.stdout
