@@ -27,7 +27,7 @@ def mcp_url() -> str:
     return settings.PUBLIC_MCP_URL
 
 
-# While a page is rendered for the page cache (leaderboard.views.page_html), an absolute
+# While a page is rendered for the page cache (leaderboard.rendering.render_page), an absolute
 # link is written as this marker + the path when PUBLIC_BASE_URL is unset: the cached HTML
 # is the same for every reader, and each response puts its own reader's origin in
 # (`with_origin`), so one reader's Host or scheme never reaches another's page.

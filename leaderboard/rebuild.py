@@ -3,9 +3,9 @@
 When the change commits, `leaderboard.tasks.result_pages_changed` bumps the page cache (a
 removal with no stale grace, see `leaderboard.cache`) and queues `leaderboard.rebuild_pages`
 on the web queue, whose worker calls `pages_rebuild`: each affected anonymous page is built
-by its page function and rendered with its template (`leaderboard.views.REBUILT_PAGES`,
-`page_html`), so a visitor gets a finished page instead of paying the rebuild (~0.1–0.5 s
-for a model page with hundreds of results).
+by the page-rendering service (`leaderboard.rendering`: `REBUILT_PAGES`, `render_page`) as
+an anonymous visit to its path, with no request, so a visitor gets a finished page instead
+of paying the rebuild (~0.1–0.5 s for a model page with hundreds of results).
 """
 
 from __future__ import annotations
@@ -13,16 +13,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from django.contrib.auth.models import AnonymousUser
-from django.http import HttpRequest, QueryDict
 from django.urls import resolve, reverse
 
 from leaderboard.models import Result
-from leaderboard.views import REBUILT_PAGES, page_html
+from leaderboard.rendering import REBUILT_PAGES, Visit, render_page
 
 log = logging.getLogger(__name__)
 
-SIMULATED = "?simulated=1"  # the toggle's URL as the pages link it (`views.query_with`)
+SIMULATED = "?simulated=1"  # the toggle's URL as the pages link it (`rendering.query_with`)
 
 
 def affected_paths(results: Iterable[Result]) -> list[str]:
@@ -42,29 +40,15 @@ def affected_paths(results: Iterable[Result]) -> list[str]:
     return list(dict.fromkeys(paths))
 
 
-def _anonymous_visitor(path: str) -> HttpRequest:
-    """The context an anonymous visitor's page is rendered in (the template context
-    processors read the request and its user; the page's links read its query). It has no
-    host: absolute links fall back to paths (`leaderboard.links`)."""
-    request = HttpRequest()
-    request.method = "GET"
-    request.path, _, query = path.partition("?")
-    request.path_info = request.path
-    request.GET = QueryDict(query)
-    request.META = {"REQUEST_METHOD": "GET", "QUERY_STRING": query}
-    request.user = AnonymousUser()
-    return request
-
-
 def pages_rebuild(*, result_ids: list[int]) -> list[str]:
     """Render and cache the anonymous pages showing these results (ids that no longer exist
     are skipped). Idempotent: a second run stores the same pages again. Returns the paths."""
     results = list(Result.objects.select_related("model", "hardware").filter(pk__in=result_ids))
     paths = affected_paths(results) if results else []
     for path in paths:
-        match = resolve(path.partition("?")[0])
-        request = _anonymous_visitor(path)
-        page = REBUILT_PAGES[match.url_name](request, *match.args, **match.kwargs)
-        if page_html(request, page, refresh=True) is None:  # pragma: no cover - all exist
+        visit = Visit(path)
+        match = resolve(visit.path)
+        page = REBUILT_PAGES[match.url_name](visit.query, *match.args, **match.kwargs)
+        if render_page(visit, page, refresh=True) is None:  # pragma: no cover - all exist
             log.warning("page rebuild: %s is not found", path)
     return paths

@@ -9,11 +9,12 @@ from django.db.models import Prefetch
 from django.urls import NoReverseMatch, reverse
 
 from catalog.models import SloTier
-from leaderboard import charts, configview
+from leaderboard import charts, configview, receipts
 from leaderboard.cachetruth import result_cache_truth
 from leaderboard.cost import CLASS_LABELS, CLASSES, result_cost
 from leaderboard.energy import MODELLED, power_source, result_energy
 from leaderboard.engine_metrics import engine_metrics_figure, engine_metrics_table
+from leaderboard.launch import result_launch
 from leaderboard.loadgen import load_generator_table
 from leaderboard.loops import loops_table
 from leaderboard.models import Result
@@ -564,4 +565,7 @@ def result_page(*, pk: int) -> dict | None:
         "power_source": power_source(result),
         "modelled": result.modelled_power if result.is_simulated else None,
         "cost": cost,
+        # the signed receipt's key id and subjects (leaderboard.receipts)
+        "receipt": receipts.summary(result),
+        "launch": result_launch(result),  # was the image run (leaderboard.launch)
     }

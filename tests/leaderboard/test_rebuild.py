@@ -152,3 +152,22 @@ def test_signed_in_users_never_get_a_stale_page(
         publish("Fresh run")
     client.force_login(django_user_model.objects.create_user("visitor", password="x" * 12))
     assert "Fresh run" in _page(client, model)
+
+
+def test_writing_a_result_does_not_import_the_web_views():
+    """Publishing renders pages through the page-rendering service (leaderboard.rendering),
+    never through the views with a made-up request: a fresh interpreter that imports
+    leaderboard.publishing (and with it the rebuild task) has not loaded leaderboard.views."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import django, sys; django.setup(); import leaderboard.publishing, leaderboard.tasks; "
+        "print(sorted(m for m in sys.modules if m.startswith('leaderboard.')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    loaded = done.stdout.strip().splitlines()[-1]
+    assert "'leaderboard.publishing'" in loaded and "'leaderboard.rendering'" in loaded
+    assert "'leaderboard.views'" not in loaded
