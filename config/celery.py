@@ -55,11 +55,20 @@ def _configure(sender: Celery, **_: object) -> None:
                 "task": "runs.reap_stale_runs",
                 "schedule": float(settings.RUN_REAPER_INTERVAL_S),
                 "options": {"queue": web_queue(), "expires": float(settings.RUN_REAPER_INTERVAL_S)},
-            }
+            },
+            # the sweep behind ladders.receivers: a ladder whose refresh was never queued
+            "refresh-ladders": {
+                "task": "ladders.refresh",
+                "schedule": float(settings.LADDER_REFRESH_INTERVAL_S),
+                "options": {
+                    "queue": web_queue(),
+                    "expires": float(settings.LADDER_REFRESH_INTERVAL_S),
+                },
+            },
         },
         worker_hijack_root_logger=False,
         timezone="UTC",
     )
 
 
-app.autodiscover_tasks(["leaderboard", "submissions", "runs", "runner.worker"])
+app.autodiscover_tasks(["leaderboard", "ladders", "submissions", "runs", "runner.worker"])

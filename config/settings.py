@@ -261,6 +261,8 @@ RUN_HEARTBEAT_STALE_S = env_int("RUN_HEARTBEAT_STALE_S", 300, minimum=10)
 RUN_PENDING_STALE_S = env_int("RUN_PENDING_STALE_S", 24 * 3600, minimum=60)
 # How often `celery beat` sends runner.reap_stale_runs to the web queue.
 RUN_REAPER_INTERVAL_S = env_int("RUN_REAPER_INTERVAL_S", 60, minimum=5)
+# How often `celery beat` sends ladders.refresh (every running ladder) to the web queue.
+LADDER_REFRESH_INTERVAL_S = env_int("LADDER_REFRESH_INTERVAL_S", 300, minimum=5)
 CELERY_BROKER_VISIBILITY_TIMEOUT_S = RUN_HARD_TIME_LIMIT_S + 3600
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 # Prefix for every queue name, so several deployments (or test sessions) can share a broker.

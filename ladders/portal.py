@@ -28,7 +28,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from agentperf.ladder.report import ORDER_TITLES
 from ladders.forms import LadderForm
 from ladders.models import Ladder
-from ladders.services import LadderError, ladder_create, ladder_refresh, ladders_current
+from ladders.services import LadderError, ladder_create
 from portal.api.access import submit_allowed
 from portal.web.annotate import annotate
 from portal.web.views import portal_org
@@ -151,7 +151,7 @@ def ladder_list(request: HttpRequest) -> HttpResponse:
     ladders = ladders.annotate(
         n_rungs=Count("rungs"), n_submissions=Count("rungs__submission", distinct=True)
     )
-    listed = ladders_current(ladders[:200])
+    listed = ladders[:200]  # read only: ladders move on in ladders.refresh (ladders/tasks.py)
     return render(request, "ladders/portal_list.html", {"org": org, "ladders": listed})
 
 
@@ -162,7 +162,6 @@ def ladder_detail(request: HttpRequest, pk: int) -> HttpResponse:
     ladder = Ladder.objects.filter(org=org, pk=pk).first()
     if ladder is None:
         raise Http404("No such ladder in your organization.")
-    ladder = ladder_refresh(ladder)  # as the vendor API's detail does (docs/ladders.md)
     changes = [c.get("name", "") for c in (ladder.document or {}).get("rungs") or []]
     by_order: dict[str, list[dict[str, Any]]] = {}
     for rung in ladder.rungs.select_related("submission").order_by("order", "index"):

@@ -12,6 +12,9 @@ review once, publish.
 - ``ladder_refresh``: once every rung's run is verified (its submission in review or
   published), the attribution is computed from the stored trials (raw records read back
   for the session bootstrap) with the runner's ladder maths (``agentperf.ladder.attribute``).
+  Called by the ``ladders.refresh`` task when a rung's submission changes state
+  (``ladders/receivers.py``, ``ladders/tasks.py``) and by the review: a read never moves a
+  ladder on.
 - ``ladder_review``: one decision for the whole ladder; approving publishes every rung
   still in review.
 """
@@ -21,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterable
 from typing import Any
 
 from django.db import transaction
@@ -464,19 +466,6 @@ def ladder_refresh(ladder: Ladder) -> Ladder:
     return _transition(ladder, Ladder.STATUS_IN_REVIEW, "every rung verified")
 
 
-def ladders_current(ladders: Iterable[Ladder]) -> list[Ladder]:
-    """`ladders` with every running one moved on first (`ladder_refresh`), so a list never
-    shows "running" for a ladder whose rungs all failed or were withdrawn until someone
-    opens it. The objects are kept (a list's annotations stay); their status is updated."""
-    out = []
-    for ladder in ladders:
-        if ladder.status == Ladder.STATUS_RUNNING:
-            fresh = ladder_refresh(ladder)
-            ladder.status, ladder.status_reason = fresh.status, fresh.status_reason
-        out.append(ladder)
-    return out
-
-
 def _document(
     ladder: Ladder,
     tiers: list[Any],
@@ -631,5 +620,4 @@ __all__ = [
     "ladder_refresh",
     "ladder_review",
     "ladder_import",
-    "ladders_current",
 ]

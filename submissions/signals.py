@@ -13,3 +13,8 @@ submission_validated = Signal()
 
 # Sent inside the withdrawal's transaction: `submission`, `label` (who withdrew it).
 submission_withdrawn = Signal()
+
+# Sent inside every state change's transaction, once its conditional update won:
+# `submission`, `from_state`, `to_state` (submissions.services.lifecycle). A receiver that
+# acts on it queues its work on commit.
+submission_transitioned = Signal()

@@ -55,6 +55,19 @@ def celery_worker(request, tmp_path, transactional_db):
 
 
 @pytest.fixture
+def tasks_in_process():
+    """Queued tasks run here, at once (Celery eager mode), errors raised: for tests whose
+    code under test queues a task on commit and that need its effect, with no worker."""
+    from config.celery import app
+
+    keys = ("task_always_eager", "task_eager_propagates")
+    before = {key: app.conf[key] for key in keys}
+    app.conf.update(dict.fromkeys(keys, True))
+    yield
+    app.conf.update(before)
+
+
+@pytest.fixture
 def cast(db):
     """Vendor Alice (org A), vendor Bob (org B), reviewer Rita (staff, no org)."""
     from tests.support.builders import make_cast

@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from submissions import constants as c
 from submissions.models import AuditEvent, Submission
+from submissions.signals import submission_transitioned
 
 
 class TransitionError(Exception):
@@ -85,6 +86,9 @@ def submission_transition(
             to_state=to,
             reason=reason,
             data=data,
+        )
+        submission_transitioned.send(
+            sender=Submission, submission=submission, from_state=current, to_state=to
         )
     submission.status = to
     submission.status_reason = reason

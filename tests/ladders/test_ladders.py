@@ -116,9 +116,9 @@ def test_the_ladder_body_is_strict_and_names_the_field(over, field) -> None:
 
 
 def _finish(sub: Submission, points, tier_set) -> None:
-    """What the pipeline does to a rung's submission: queued → … → in review, with a
-    finished, verified run."""
-    for to in (c.QUEUED, c.RUNNING, c.VERIFYING, c.IN_REVIEW):
+    """What the pipeline does to a rung's submission: queued → … → verifying with a
+    finished, verified run, then in review."""
+    for to in (c.QUEUED, c.RUNNING, c.VERIFYING):
         submission_transition(submission=sub, to=to, actor_label="test pipeline")
     make_run(
         submission=sub,
@@ -127,13 +127,16 @@ def _finish(sub: Submission, points, tier_set) -> None:
         accelerators=1,
         verification=[{"name": "output_length", "status": "pass", "summary": "ok"}],
     )
+    submission_transition(submission=sub, to=c.IN_REVIEW, actor_label="test pipeline")
 
 
 BASE = [(1, 160.0, 150.0, 0.2), (8, 90.0, 700.0, 0.4), (32, 30.0, 900.0, 1.0)]
 FAST = [(1, 180.0, 170.0, 0.2), (8, 110.0, 850.0, 0.4), (32, 40.0, 1100.0, 1.0)]
 
 
-def test_ladder_through_api_rungs_review_and_public_page(client) -> None:
+def test_ladder_through_api_rungs_review_and_public_page(
+    client, tasks_in_process, django_capture_on_commit_callbacks
+) -> None:
     cat = make_catalog()
     org = make_org()
     api = token_client(org)
@@ -154,8 +157,10 @@ def test_ladder_through_api_rungs_review_and_public_page(client) -> None:
 
     tiers = make_tier_set()
     speedup = {forward[0].submission_id: BASE}
-    for sub_id in subs:
-        _finish(Submission.objects.get(pk=sub_id), speedup.get(sub_id, FAST), tiers)
+    # the last rung reaching review queues ladders.refresh on commit (run here, eagerly)
+    with django_capture_on_commit_callbacks(execute=True):
+        for sub_id in subs:
+            _finish(Submission.objects.get(pk=sub_id), speedup.get(sub_id, FAST), tiers)
     detail = api.get(f"/api/v1/ladders/{ladder.pk}/").json()
     assert detail["status"] == "in_review"
     att = detail["attribution"]
@@ -332,8 +337,11 @@ def test_ladder_json_schema_is_served_and_accepts_the_documented_body(client) ->
         jsonschema.validate({**doc, "rungs": []}, schema)
 
 
-def test_a_ladder_whose_rungs_were_all_withdrawn_is_listed_failed_not_running(client) -> None:
-    """The hostile finding: the list showed "running" until someone opened the ladder."""
+def test_a_ladder_whose_rungs_were_all_withdrawn_is_listed_failed_not_running(
+    client, tasks_in_process, django_capture_on_commit_callbacks
+) -> None:
+    """The hostile finding: the list showed "running" until someone opened the ladder. The
+    withdrawal itself moves it on (ladders.refresh, queued on commit), not a read."""
     from submissions.services.submissions import submission_withdraw
 
     cat = make_catalog()
@@ -343,8 +351,9 @@ def test_a_ladder_whose_rungs_were_all_withdrawn_is_listed_failed_not_running(cl
     assert created.status_code == 201, created.content
     ladder = Ladder.objects.get(pk=created.json()["id"])
     assert ladder.status == Ladder.STATUS_RUNNING
-    for sub in {r.submission_id: r.submission for r in ladder.rungs.all()}.values():
-        submission_withdraw(submission=sub, actor_label="vendor")
+    with django_capture_on_commit_callbacks(execute=True):
+        for sub in {r.submission_id: r.submission for r in ladder.rungs.all()}.values():
+            submission_withdraw(submission=sub, actor_label="vendor")
     listed = vendor.get("/api/v1/ladders/").json()["results"]
     assert [(x["id"], x["status"]) for x in listed] == [(ladder.pk, Ladder.STATUS_FAILED)]
     assert "withdrawn" in listed[0]["status_reason"]
@@ -352,3 +361,41 @@ def test_a_ladder_whose_rungs_were_all_withdrawn_is_listed_failed_not_running(cl
     client.force_login(user)
     page = client.get("/portal/ladders/").content.decode()
     assert Ladder.STATUS_FAILED in page and Ladder.STATUS_RUNNING not in page
+
+
+def test_reading_a_ladder_never_moves_it_on_its_rungs_transitions_do(
+    client, django_capture_on_commit_callbacks
+) -> None:
+    """A GET is read-only (issue 37): the vendor API, the portal and the review page show a
+    ladder as it is stored. The transition of a rung's submission into review queues
+    `ladders.refresh` for its ladder on commit; that task moves it on."""
+    from ladders.tasks import refresh_ladders
+
+    cat = make_catalog()
+    org = make_org()
+    api = token_client(org)
+    ladder = Ladder.objects.get(pk=post(api, body(cat)).json()["id"])
+    tiers = make_tier_set()
+    subs = sorted({r.submission_id for r in ladder.rungs.all()})
+    with django_capture_on_commit_callbacks() as queued:  # not run: no worker yet
+        for sub_id in subs:
+            _finish(Submission.objects.get(pk=sub_id), BASE, tiers)
+    # one refresh per rung submission that reached review (the others' states move nothing)
+    assert len(queued) == len(subs)
+    for path in (f"/api/v1/ladders/{ladder.pk}/", "/api/v1/ladders/"):
+        assert api.get(path).status_code == 200
+    user = make_user("ladder-reader", org=org)
+    client.force_login(user)
+    assert client.get(f"/portal/ladders/{ladder.pk}/").status_code == 200
+    assert client.get("/portal/ladders/").status_code == 200
+    client.force_login(make_user("ladder-reviewer", staff=True))
+    assert client.get(f"/review/ladders/{ladder.pk}/").status_code == 200
+    ladder.refresh_from_db()
+    assert ladder.status == Ladder.STATUS_RUNNING and not ladder.attribution
+    # the task the transitions queued (here, run in this process)
+    assert refresh_ladders(subs[0]) == [ladder.pk]
+    ladder.refresh_from_db()
+    assert ladder.status == Ladder.STATUS_IN_REVIEW and ladder.attribution
+    assert refresh_ladders(subs[0]) == []  # idempotent: nothing left to move on
+    detail = api.get(f"/api/v1/ladders/{ladder.pk}/").json()
+    assert detail["status"] == "in_review"

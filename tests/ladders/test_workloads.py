@@ -49,7 +49,9 @@ def test_the_chat_test_set_is_the_coding_sessions_labelled_prose() -> None:
     assert chat_set.metadata["workload"] == WORKLOAD_CHAT
 
 
-def test_a_workload_rung_is_its_own_run_attributed_and_never_ranked(client) -> None:
+def test_a_workload_rung_is_its_own_run_attributed_and_never_ranked(
+    client, tasks_in_process, django_capture_on_commit_callbacks
+) -> None:
     cat = make_catalog()
     org = make_org()
     api = token_client(org)
@@ -76,12 +78,13 @@ def test_a_workload_rung_is_its_own_run_attributed_and_never_ranked(client) -> N
 
     slow_chat = [(n, s * 0.8, t * 0.8, ttft) for n, s, t, ttft in FAST]
     points = {forward[0].submission_id: BASE, forward[2].submission_id: slow_chat}
-    for rung in forward:
-        _finish(
-            Submission.objects.get(pk=rung.submission_id),
-            points.get(rung.submission_id, FAST),
-            tiers,
-        )
+    with django_capture_on_commit_callbacks(execute=True):  # the refresh task, eagerly
+        for rung in forward:
+            _finish(
+                Submission.objects.get(pk=rung.submission_id),
+                points.get(rung.submission_id, FAST),
+                tiers,
+            )
     detail = api.get(f"/api/v1/ladders/{ladder.pk}/").json()
     assert detail["status"] == "in_review"
     rows = detail["attribution"]["orders"]["forward"]["rungs"]
@@ -135,7 +138,7 @@ def test_the_decode_heavy_test_set_has_long_outputs_and_its_own_sessions() -> No
 
 
 def test_a_decode_heavy_rung_runs_on_its_tier_set_and_is_attributed_never_ranked(
-    client,
+    client, tasks_in_process, django_capture_on_commit_callbacks
 ) -> None:
     from catalog.models import WORKLOAD_DECODE_HEAVY
     from catalog.services import catalog_seed, default_tier_set_for
@@ -172,12 +175,13 @@ def test_a_decode_heavy_rung_runs_on_its_tier_set_and_is_attributed_never_ranked
     decode = [(n, s * 0.9, t * 0.5, ttft) for n, s, t, ttft in FAST]
     points = {forward[0].submission_id: BASE, forward[2].submission_id: decode}
     heavy_set = heavy_run.tier_set
-    for rung in forward:
-        _finish(
-            Submission.objects.get(pk=rung.submission_id),
-            points.get(rung.submission_id, FAST),
-            heavy_set if rung.submission.workload == WORKLOAD_DECODE_HEAVY else default,
-        )
+    with django_capture_on_commit_callbacks(execute=True):  # the refresh task, eagerly
+        for rung in forward:
+            _finish(
+                Submission.objects.get(pk=rung.submission_id),
+                points.get(rung.submission_id, FAST),
+                heavy_set if rung.submission.workload == WORKLOAD_DECODE_HEAVY else default,
+            )
     detail = api.get(f"/api/v1/ladders/{ladder.pk}/").json()
     rows = detail["attribution"]["orders"]["forward"]["rungs"]
     assert rows[2]["single_agent_speed"]["gain"]["estimate"] == pytest.approx(180 * 0.9 - 180)

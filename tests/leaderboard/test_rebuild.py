@@ -11,7 +11,6 @@ session's RabbitMQ queue, where no worker consumes it, which is "the rebuild has
 import pytest
 from django.urls import reverse
 
-from config.celery import app
 from demo.synthetic import (
     make_hardware,
     make_model,
@@ -23,16 +22,6 @@ from leaderboard import cache as lb_cache
 from leaderboard.publishing import result_set_status
 from leaderboard.tasks import rebuild_pages
 from tests.leaderboard.test_queries import MODEL_PAGE_QUERIES
-
-
-@pytest.fixture
-def tasks_in_process():
-    """Queued tasks run here, at once (Celery eager mode), errors raised."""
-    keys = ("task_always_eager", "task_eager_propagates")
-    before = {key: app.conf[key] for key in keys}
-    app.conf.update(dict.fromkeys(keys, True))
-    yield
-    app.conf.update(before)
 
 
 @pytest.fixture

@@ -1,8 +1,8 @@
 """A ladder end to end through the real parts (docs/ladders.md): vendor API → one
 submission per distinct rung → dispatch → RabbitMQ → a database-free pool worker (the
 simulator on virtual time) → runner API → SeaweedFS → verification → attribution from the
-stored trials and raw records → one review publishing every rung → the public page, API
-and CSV."""
+stored trials and raw records (the ladders.refresh task, on a web-queue worker) → one review
+publishing every rung → the public page, API and CSV."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 def test_ladder_runs_every_rung_and_is_published_after_one_review(
-    pipeline_settings, live_server, vendor, pool_worker_factory, client
+    pipeline_settings, live_server, vendor, pool_worker_factory, client, celery_worker
 ):
     org, token = vendor
     pool_worker_factory(pools=("simulated",))
