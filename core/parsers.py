@@ -12,6 +12,8 @@ from typing import Any
 from django.conf import settings
 from rest_framework import parsers
 
+from agentperf.schema.limits import LimitError, load_json
+
 
 def read_capped(stream: Any, *, limit: int, what: str = "the body") -> bytes:
     """At most `limit` bytes of a request body; a 413 in the error shape beyond that."""
@@ -36,10 +38,9 @@ class JSONParser(parsers.JSONParser):
     measured_text = False
 
     def parse(self, stream, media_type=None, parser_context=None) -> Any:
-        # imported here: DRF imports this module while it defines APIView, and both of
-        # these import DRF's views
+        # imported here: DRF imports this module while it defines APIView, and this one
+        # imports DRF's views
         from core.api_errors import ApiError
-        from core.limits import LimitError, load_json
 
         raw = read_capped(stream, limit=int(settings.MAX_JSON_BODY_BYTES))
         encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from core.limits import LimitError
-from core.yaml12 import compose_yaml
+from agentperf.schema.limits import LimitError
+from agentperf.schema.yaml12 import compose_yaml
 
 
 @dataclass(slots=True)

@@ -6,7 +6,7 @@ from django import forms
 from django.conf import settings
 
 # Pasted text, or a file not named .json, is read as YAML (a superset of JSON) by the one
-# reader (core.yaml12); the form declares it, as an API client must (docs/security.md "YAML").
+# reader (agentperf.schema.yaml12); the form declares it, as an API client must (docs/security.md "YAML").
 YAML = "application/yaml"
 
 

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from core.limits import MAX_DEPTH
+from agentperf.schema.limits import MAX_DEPTH
 from submissions.models import Submission
 from tests.submissions.configs import as_json, as_yaml
 from tests.submissions.support import make_catalog, token_client

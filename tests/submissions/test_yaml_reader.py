@@ -13,7 +13,7 @@ import sys
 import pytest
 from django.test import Client
 
-from core.yaml12 import load_yaml
+from agentperf.schema.yaml12 import load_yaml
 from submissions.models import Submission
 from submissions.services.submissions import submission_create
 from tests.submissions.support import make_catalog, token_client
