@@ -13,10 +13,13 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentperf.httpget import HTTP_GET_MAX_BYTES, Connect, ResponseTooLarge
 from agentperf.httpget import http_get as _http_get
+
+if TYPE_CHECKING:  # devices.py raises this module's LauncherError
+    from runner.launchers.devices import DeviceGrant
 
 
 class LauncherError(Exception):
@@ -65,13 +68,30 @@ def http_get(
 
 
 class Launcher(Protocol):
+    """What the run director drives (runner/worker/director.py types against it, and
+    nothing else: no attribute is probed)."""
+
     kind: str
+    # The accelerators the pool granted this run (runner/launchers/devices.py): the director
+    # sets it before `start` for a launcher that starts a server on this host
+    # (LAUNCHES_SERVER); None for the others, and where the pool declares no devices.
+    devices: DeviceGrant | None
 
     def start(self) -> Endpoint: ...
 
     def stop(self) -> None: ...
 
     def log_bytes(self) -> bytes: ...
+
+    def check(self) -> None:
+        """Raise LauncherError when the deployment it watches has ended (a Slurm task died,
+        the job left the queue); the director calls it between trials. Nothing where it
+        watches none."""
+        ...
+
+
+# The kinds that start a server on the pool host itself, with the accelerators it is granted.
+LAUNCHES_SERVER = ("process", "container")
 
 
 def die_with_parent() -> None:

@@ -602,3 +602,6 @@ class ContainerLauncher:
 
     def log_bytes(self) -> bytes:
         return redacted_log(self.log_path, secrets=self._secrets, paths=self._host_paths)
+
+    def check(self) -> None:
+        """Nothing watched between trials: a container that died fails the next requests."""

@@ -37,6 +37,7 @@ class AttachedLauncher:
 
     def __init__(self, config: dict[str, Any]) -> None:
         self.config = config
+        self.devices: DeviceGrant | None = None  # nothing is launched here
 
     def start(self) -> Endpoint:
         url = self.config.get("url")
@@ -68,6 +69,9 @@ class AttachedLauncher:
 
     def log_bytes(self) -> bytes:
         return b""
+
+    def check(self) -> None:
+        """Nothing watched: the endpoint is the pool's."""
 
 
 def _host_secret(name: str) -> str:
@@ -217,3 +221,6 @@ class ProcessLauncher:
     def log_bytes(self) -> bytes:
         """The process's output as stored for the run (vendors read it): redacted too."""
         return redacted_log(self.log_path, secrets=self._secrets, paths=self._host_paths)
+
+    def check(self) -> None:
+        """Nothing watched between trials: a server that died fails the next requests."""

@@ -15,6 +15,7 @@ import yaml
 
 from agentperf.simulator.profile import ProfileError, load_profile_with, profile_document
 from runner.launchers.base import Endpoint, LauncherError, die_with_parent, list_models
+from runner.launchers.devices import DeviceGrant
 
 if TYPE_CHECKING:  # the server module loads the cost model (numpy); import it to start one
     from runner.simulator.server import ServerProcess
@@ -27,6 +28,7 @@ class SimulatedLauncher:
         self.config = config
         self.log_path = Path(log_dir) / "simulator.log"
         self.server: ServerProcess | None = None
+        self.devices: DeviceGrant | None = None  # the twin takes no accelerator
 
     def start(self) -> Endpoint:
         name = str(self.config["profile"])
@@ -84,3 +86,6 @@ class SimulatedLauncher:
             return self.log_path.read_bytes()
         except OSError:
             return b""
+
+    def check(self) -> None:
+        """Nothing watched: the twin runs in this worker or its own child."""

@@ -42,6 +42,7 @@ from typing import Any
 
 from agentperf.launchspec import launcher_section
 from runner.launchers.base import Endpoint, LauncherError, wait_for_models
+from runner.launchers.devices import DeviceGrant
 
 JOB_PREFIX = "agentperf-run-"
 PORT_STRIDE = 100  # ports per heterogeneous component: base + 100 × component + rank
@@ -448,6 +449,8 @@ class SlurmLauncher:
         base = Path(shared) / self.job_name if shared else Path(log_dir) / "slurm"
         self.job_dir = base.resolve()
         self.components: list[dict[str, Any]] = []
+        # Slurm's own GRES gives the job its GPUs (runner/launchers/slurm_devices.py)
+        self.devices: DeviceGrant | None = None
         self.job_id: str | None = None
         self.submitted_at: float | None = None
         self.ready_after_s: float | None = None

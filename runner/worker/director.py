@@ -48,7 +48,7 @@ from agentperf.verification.speculative import GAUGES, parse_metrics, scrape_met
 from agentperf.verification.status import WARN
 from agentperf.verification.taskcheck import collect_completions, load_problems
 from runner.launchers import Endpoint, LauncherError, launcher_for
-from runner.launchers.base import Launcher
+from runner.launchers.base import LAUNCHES_SERVER, Launcher
 from runner.launchers.devices import DeviceGrant, DevicePool
 from runner.telemetry import TelemetrySampler
 from runner.telemetry.engine_metrics import EngineMetricsSampler
@@ -488,11 +488,11 @@ class RunDirector:
         self.grant: DeviceGrant | None = None
         self.inventory: dict[str, Any] | None = None
 
-    def _grant_devices(self, launcher: Any) -> None:
+    def _grant_devices(self, launcher: Launcher) -> None:
         """A launched server gets exactly the accelerators its topology uses, from what this
         worker's pool declares (runner/launchers/devices.py); a LauncherError when it has
         fewer. Attached and simulated endpoints get none (nothing is launched here)."""
-        if getattr(launcher, "kind", None) not in ("process", "container"):
+        if launcher.kind not in LAUNCHES_SERVER:
             return
         accelerators = self.spec.accelerators.model_dump()
         per_worker = list(accelerators.get("per_worker") or [int(accelerators["used"])])
@@ -608,7 +608,7 @@ class RunDirector:
             log.warning("could not report the end of run %s: %s", self.spec.run_id, exc)
             return None
 
-    def _release(self, launcher: Any) -> None:
+    def _release(self, launcher: Launcher) -> None:
         """Stop what the run launched before the final report: a run that reads as finished
         holds no server, container or Slurm job (stop() is idempotent; `run` calls it again
         in its `finally`), and the stored log ends with the server's shutdown."""
@@ -618,7 +618,7 @@ class RunDirector:
         except Exception:  # the report still goes out; the pool host's reaper sweeps later
             log.exception("run %s: stopping its deployment failed", self.spec.run_id)
 
-    def _fail(self, reason: str, launcher: Any) -> dict[str, Any]:
+    def _fail(self, reason: str, launcher: Launcher) -> dict[str, Any]:
         self._release(launcher)
         logs = self._upload_log(launcher)
         ended = self._report_end(contract.FailureReport(reason=reason[:5000], logs=logs))
@@ -626,7 +626,7 @@ class RunDirector:
             return {"status": "completed", "reason": reason, "run_status": ended}
         return {"status": "failed", "reason": reason, "run_status": ended}
 
-    def _upload_log(self, launcher: Any) -> list[contract.ArtifactRef]:
+    def _upload_log(self, launcher: Launcher) -> list[contract.ArtifactRef]:
         content = launcher.log_bytes()
         if not content:
             return []
@@ -688,7 +688,7 @@ class RunDirector:
         )
         return open_loop_summary(result, step)
 
-    def _run(self, launcher: Any, prior: list[dict[str, Any]]) -> dict[str, Any]:
+    def _run(self, launcher: Launcher, prior: list[dict[str, Any]]) -> dict[str, Any]:
         spec = self.spec
         self.heartbeat.update(phase="dataset")
         dataset = self.reporter.dataset(_dataset(spec))
@@ -732,12 +732,9 @@ class RunDirector:
 
         # a launcher that watches its deployment (slurm: every task alive, the job running)
         # fails the run between trials, naming what ended (docs/pipeline.md "Slurm")
-        launcher_check = getattr(launcher, "check", None)
-
         def progress(phase: str, index: int, concurrency: int) -> None:
             self.heartbeat.check()
-            if launcher_check is not None:
-                launcher_check()
+            launcher.check()
             self.current_index = index
             self.heartbeat.update(
                 phase="search",
@@ -748,7 +745,7 @@ class RunDirector:
             )
 
         scrapes: dict[int, dict[str, Any]] = {}
-        simulator = getattr(launcher, "kind", None) == "simulated"
+        simulator = launcher.kind == "simulated"
         threads: dict[int, list[threading.Thread]] = {}
 
         def on_window(index: int, mark: str, t_ns: int, transport: Transport) -> None:
@@ -835,8 +832,7 @@ class RunDirector:
         open_loop = None
         if search.arrival == ARRIVAL_OPEN:
             open_loop = self._open_loop(endpoint, dataset, base, tiers, sharding)
-        if launcher_check is not None:
-            launcher_check()
+        launcher.check()
         self.heartbeat.update(phase="completing")
         summary = contract.SearchSummary.of(result, open_loop)
         self._release(launcher)

@@ -222,6 +222,7 @@ class AttachedLlama:
 
     def __init__(self, server: LlamaServer) -> None:
         self.server = server
+        self.devices = None
 
     def start(self) -> Endpoint:
         return Endpoint(
@@ -235,6 +236,9 @@ class AttachedLlama:
 
     def log_bytes(self) -> bytes:
         return b""
+
+    def check(self) -> None:
+        pass
 
 
 def test_the_pool_worker_fails_the_run_naming_the_turns_before_any_load(

@@ -94,6 +94,7 @@ class _Stopped:
     def __init__(self, inner) -> None:
         self.inner = inner
         self.kind = inner.kind
+        self.devices = None
         self.stopped = False
 
     def start(self) -> Endpoint:
@@ -105,6 +106,9 @@ class _Stopped:
 
     def log_bytes(self) -> bytes:
         return self.inner.log_bytes()
+
+    def check(self) -> None:
+        self.inner.check()
 
 
 def test_the_deployment_is_stopped_before_the_run_reports_that_it_finished(tmp_path):
@@ -126,6 +130,7 @@ class _BrokenLauncher:
     kind = "broken"
 
     def __init__(self) -> None:
+        self.devices = None
         self.stopped = False
 
     def start(self) -> Endpoint:
@@ -136,6 +141,9 @@ class _BrokenLauncher:
 
     def log_bytes(self) -> bytes:
         return b"loading weights\nCUDA out of memory\n"
+
+    def check(self) -> None:
+        pass
 
 
 def test_a_launcher_that_fails_is_reported_as_the_failure_with_its_log(tmp_path):
