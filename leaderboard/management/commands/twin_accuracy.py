@@ -19,7 +19,10 @@ class Command(BaseCommand):
         table = accuracy_table()
         report = twin_accuracy_rebuild(table)
         for acc in table:
-            mape = "no figure reached" if acc.mape is None else f"MAPE {acc.mape:.1%}"
+            if not acc.figures:
+                mape = "no held-out figure"
+            else:
+                mape = "no figure reached" if acc.mape is None else f"MAPE {acc.mape:.1%}"
             self.stdout.write(f"{acc.profile}: {acc.status} ({mape}; {acc.reason})")
         changed = ", ".join(report.changed) or "none"
         self.stdout.write(
