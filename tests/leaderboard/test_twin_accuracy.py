@@ -7,7 +7,6 @@ draws it, and loses the label when its profile is admitted."""
 from __future__ import annotations
 
 import json
-import re
 from io import StringIO
 
 import pytest
@@ -24,6 +23,7 @@ from agentperf.simulator.profile import available_profiles
 from demo.synthetic import make_published_result
 from leaderboard.accuracy import twin_accuracy_rebuild
 from leaderboard.models import TwinAccuracy
+from tests.leaderboard.test_pages import figure_of
 
 POINTS = [(1, 160.0, 2_000.0, 0.1), (4, 120.0, 12_000.0, 0.2), (16, 40.0, 40_000.0, 0.5)]
 TINY = {"launcher": {"simulated": {"profile": "tiny"}}}
@@ -43,12 +43,6 @@ def _admitted_tiny() -> ProfileAccuracy:
         ),
         sources=("a record made for this test",),
     )
-
-
-def _frontier(html: str) -> dict:
-    m = re.search(r'<script type="application/json" id="frontier-data">(.*?)</script>', html)
-    assert m, "no frontier chart data on the page"
-    return json.loads(m.group(1))
 
 
 @pytest.mark.django_db
@@ -106,12 +100,13 @@ def test_a_quarantined_profiles_results_say_so_everywhere_until_it_is_admitted(
         "status": "quarantined",
         "accuracy_url": reverse("twin-accuracy") + "#twin-tiny",
     }
-    model_page = client.get(
-        reverse("model-detail", args=[sim.model.slug]), {"simulated": "1"}
-    ).content.decode()
+    model_response = client.get(reverse("model-detail", args=[sim.model.slug]), {"simulated": "1"})
+    model_page = model_response.content.decode()
     assert 'class="notice quarantine"' in model_page
     names = [
-        t["name"] for t in _frontier(model_page)["data"] if (t.get("meta") or {}).get("result_id")
+        t["name"]
+        for t in figure_of(model_response)["data"]
+        if (t.get("meta") or {}).get("result_id")
     ]
     assert "Twin [simulated, quarantined twin]" in names and "Rack" in names
     listed = client.get(reverse("public-api-results"), {"simulated": "1"}).json()
@@ -128,12 +123,13 @@ def test_a_quarantined_profiles_results_say_so_everywhere_until_it_is_admitted(
     assert client.get(reverse("public-api-result", args=[sim.pk])).json()["twin"]["status"] == (
         "admitted"
     )
-    model_page = client.get(
-        reverse("model-detail", args=[sim.model.slug]), {"simulated": "1"}
-    ).content.decode()
+    model_response = client.get(reverse("model-detail", args=[sim.model.slug]), {"simulated": "1"})
+    model_page = model_response.content.decode()
     assert 'class="notice quarantine"' not in model_page
     names = [
-        t["name"] for t in _frontier(model_page)["data"] if (t.get("meta") or {}).get("result_id")
+        t["name"]
+        for t in figure_of(model_response)["data"]
+        if (t.get("meta") or {}).get("result_id")
     ]
     assert "Twin [simulated]" in names
 
