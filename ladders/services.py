@@ -30,7 +30,7 @@ from django.db import transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
-from agentperf.engine.metrics import RequestRecord
+from agentperf.engine import rawrecords
 from agentperf.ladder.attribute import TrialMeasure, attribute, bootstrap_trial, ladder_document
 from agentperf.ladder.measure import server_figures_parsed
 from agentperf.ladder.plan import RungConfig, RungPlan
@@ -340,11 +340,7 @@ def _trial_measure(trial: Trial, accelerators: int, seed: int) -> TrialMeasure:
         from runs.timeline import record_lines
 
         try:
-            records = [
-                RequestRecord.from_dict(json.loads(x))
-                for x in record_lines(trial.raw_records_key)
-                if x.strip()
-            ]
+            records = [rawrecords.parse(x) for x in record_lines(trial.raw_records_key)]
         except Exception:  # records not readable: the point without an interval
             records = []
         if records:

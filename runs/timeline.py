@@ -10,7 +10,6 @@ by the records' sha256 (the bytes never change once stored).
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import orjson
 from django.core.cache import cache
 
+from agentperf.engine import rawrecords
 from runs.models import Trial
 from submissions.services.artifacts import artifact_storage
 
@@ -111,26 +111,8 @@ def _chunks(key: str) -> Iterator[bytes]:
 
 
 def record_lines(key: str) -> Iterator[bytes]:
-    """Each JSONL line of a (gzip or plain) records object, streamed."""
-    inflate = None
-    pending = b""
-    first = True
-    for chunk in _chunks(key):
-        if first:
-            first = False
-            if chunk[:2] == b"\x1f\x8b":
-                inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        data = inflate.decompress(chunk) if inflate is not None else chunk
-        pending += data
-        *lines, pending = pending.split(b"\n")
-        for line in lines:
-            if line.strip():
-                yield line
-    if inflate is not None:
-        pending += inflate.flush()
-    for line in pending.split(b"\n"):
-        if line.strip():
-            yield line
+    """Each JSONL line of a stored records object, streamed (agentperf.engine.rawrecords)."""
+    return rawrecords.iter_lines(_chunks(key))
 
 
 def _key_of(trial: Trial) -> str:

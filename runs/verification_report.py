@@ -11,14 +11,13 @@ stores the report. docs/verification.md describes every check.
 
 from __future__ import annotations
 
-import gzip
 import logging
 from typing import Any
 
-import orjson
 from django.core.files.storage import storages
 
 from agentperf import contract
+from agentperf.engine import rawrecords
 from agentperf.engine.metrics import RequestRecord
 from agentperf.engine.trajectory import Trajectory, dataset_from_bytes
 from agentperf.inventory import check_inventory, check_slurm_nodes
@@ -189,8 +188,7 @@ def check_private_test_set(run: Any) -> dict[str, Any]:
 def records_from_blob(blob: bytes) -> list[RequestRecord]:
     """A trial's raw request records from their stored bytes (gzip JSONL, the worker's
     ``records_blob``: runner/worker/director.py)."""
-    lines = gzip.decompress(blob).splitlines()
-    return [RequestRecord.from_dict(orjson.loads(line)) for line in lines if line.strip()]
+    return rawrecords.decode(blob)
 
 
 def load_records(key: str) -> list[RequestRecord] | None:

@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Annotated, Any, Protocol
 
-import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentperf.engine.cachetruth import CacheTruth
@@ -135,17 +134,6 @@ class RequestRecord:
 
 
 _RECORD_FIELDS = tuple(f.name for f in fields(RequestRecord))
-
-
-def write_records_jsonl(path: str, records: Iterable[RequestRecord]) -> None:
-    with open(path, "wb") as fh:
-        for record in records:
-            fh.write(orjson.dumps(record.to_dict()) + b"\n")
-
-
-def read_records_jsonl(path: str) -> list[RequestRecord]:
-    with open(path, "rb") as fh:
-        return [RequestRecord.from_dict(orjson.loads(line)) for line in fh if line.strip()]
 
 
 def percentile(values: Sequence[float], p: float) -> float:

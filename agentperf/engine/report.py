@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from agentperf.engine.metrics import RequestRecord, percentile
+from agentperf.engine import rawrecords
+from agentperf.engine.metrics import percentile
 from agentperf.engine.reasons import ErrorReason
 
 if TYPE_CHECKING:  # rich is imported where a table is printed
@@ -76,21 +77,17 @@ def _distributions(path: Path, view: TrialView) -> None:
     w1 = view.summary.get("window_end_ns")
     speeds: list[float] = []
     ttfts: list[float] = []
-    with open(path, "rb") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            r = RequestRecord.from_dict(orjson.loads(line))
-            if w0 is not None and w1 is not None and not w0 <= r.t_send_ns < w1:
-                continue
-            s = r.output_speed
-            if s is not None:
-                speeds.append(s)
-            t = r.ttft_s
-            if math.isinf(t):
-                view.ttft_failed += 1
-            else:
-                ttfts.append(t)
+    for r in rawrecords.iter_file(path):
+        if w0 is not None and w1 is not None and not w0 <= r.t_send_ns < w1:
+            continue
+        s = r.output_speed
+        if s is not None:
+            speeds.append(s)
+        t = r.ttft_s
+        if math.isinf(t):
+            view.ttft_failed += 1
+        else:
+            ttfts.append(t)
     view.speed_q = _quantiles(speeds)
     view.ttft_q = _quantiles(ttfts)
 

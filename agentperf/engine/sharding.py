@@ -41,7 +41,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from agentperf.engine import clocksync
+from agentperf.engine import clocksync, rawrecords
 from agentperf.engine.health import monitor_health
 from agentperf.engine.loop import quiet_gc, run_real
 from agentperf.engine.metrics import (
@@ -152,7 +152,7 @@ async def run_shard(
 
         def write(record: RequestRecord) -> None:
             nonlocal count
-            fh.write(orjson.dumps(record.to_dict()) + b"\n")
+            fh.write(rawrecords.line(record))
             count += 1
 
         replay = Replay(
@@ -531,18 +531,14 @@ async def _collect_checking(
 
 def read_records(path: Path, offset_ns: int = 0) -> Iterator[RequestRecord]:
     """A shard's records, shifted by ``offset_ns`` onto the coordinator's clock."""
-    with open(path, "rb") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            record = RequestRecord.from_dict(orjson.loads(line))
-            if offset_ns:
-                record.t_send_ns += offset_ns
-                for name in ("t_first_ns", "t_last_ns", "t_end_ns"):
-                    value = getattr(record, name)
-                    if value is not None:
-                        setattr(record, name, value + offset_ns)
-            yield record
+    for record in rawrecords.iter_file(path):
+        if offset_ns:
+            record.t_send_ns += offset_ns
+            for name in ("t_first_ns", "t_last_ns", "t_end_ns"):
+                value = getattr(record, name)
+                if value is not None:
+                    setattr(record, name, value + offset_ns)
+        yield record
 
 
 def merge_outputs(

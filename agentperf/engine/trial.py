@@ -20,6 +20,7 @@ from typing import Annotated, Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_serializer, field_validator
 
+from agentperf.engine import rawrecords
 from agentperf.engine.cachetruth import summarize_cache_truth
 from agentperf.engine.health import monitor_health
 from agentperf.engine.metrics import (
@@ -366,9 +367,7 @@ def write_trial(out_dir: str | os.PathLike[str], result: TrialResult) -> None:
     """DIR/trial.json and DIR/requests.jsonl (one RequestRecord per line)."""
     path = Path(out_dir)
     path.mkdir(parents=True, exist_ok=True)
-    with open(path / "requests.jsonl", "wb") as fh:
-        for record in result.records:
-            fh.write(orjson.dumps(record.to_dict()) + b"\n")
+    rawrecords.write(path / "requests.jsonl", result.records)
     (path / "trial.json").write_bytes(
         orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2) + b"\n"
     )

@@ -25,10 +25,10 @@ import tempfile
 import threading
 from typing import Any
 
-import orjson
 from pydantic import ValidationError
 
 from agentperf import contract
+from agentperf.engine import rawrecords
 from agentperf.engine.cachetruth import CacheTruth, with_counters
 from agentperf.engine.jobs import Target, run_on_target, search_job
 from agentperf.engine.openloop import (
@@ -80,9 +80,9 @@ class RunFailure(Exception):
 
 
 def records_blob(result: TrialResult) -> tuple[bytes, int]:
-    """Raw request records as gzip JSONL (deterministic bytes) and their count."""
-    lines = b"".join(orjson.dumps(r.to_dict()) + b"\n" for r in result.records)
-    return gzip.compress(lines, compresslevel=6, mtime=0), len(result.records)
+    """Raw request records as the stored object (agentperf.engine.rawrecords) and their
+    count."""
+    return rawrecords.encode(result.records)
 
 
 class Heartbeat:

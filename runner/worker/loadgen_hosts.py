@@ -17,7 +17,6 @@ shards' keep-alives with STOP, so they stop sending within a keep-alive interval
 from __future__ import annotations
 
 import asyncio
-import gzip
 import hashlib
 import logging
 import os
@@ -28,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agentperf.engine import rawrecords
 from agentperf.engine.sharding import (
     RECORDS_FILE,
     REPORT_FILE,
@@ -115,7 +115,7 @@ class CeleryShards:
             if hashlib.sha256(blob).hexdigest() != doc["sha256"]:
                 raise ShardFailed(f"shard {doc['shard']}'s records do not match their digest")
             path = folder / f"shard-{int(doc['shard'])}.jsonl"
-            path.write_bytes(gzip.decompress(blob))
+            path.write_bytes(rawrecords.decompress(blob))
             outputs.append(ShardOutput(dict(doc["report"]), path))
         return outputs
 
@@ -143,7 +143,7 @@ def run_shard_task(message: dict[str, Any]) -> dict[str, Any]:
 
     async def finish(report: dict[str, Any], records: Path) -> None:
         report["host"] = os.environ.get(HOST_ENV) or socket.gethostname()
-        blob = gzip.compress(records.read_bytes(), compresslevel=6, mtime=0)
+        blob = rawrecords.compress(records.read_bytes())
         digest = hashlib.sha256(blob).hexdigest()
         meta = {
             "kind": "shard_records",

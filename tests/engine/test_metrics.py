@@ -17,9 +17,7 @@ from agentperf.engine.metrics import (
     attributed_tokens,
     judge_client_health,
     percentile,
-    read_records_jsonl,
     summarize,
-    write_records_jsonl,
 )
 
 
@@ -287,13 +285,6 @@ def test_summary_round_trips_through_json_with_infinite_ttft() -> None:
     back = TrialSummary.from_dict(d)
     assert math.isinf(back.ttft_s["p50"])
     assert back.requests == 1
-
-
-def test_records_round_trip_through_jsonl(tmp_path: Any) -> None:
-    rs = [rec(i) for i in range(3)]
-    path = str(tmp_path / "r.jsonl")
-    write_records_jsonl(path, rs)
-    assert read_records_jsonl(path) == rs
 
 
 def test_an_overloaded_client_is_judged_unhealthy() -> None:

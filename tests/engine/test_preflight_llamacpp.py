@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 
-from agentperf.engine import cli
-from agentperf.engine.metrics import read_records_jsonl
+from agentperf.engine import cli, rawrecords
 from agentperf.engine.reasons import normalise_reason
 from agentperf.engine.tokens import count_message_tokens
 from agentperf.engine.trajectory import (
@@ -146,7 +145,7 @@ def test_the_preflight_names_the_turns_the_slot_cannot_hold_and_sends_nothing(
         "context pre-flight: every turn fits the server's context of 1,024 tokens (GET "
         "/v1/models: meta.n_ctx, per slot); 1 turns, 1 counted by the server's tokenizer"
     ) in stdout
-    records = read_records_jsonl(str(tmp_path / "fits" / "requests.jsonl"))
+    records = rawrecords.read(str(tmp_path / "fits" / "requests.jsonl"))
     assert records and all(r.ok and r.n_in == prompt and r.n_out == CTX - prompt for r in records)
     over = write(
         tmp_path / "over.jsonl.gz", [Trajectory("edge-over", (turn(0, edge, CTX - prompt + 1),))]
@@ -155,7 +154,7 @@ def test_the_preflight_names_the_turns_the_slot_cannot_hold_and_sends_nothing(
     assert code == 2
     code, stdout = engine_trial(server, over, tmp_path / "over", "--no-preflight")
     assert code == 0
-    records = read_records_jsonl(str(tmp_path / "over" / "requests.jsonl"))
+    records = rawrecords.read(str(tmp_path / "over" / "requests.jsonl"))
     # the server cut every answer short by one token: the context is full
     assert records and all(r.error_class == "wrong_length" for r in records)
     assert all(r.n_in == prompt and r.n_out == CTX - prompt for r in records)
@@ -177,7 +176,7 @@ def test_sent_anyway_the_failed_requests_keep_the_servers_reason_and_the_summary
     out = tmp_path / "sent"
     code, stdout = engine_trial(server, dataset, out, "--no-preflight")
     assert code == 0, capsys.readouterr().err
-    records = read_records_jsonl(str(out / "requests.jsonl"))
+    records = rawrecords.read(str(out / "requests.jsonl"))
     details = {r.error_detail for r in records}
     assert all(not r.ok and r.http_status == 400 for r in records)
     assert all(
