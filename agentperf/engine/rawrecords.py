@@ -1,8 +1,7 @@
 """The raw request records format, read and written here only (docs/metrics.md "Raw request
-records"): one JSON object per line, `RequestRecord.to_dict()`, in the order the requests
-ended. A trial's records are stored gzip-compressed with deterministic bytes (level 6,
-mtime 0), so the same records always give the same object and the same digest (the receipt
-signs it: docs/verification.md "Receipt").
+records"): one JSON object per line, `RequestRecord.to_dict()`. A trial's records are stored
+gzip-compressed with deterministic bytes (level 6, mtime 0), so the same records always give
+the same object and the same digest (the receipt signs it: docs/verification.md "Receipt").
 
 Writers: the engine's trial output (`requests.jsonl`), a shard's `records.jsonl`, the pool
 worker's stored object (`encode`). Readers: whole files (`read`, `iter_file`), stored
