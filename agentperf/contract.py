@@ -41,6 +41,7 @@ from agentperf.engine.metrics import TrialSummary
 from agentperf.engine.search import Phase, SearchResult
 from agentperf.engine.trial import Tier as EngineTier
 from agentperf.engine.trial import TierVerdict as EngineTierVerdict
+from agentperf.fielderrors import validation_fields
 from agentperf.inventory import Inventory
 from agentperf.verification.status import Status
 
@@ -776,18 +777,9 @@ def search_summary(stored: Any) -> SearchSummary | None:
 
 
 def error_fields(exc: ValidationError) -> dict[str, list[str]]:
-    """A validation error as the API's field map: ``{"metrics.p25_output_speed": [msg]}``."""
-    out: dict[str, list[str]] = {}
-    for err in exc.errors(include_url=False):
-        path = ".".join(str(p) for p in err["loc"]) or "non_field_errors"
-        if err["type"] == "extra_forbidden":
-            message = "unknown field"
-        elif err["type"] == "missing":
-            message = "required field missing"
-        else:
-            message = str(err["msg"])
-        out.setdefault(path, []).append(message)
-    return out
+    """A validation error as the API's field map: ``{"metrics.p25_output_speed": [msg]}``
+    (agentperf.fielderrors, the one convention)."""
+    return validation_fields(exc)
 
 
 # The engine dataclasses these models mirror (TierVerdict and ClientHealth are the engine's

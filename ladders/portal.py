@@ -25,6 +25,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
+from agentperf.fielderrors import NON_FIELD
 from agentperf.ladder.report import ORDER_TITLES
 from ladders.forms import LadderForm
 from ladders.models import Ladder
@@ -39,7 +40,7 @@ from submissions.schema import ConfigError, load_document
 # claimed in the cache before the ladder is created, and then names it.
 FORM_KEY = re.compile(r"[0-9a-f]{32}")
 FORM_KEY_TTL_S = 24 * 3600
-_RUNG = re.compile(r"rungs\[(\d+)\]")
+_RUNG = re.compile(r"rungs\.(\d+)(?:\.|$)")
 
 
 def _json_value(value: Any, path: str = "") -> Any:
@@ -55,17 +56,19 @@ def _json_value(value: Any, path: str = "") -> Any:
             out[name] = _json_value(item, where)
         return out
     if isinstance(value, list):
-        return [_json_value(item, f"{path}[{i}]") for i, item in enumerate(value)]
+        return [
+            _json_value(item, f"{path}.{i}" if path else str(i)) for i, item in enumerate(value)
+        ]
     if isinstance(value, datetime.date):  # datetime too
         return value.isoformat()
     if value is None or isinstance(value, str | int | float | bool):
         return value
     message = f"not a JSON value (YAML {type(value).__name__})"
-    raise LadderError(f"{path}: {message}", fields={path or "body": [message]})
+    raise LadderError(f"{path or NON_FIELD}: {message}", fields={path or NON_FIELD: [message]})
 
 
 def _rung_name(path: str, body: Any) -> str:
-    """The name of the change ``rungs[i]`` a path points into, when the body gives one."""
+    """The name of the change ``rungs.i`` a path points into, when the body gives one."""
     match = _RUNG.match(path)
     rungs = body.get("rungs") if isinstance(body, dict) else None
     if match is None or not isinstance(rungs, list) or int(match[1]) >= len(rungs):
@@ -76,16 +79,12 @@ def _rung_name(path: str, body: Any) -> str:
 
 
 def _annotated(text: str, fields: dict[str, list[str]], body: Any):
-    """The body's lines with each error at its field: ``rungs[1].patch.x`` is looked up as
-    ``rungs.1.patch.x`` in the text; each error keeps the path the API names and the name
-    of the rung it is in."""
-    dotted = {re.sub(r"\[(\d+)\]", r".\1", path): path for path in fields}
-    lines, unplaced = annotate(text, {dot: fields[path] for dot, path in dotted.items()})
+    """The body's lines with each error at its field (the API's paths are the text's:
+    agentperf.fielderrors); each error keeps its path and the name of the rung it is in."""
+    lines, unplaced = annotate(text, fields)
     for line in lines:
-        line.errors = [
-            (dotted[dot], _rung_name(dotted[dot], body), message) for dot, message in line.errors
-        ]
-    unplaced_out = [(dotted[dot], _rung_name(dotted[dot], body), m) for dot, m in unplaced]
+        line.errors = [(path, _rung_name(path, body), message) for path, message in line.errors]
+    unplaced_out = [(path, _rung_name(path, body), m) for path, m in unplaced]
     return lines, unplaced_out
 
 

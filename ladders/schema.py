@@ -7,7 +7,7 @@ one). ``baseline.config`` is a deployment config (its own schema at
 /api/v1/schema/deployment-config.json) and each rung's patch a JSON Merge Patch of one.
 
 The model checks the body's shape: an unknown key, a missing field or a value of another
-type is refused by its path (``rungs[1].description``, :func:`error_fields`). What needs
+type is refused by its path (``rungs.1.description``, :func:`error_fields`). What needs
 the database or the deployment-config schema (the baseline result, each rung's config,
 names shared by two rungs, the fixed paths) is checked by ``ladders.services.ladder_create``.
 """
@@ -15,6 +15,7 @@ names shared by two rungs, the fixed paths) is checked by ``ladders.services.lad
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -30,6 +31,7 @@ from pydantic import (
     model_validator,
 )
 
+from agentperf.fielderrors import validation_fields
 from agentperf.ladder.spec import ORDERS
 from catalog.models import WORKLOADS
 
@@ -182,24 +184,17 @@ class LadderBody(Body):
 
 
 def error_fields(exc: ValidationError) -> dict[str, list[str]]:
-    """A validation error as the API's field map, by the body's paths (``rungs[1].name``;
-    the baseline's form is not part of the path)."""
-    out: dict[str, list[str]] = {}
-    for err in exc.errors(include_url=False):
-        loc = list(err["loc"])
-        if loc[:1] == ["baseline"] and loc[1:2] in (["config"], ["result"]):
-            del loc[1]  # the discriminator's tag
-        path = ""
-        for part in loc:
-            path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else str(part)
-        if err["type"] == "extra_forbidden":
-            message = "unknown field"
-        elif err["type"] == "missing":
-            message = "required field missing"
-        else:
-            message = str(err["msg"]).removeprefix("Value error, ")
-        out.setdefault(path or "body", []).append(message)
-    return out
+    """A validation error as the API's field map (agentperf.fielderrors), by the body's
+    paths (``rungs.1.name``; the baseline's form, a discriminator's tag, is not part of the
+    path)."""
+
+    def location(loc: Sequence[Any], err: Any) -> list[Any]:
+        out = list(loc)
+        if out[:1] == ["baseline"] and out[1:2] in (["config"], ["result"]):
+            del out[1]
+        return out
+
+    return validation_fields(exc, location=location)
 
 
 def _inline(node: Any, defs: dict[str, Any]) -> Any:

@@ -4,7 +4,7 @@ review once, publish.
 - ``ladder_create``: a baseline (a config, or a published result of the same organization)
   plus ordered changes, each a JSON Merge Patch of the deployment config; every rung's
   config is validated by the deployment-config schema, an error naming the rung and path
-  (``rungs[2].patch.speculative.draft_tokens``). Every rung runs on the same hardware pool
+  (``rungs.2.patch.speculative.draft_tokens``). Every rung runs on the same hardware pool
   with the same search settings (a patch may not touch ``benchmark`` or the hardware); the
   dataset, tier set and seed are the pool's and dispatch's, the same for every rung. A rung
   whose config equals an already verified submission of the organization reuses its run;
@@ -97,12 +97,12 @@ def _baseline(
 
 
 def _prefixed(exc: ConfigError, prefix: str, owner: Any) -> LadderError:
-    """A rung's schema errors under the field that set each path: ``rungs[j].patch.P`` for
+    """A rung's schema errors under the field that set each path: ``rungs.j.patch.P`` for
     the latest applied change touching P (``owner(P)``), else ``baseline.config.P``."""
     fields: dict[str, list[str]] = {}
     for path, messages in (exc.fields or {"": [exc.message]}).items():
         j = owner(path) if owner is not None else None
-        name = f"rungs[{j}].patch.{path}" if j is not None else f"{prefix}{path}"
+        name = f"rungs.{j}.patch.{path}" if j is not None else f"{prefix}{path}"
         fields.setdefault(name.rstrip("."), []).extend(messages)
     first = next(iter(fields))
     return LadderError(f"{first}: {fields[first][0]}", fields=fields)
@@ -118,7 +118,7 @@ def _no_clear_secrets(body: dict[str, Any]) -> None:
     rungs = body.get("rungs")
     for i, rung in enumerate(rungs if isinstance(rungs, list) else []):
         if isinstance(rung, dict):
-            texts[f"rungs[{i}]"] = {k: rung[k] for k in ("name", "description") if k in rung}
+            texts[f"rungs.{i}"] = {k: rung[k] for k in ("name", "description") if k in rung}
     found = clear_secrets(texts)
     if found:
         first = next(iter(found))
@@ -132,7 +132,7 @@ def _changes(rungs: list[Rung]) -> list[dict[str, Any]]:
     names: set[str] = set()
     for i, rung in enumerate(rungs):
         if rung.name in names:
-            raise _err(f"rungs[{i}].name", f"{rung.name!r} names another rung")
+            raise _err(f"rungs.{i}.name", f"{rung.name!r} names another rung")
         names.add(rung.name)
         change = rung.change()
         for path in patch_paths(change["patch"]):
@@ -141,7 +141,7 @@ def _changes(rungs: list[Rung]) -> list[dict[str, Any]]:
                 for f in FIXED_PATHS
             ):
                 raise _err(
-                    f"rungs[{i}].patch.{path}",
+                    f"rungs.{i}.patch.{path}",
                     "every rung runs on the same hardware, model and search settings "
                     "(identical conditions); this field may not change",
                 )
@@ -193,7 +193,7 @@ def _rung_config(
         raise _prefixed(exc, "baseline.config.", owner) from None
     if hardware is not None and parsed.hardware != hardware:
         j = owner("topology.roles")
-        where = f"rungs[{j}].patch.topology.roles" if j is not None else "baseline.config.topology"
+        where = f"rungs.{j}.patch.topology.roles" if j is not None else "baseline.config.topology"
         raise _err(
             where,
             f"every rung runs on the baseline's hardware {hardware!r} (identical conditions), "

@@ -19,6 +19,7 @@ from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agentperf.fielderrors import NON_FIELD
 from agentperf.ladder.attribute import with_readings
 from core.api_errors import ApiError
 from core.openapi import ErrorSerializer
@@ -50,7 +51,7 @@ SPEED_PARAMETER = OpenApiParameter(
 BODY_ERROR = OpenApiResponse(
     ErrorSerializer,
     description="invalid ladder: `error.fields` names the rung and field path, e.g. "
-    "`rungs[1].patch.speculative.draft_tokens` or `baseline.config.<path>`",
+    "`rungs.1.patch.speculative.draft_tokens` or `baseline.config.<path>`",
 )
 
 
@@ -140,7 +141,7 @@ class LadderListCreateView(VendorView):
             body = request.data
         except exceptions.ParseError as exc:
             raise ApiError(
-                "invalid", f"body: {exc}", status_code=400, fields={"body": [str(exc)]}
+                "invalid", f"body: {exc}", status_code=400, fields={NON_FIELD: [str(exc)]}
             ) from None
         try:
             ladder = ladder_create(org=self.org, body=body, created_by=request.user)

@@ -28,6 +28,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agentperf import contract
+from agentperf.fielderrors import NON_FIELD
 from core.api_errors import ApiError
 from core.parsers import RunnerJSONParser
 from runs import services
@@ -329,7 +330,7 @@ class BlobView(RunView):
                 raise ApiError(
                     "size_mismatch",
                     f"the body is not the grant's declared size {declared}",
-                    fields={"body": [f"must be {declared} bytes"]},
+                    fields={NON_FIELD: [f"must be {declared} bytes"]},
                     status_code=413 if spool.tell() > declared else 400,
                 )
             # the bytes the grant was asked for, and no others: a second PUT on the same
@@ -340,7 +341,7 @@ class BlobView(RunView):
                 raise ApiError(
                     "sha256_mismatch",
                     f"the body's SHA-256 {digest[:16]}… is not the one the grant was given for",
-                    fields={"body": ["its SHA-256 differs from the upload request's sha256"]},
+                    fields={NON_FIELD: ["its SHA-256 differs from the upload request's sha256"]},
                     status_code=400,
                 )
             spool.seek(0)

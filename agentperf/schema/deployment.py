@@ -36,6 +36,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from agentperf.fielderrors import CROSS_FIELD, NON_FIELD, validation_fields
 from agentperf.schema.secrets import (
     SECRET_NAME_SEGMENTS,
     clear_secrets,
@@ -51,7 +52,6 @@ from agentperf.verification.speculative import fake_acceptance_findings
 
 SCHEMA_VERSION: Final = 1
 SCHEMA_ID = "https://agentperf.example/schemas/deployment-config/v1.json"
-NON_FIELD = "non_field_errors"
 
 Slug = Annotated[
     str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9._-]*$", min_length=1, max_length=100)
@@ -114,7 +114,7 @@ IMAGE_OPTIONAL_ENGINES = ("llamacpp",)
 
 def _field_error(path: str, message: str) -> PydanticCustomError:
     """An error whose location is `path` below the object that raises it."""
-    return PydanticCustomError("config_field", "{message}", {"path": path, "message": message})
+    return PydanticCustomError(CROSS_FIELD, "{message}", {"path": path, "message": message})
 
 
 class _Strict(BaseModel):
@@ -989,21 +989,9 @@ def load_document(
 
 
 def errors_by_path(exc: ValidationError) -> dict[str, list[str]]:
-    """Pydantic errors as {dotted path: [messages]}, custom paths joined on."""
-    fields: dict[str, list[str]] = {}
-    for err in exc.errors(include_url=False, include_input=False):
-        loc = [str(part) for part in err["loc"]]
-        message = err["msg"]
-        ctx = err.get("ctx") or {}
-        if err["type"] == "config_field":
-            loc += [p for p in str(ctx.get("path", "")).split(".") if p]
-            message = str(ctx.get("message", message))
-        elif err["type"] == "extra_forbidden":
-            message = "unknown field"
-        elif message.startswith("Value error, "):
-            message = message.removeprefix("Value error, ")
-        fields.setdefault(".".join(loc) or NON_FIELD, []).append(message)
-    return fields
+    """Pydantic errors as the field map (agentperf.fielderrors: a cross-field check's
+    ``config_field`` error at its own path, with its own message)."""
+    return validation_fields(exc)
 
 
 def validate_config(data: dict[str, Any]) -> DeploymentConfig:

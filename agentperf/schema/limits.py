@@ -20,6 +20,8 @@ from typing import Any
 
 import yaml
 
+from agentperf.fielderrors import NON_FIELD
+
 # Levels of nesting a body may have; the document's top-level mapping is level 1. Our
 # deepest real field (a patch inside engine.patches) is at level 4.
 MAX_DEPTH = 64
@@ -27,7 +29,6 @@ MAX_DEPTH = 64
 PATH_SEGMENTS = 8
 # Errors reported per body: enough to fix a document, bounded for a hostile one.
 MAX_ERRORS = 20
-NON_FIELD = "non_field_errors"
 
 # C0 controls except tab, line feed and carriage return; DEL and the C1 controls; the
 # Unicode line/paragraph separators; bidirectional embeddings, overrides and isolates

@@ -81,5 +81,5 @@ def test_a_rung_may_change_the_topology_but_not_the_hardware_system() -> None:
     }
     with pytest.raises(LadderError) as caught:
         ladder_create(org=make_org(), body=body)
-    assert "rungs[1].patch.topology.roles" in (caught.value.fields or {}), caught.value.fields
+    assert "rungs.1.patch.topology.roles" in (caught.value.fields or {}), caught.value.fields
     assert not Ladder.objects.exists()

@@ -20,9 +20,9 @@ SECRET = "ghp_LadderPlantedTokenAbCdEfGhIjKlMn0123"
 @pytest.mark.parametrize(
     ("where", "field"),
     [
-        ("rung-description", "rungs[0].description"),
+        ("rung-description", "rungs.0.description"),
         ("ladder-description", "description"),
-        ("patch-reason", "rungs[0].patch.engine.patches"),
+        ("patch-reason", "rungs.0.patch.engine.patches"),
         ("baseline-notes", "baseline.config.notes"),
     ],
 )

@@ -54,21 +54,21 @@ def post(client, doc):
     [
         (
             [{"name": "x", "description": "d", "patch": {"speculative": {"draft_tokens": -1}}}],
-            "rungs[0].patch.speculative",
+            "rungs.0.patch.speculative",
         ),
         (
             [{"name": "x", "description": "d", "patch": {"benchmark": {"max_concurrency": 8}}}],
-            "rungs[0].patch.benchmark.max_concurrency",
+            "rungs.0.patch.benchmark.max_concurrency",
         ),
         (
             [
                 {"name": "x", "description": "d", "patch": {"engine": {"version": "1"}}},
                 {"name": "y", "description": "d", "patch": {"topology": {"mode": "bogus"}}},
             ],
-            "rungs[1].patch.topology",
+            "rungs.1.patch.topology",
         ),
-        ([{"name": "x", "description": "d", "patch": []}], "rungs[0].patch"),
-        ([{"name": "x", "patch": {"notes": "n"}}], "rungs[0].description"),
+        ([{"name": "x", "description": "d", "patch": []}], "rungs.0.patch"),
+        ([{"name": "x", "patch": {"notes": "n"}}], "rungs.0.description"),
     ],
 )
 def test_a_bad_rung_is_a_400_naming_the_rung_and_field(rungs, field) -> None:
@@ -98,8 +98,8 @@ def test_bad_baseline_and_orders_are_named() -> None:
     ("over", "field"),
     [
         ({"baseline": {"result": "3"}}, "baseline.result"),
-        ({"speeds": ["50"]}, "speeds[0]"),
-        ({"orders": ["forward", "sideways"]}, "orders[1]"),
+        ({"speeds": ["50"]}, "speeds.0"),
+        ({"orders": ["forward", "sideways"]}, "orders.1"),
         ({"colour": "red"}, "colour"),
         # the hostile finding: a ladder with 10,000 speeds was accepted
         ({"speeds": [float(50 + i) for i in range(10_000)]}, "speeds"),

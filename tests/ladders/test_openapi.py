@@ -46,7 +46,7 @@ def test_the_ladder_endpoints_are_in_the_openapi_document_without_warnings() -> 
     assert _json_schema(create["responses"]["201"]) == {
         "$ref": "#/components/schemas/LadderDetailOut"
     }
-    assert "rungs[1].patch.speculative.draft_tokens" in create["responses"]["400"]["description"]
+    assert "rungs.1.patch.speculative.draft_tokens" in create["responses"]["400"]["description"]
     for code in ("400", "401", "403", "413", "415", "429"):
         assert _json_schema(create["responses"][code]) == ERROR, code
 

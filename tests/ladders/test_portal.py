@@ -124,7 +124,7 @@ def test_an_invalid_rung_shows_the_rung_and_field_path_and_creates_nothing(cast)
     response = submit(client, text)
     assert response.status_code == 400
     html = response.content.decode()
-    path = "rungs[1].patch.speculative.draft_tokens"
+    path = "rungs.1.patch.speculative.draft_tokens"
     assert f'class="field-error" data-path="{path}"' in html, html[-3000:]
     assert "(rung “MTP k=0”)" in html
     # beside the line of the rung's patch that sets it (the baseline config has one too)
@@ -165,7 +165,7 @@ def test_a_patch_may_not_change_the_conditions(cast) -> None:
         {"name": "more agents", "description": "d", "patch": {"benchmark": {"max_concurrency": 8}}}
     ]
     html = submit(client, yaml.safe_dump(body(cat, rungs=rungs))).content.decode()
-    assert 'data-path="rungs[0].patch.benchmark.max_concurrency"' in html
+    assert 'data-path="rungs.0.patch.benchmark.max_concurrency"' in html
     assert "(rung “more agents”)" in html and "identical conditions" in html
 
 

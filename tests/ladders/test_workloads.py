@@ -30,7 +30,7 @@ def test_an_unknown_workload_is_a_400_naming_the_rung() -> None:
     rungs = [*body(cat)["rungs"][:1], {**CHAT, "workload": "poetry"}]
     response = post(token_client(org), body(cat, rungs=rungs))
     assert response.status_code == 400, response.content
-    assert "rungs[1].workload" in response.json()["error"]["fields"]
+    assert "rungs.1.workload" in response.json()["error"]["fields"]
     assert not Submission.objects.exists()
 
 

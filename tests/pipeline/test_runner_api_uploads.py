@@ -155,5 +155,5 @@ def test_a_filesystem_grant_takes_only_the_bytes_it_was_asked_for(started, setti
 
     assert put(good).status_code == 200
     fields = _refused(put(other))
-    assert "SHA-256" in " ".join(fields["body"])
+    assert "SHA-256" in " ".join(fields["non_field_errors"])
     assert storages["artifacts"].open(key).read() == good
