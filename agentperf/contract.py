@@ -39,6 +39,7 @@ from agentperf.engine.cachetruth import CacheTruth as EngineCacheTruth
 from agentperf.engine.metrics import ClientHealth as EngineClientHealth
 from agentperf.engine.metrics import TrialSummary
 from agentperf.engine.search import Phase, SearchResult
+from agentperf.engine.search import TierResult as EngineTierResult
 from agentperf.engine.trial import Tier as EngineTier
 from agentperf.engine.trial import TierVerdict as EngineTierVerdict
 from agentperf.fielderrors import validation_fields
@@ -652,15 +653,11 @@ class TrialReport(Contract):
     raw_records: RawRecordsRef
 
 
-class TierResult(Contract):
-    """One tier's search result (agentperf.engine.search.TierResult.to_dict())."""
+class TierResult(Complete, EngineTierResult):
+    """One tier's search result: the engine's own model (agentperf.engine.search.TierResult),
+    under the contract's rules."""
 
-    name: str
-    max_agents: Count
-    lowest_fail: int | None
-    confirmed: bool
-    converged: bool
-    flags: list[str]
+    model_config = Contract.model_config
 
 
 class SummaryTrial(Contract):

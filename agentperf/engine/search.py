@@ -28,7 +28,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, cast
+from typing import Annotated, Any, Final, Literal, cast
+
+from pydantic import BaseModel, ConfigDict, Field
 
 Phase = Literal["ramp", "bisect", "confirm", "repeat"]
 PHASE_RAMP: Final = "ramp"
@@ -100,24 +102,22 @@ class TrialOutcome:
     marginal: list[str] = field(default_factory=list)
 
 
-@dataclass(slots=True)
-class TierResult:
+class TierResult(BaseModel):
+    """One tier's search result. The contract's ``TierResult`` (agentperf/contract.py) is
+    this model under the contract's rules: declared once, here."""
+
+    model_config = ConfigDict(extra="forbid")
+
     name: str
-    max_agents: int  # highest passing concurrency (0: even one agent failed)
+    # highest passing concurrency (0: even one agent failed)
+    max_agents: Annotated[int, Field(ge=0)]
     lowest_fail: int | None
     confirmed: bool
     converged: bool
     flags: list[str]
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "max_agents": self.max_agents,
-            "lowest_fail": self.lowest_fail,
-            "confirmed": self.confirmed,
-            "converged": self.converged,
-            "flags": list(self.flags),
-        }
+        return self.model_dump(mode="json")
 
 
 @dataclass(slots=True)

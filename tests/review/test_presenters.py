@@ -73,7 +73,9 @@ def test_an_infinite_ttft_stored_as_null_stays_none_and_a_missing_verdict_is_unk
 
 def test_tier_outcomes_join_thresholds_with_the_search_result():
     trial = SearchTrial(0, 24, "ramp", {"20 tok/s": True})
-    tier = TierResult("20 tok/s", 24, None, confirmed=True, converged=True, flags=[])
+    tier = TierResult(
+        name="20 tok/s", max_agents=24, lowest_fail=None, confirmed=True, converged=True, flags=[]
+    )
     result = SearchResult([trial], {"20 tok/s": tier}, cap=64, flags=[])
     out = tier_outcomes(contract.SearchSummary.of(result).dump(), TIERS)
     assert out[0]["max_agents"] == 24 and out[0]["confirmed"] is True
