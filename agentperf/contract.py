@@ -166,17 +166,11 @@ class TierSetRef(Contract):
     version: int
 
 
-class Tier(Contract):
-    """An SLO tier in the engine's shape (agentperf.engine.trial.Tier, docs/engine.md)."""
+class Tier(Contract, EngineTier):
+    """An SLO tier: the engine's own model (agentperf.engine.trial.Tier, docs/engine.md),
+    under the contract's rules (its defaults kept: a tier set need not state them)."""
 
-    name: str
-    min_p25_output_speed: float
-    max_ttft_s: float
-    ttft_percentile: float = 75.0
-    max_error_rate: float = 0.01
-    # docs/engine.md "Session SLOs": the tier set's criterion and its minimum share
-    criterion: Literal["requests", "sessions"] = "requests"
-    min_session_share: Annotated[float, Field(gt=0, le=1)] = 0.95
+    model_config = Contract.model_config
 
     def engine(self) -> EngineTier:
         return EngineTier(**self.model_dump())
@@ -777,12 +771,3 @@ def error_fields(exc: ValidationError) -> dict[str, list[str]]:
     """A validation error as the API's field map: ``{"metrics.p25_output_speed": [msg]}``
     (agentperf.fielderrors, the one convention)."""
     return validation_fields(exc)
-
-
-# The engine dataclasses these models mirror (TierVerdict and ClientHealth are the engine's
-# own models, made complete); tests/foundation/test_contract.py checks them.
-MIRRORS: dict[type[Contract], type[Any]] = {
-    TierVerdict: EngineTierVerdict,
-    ClientHealth: EngineClientHealth,
-    Tier: EngineTier,
-}

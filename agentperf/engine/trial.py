@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_serializer, field_validator
@@ -48,30 +48,32 @@ from agentperf.engine.trajectory import Trajectory
 from agentperf.engine.transport import Clock, Transport
 
 
-@dataclass(slots=True)
-class Tier:
-    """An SLO tier: what one agent must get for the system to carry N agents."""
+class Tier(BaseModel):
+    """An SLO tier: what one agent must get for the system to carry N agents. Declared
+    once, here: the run contract's ``Tier`` is this model under the contract's rules
+    (agentperf/contract.py), and the catalog's tier sets give these (catalog.SloTierSet)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     name: str
     min_p25_output_speed: float
     max_ttft_s: float
-    ttft_percentile: float = 75.0
+    ttft_percentile: Annotated[float, Field(gt=0, lt=100)] = 75.0
     max_error_rate: float = 0.01
     # "requests": the trial's p25 over requests (the default); "sessions": at least
     # min_session_share of the window's sessions met the tier (docs/engine.md "Session SLOs")
-    criterion: str = SESSION_CRITERION_REQUESTS
-    min_session_share: float = 0.95
+    criterion: Literal["requests", "sessions"] = "requests"  # SESSION_CRITERIA
+    min_session_share: Annotated[float, Field(gt=0, le=1)] = 0.95
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # positional as the fields are declared, as a tier is written: Tier("20", 20, 10.0)
+        names = list(type(self).model_fields)
+        if len(args) > len(names):
+            raise TypeError(f"Tier takes at most {len(names)} positional arguments")
+        super().__init__(**dict(zip(names, args, strict=False)), **kwargs)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "min_p25_output_speed": self.min_p25_output_speed,
-            "max_ttft_s": self.max_ttft_s,
-            "ttft_percentile": self.ttft_percentile,
-            "max_error_rate": self.max_error_rate,
-            "criterion": self.criterion,
-            "min_session_share": self.min_session_share,
-        }
+        return self.model_dump(mode="json")
 
 
 def parse_tiers(data: Any) -> list[Tier]:
@@ -97,25 +99,34 @@ def parse_tiers(data: Any) -> list[Tier]:
         if unknown:
             raise ValueError(f"tiers[{i}]: unknown fields {sorted(unknown)}")
         try:
-            tier = Tier(
-                name=str(item["name"]),
-                min_p25_output_speed=float(item["min_p25_output_speed"]),
-                max_ttft_s=float(item["max_ttft_s"]),
-                ttft_percentile=float(item.get("ttft_percentile", 75.0)),
-                max_error_rate=float(item.get("max_error_rate", 0.01)),
-                criterion=str(item.get("criterion", SESSION_CRITERION_REQUESTS)),
-                min_session_share=float(item.get("min_session_share", 0.95)),
-            )
+            name = str(item["name"])
+            speed = float(item["min_p25_output_speed"])
+            ttft = float(item["max_ttft_s"])
+            percentile = float(item.get("ttft_percentile", 75.0))
+            error_rate = float(item.get("max_error_rate", 0.01))
+            criterion = str(item.get("criterion", SESSION_CRITERION_REQUESTS))
+            share = float(item.get("min_session_share", 0.95))
         except KeyError as exc:
             raise ValueError(f"tiers[{i}]: missing field {exc.args[0]!r}") from exc
         except (TypeError, ValueError) as exc:
             raise ValueError(f"tiers[{i}]: {exc}") from exc
-        if not 0 < tier.ttft_percentile < 100:
+        if not 0 < percentile < 100:
             raise ValueError(f"tiers[{i}]: ttft_percentile must be in (0, 100)")
-        if tier.criterion not in SESSION_CRITERIA:
+        if criterion not in SESSION_CRITERIA:
             raise ValueError(f"tiers[{i}]: criterion must be one of {', '.join(SESSION_CRITERIA)}")
-        if not 0 < tier.min_session_share <= 1:
+        if not 0 < share <= 1:
             raise ValueError(f"tiers[{i}]: min_session_share must be in (0, 1]")
+        tier = Tier.model_validate(
+            {
+                "name": name,
+                "min_p25_output_speed": speed,
+                "max_ttft_s": ttft,
+                "ttft_percentile": percentile,
+                "max_error_rate": error_rate,
+                "criterion": criterion,
+                "min_session_share": share,
+            }
+        )
         tiers.append(tier)
     names = [t.name for t in tiers]
     if len(set(names)) != len(names):
