@@ -325,7 +325,6 @@ def main() -> None:
         )
 
 
-PROFILE = "local-cpu-llamacpp"
 FIGURES = (
     ("p25_output_speed", "p25 speed", "tok/s per agent"),
     ("output_throughput_tok_s", "output throughput", "tok/s"),
@@ -351,7 +350,7 @@ def holdout_record(doc: dict[str, Any]) -> dict[str, Any]:
         for key, label, unit in FIGURES
     ]
     return {
-        "profile": PROFILE,
+        "profile": PROFILE.stem,
         "command": doc["command"],
         "fitted": doc.get("fitted"),
         "figures": figures,
@@ -361,7 +360,7 @@ def holdout_record(doc: dict[str, Any]) -> dict[str, Any]:
 def write_record(doc: dict[str, Any]) -> None:
     from agentperf.simulator.accuracy import holdout_path
 
-    out = holdout_path(PROFILE)
+    out = holdout_path(PROFILE.stem)
     out.write_text(json.dumps(holdout_record(doc), indent=1) + "\n")
     print(f"wrote {out}")
 
