@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import gzip
 import hashlib
 import logging
@@ -38,7 +39,7 @@ from agentperf.engine.openloop import (
 )
 from agentperf.engine.preflight import check_context, http_fetch
 from agentperf.engine.replay import ARRIVAL_OPEN, ReplayConfig
-from agentperf.engine.search import SearchTrial
+from agentperf.engine.search import SearchResult, SearchTrial
 from agentperf.engine.sharding import LocalShards, ShardExecutor, Sharding
 from agentperf.engine.trajectory import Dataset
 from agentperf.engine.transport import Clock, Transport
@@ -459,6 +460,49 @@ def parse_spec(spec: dict[str, Any] | contract.RunSpec) -> contract.RunSpec:
         ) from None
 
 
+@dataclasses.dataclass
+class RunState:
+    """What the steps of one attempt share (RunDirector._run), filled in as they go: the
+    deployment and the data, the qualification, the search's settings, and per trial the
+    uploads and scrapes its callbacks hand from one to the next."""
+
+    launcher: Launcher
+    prior: list[dict[str, Any]]
+    dataset: Dataset | None = None
+    endpoint: Endpoint | None = None
+    checks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    info: contract.RunnerInfo | None = None
+    task_problems: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    tiers: list[Tier] = dataclasses.field(default_factory=list)
+    base: TrialConfig | None = None
+    sharding: Sharding | None = None
+    simulator: bool = False
+    # the trial under way, its uploaded records and telemetry, its /metrics scrapes
+    current_index: int = 0
+    uploaded: dict[int, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    scrapes: dict[int, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    threads: dict[int, list[threading.Thread]] = dataclasses.field(default_factory=dict)
+    result: SearchResult | None = None
+    open_loop: dict[str, Any] | None = None
+    outcome: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def ready(self) -> tuple[Endpoint, Dataset]:
+        """The deployment and the dataset, once launched and loaded."""
+        if self.endpoint is None or self.dataset is None:
+            raise RuntimeError("the run's deployment or dataset is not ready yet")
+        return self.endpoint, self.dataset
+
+    def trial_base(self) -> TrialConfig:
+        if self.base is None:
+            raise RuntimeError("the search is not prepared yet")
+        return self.base
+
+    def search_result(self) -> SearchResult:
+        if self.result is None:
+            raise RuntimeError("the search has not run yet")
+        return self.result
+
+
 class RunDirector:
     """The steps of one attempt of a run, each document sent through ``reporter``;
     `run()` does the work and returns a short outcome (it never raises for a run failure:
@@ -479,12 +523,9 @@ class RunDirector:
         self.work_dir = work_dir or tempfile.mkdtemp(prefix=f"agentperf-run-{run_id}-")
         self.launcher = launcher
         self.heartbeat = Heartbeat(reporter, self.spec.heartbeat_interval_s)
-        self.uploaded: dict[int, dict[str, Any]] = {}
-        self.current_index = 0
         self.sampler = TelemetrySampler(interval_s=self.spec.telemetry_interval_s)
         # the launched server's own /metrics through the run (docs/pipeline.md "Engine metrics")
         self.engine_metrics: EngineMetricsSampler | None = None
-        self.endpoint: Endpoint | None = None
         self.grant: DeviceGrant | None = None
         self.inventory: dict[str, Any] | None = None
 
@@ -689,154 +730,122 @@ class RunDirector:
         return open_loop_summary(result, step)
 
     def _run(self, launcher: Launcher, prior: list[dict[str, Any]]) -> dict[str, Any]:
-        spec = self.spec
+        """One attempt, as its named steps in order; what they share is one RunState."""
+        state = RunState(launcher=launcher, prior=prior)
+        for step in (
+            self._load_dataset,
+            self._launch,
+            self._qualify,
+            self._prepare_search,
+            self._search,
+            self._check_tasks_under_load,
+            self._search_open_loop,
+            self._complete,
+        ):
+            step(state)
+        return state.outcome
+
+    # --- the steps -------------------------------------------------------------------------
+
+    def _load_dataset(self, state: RunState) -> None:
         self.heartbeat.update(phase="dataset")
-        dataset = self.reporter.dataset(_dataset(spec))
+        state.dataset = self.reporter.dataset(_dataset(self.spec))
+
+    def _launch(self, state: RunState) -> None:
         self.heartbeat.update(phase="launching")
-        self._grant_devices(launcher)
-        self.endpoint = endpoint = launcher.start()
-        self._collect_inventory(endpoint)
+        self._grant_devices(state.launcher)
+        state.endpoint = state.launcher.start()
+        self._collect_inventory(state.endpoint)
         self.heartbeat.check()
+
+    def _qualify(self, state: RunState) -> None:
+        """The probes before any load; a fatal one fails the run naming it."""
+        endpoint, dataset = state.ready()
         self.heartbeat.update(phase="qualification")
-        replay = trial_config(spec, endpoint.served_model_name, virtual=endpoint.virtual).replay
+        replay = trial_config(
+            self.spec, endpoint.served_model_name, virtual=endpoint.virtual
+        ).replay
         context_preflight(endpoint, dataset, replay)
         # The model's reference ships with the runner's code; a twin has no weights to compare.
-        reference = None if endpoint.virtual else load_reference(spec.model.slug, simulated=False)
-        checks = qualify(endpoint, dataset, reference=reference)
-        task_problems = self._task_problems(reference)
-        if task_problems:
+        reference = (
+            None if endpoint.virtual else load_reference(self.spec.model.slug, simulated=False)
+        )
+        state.checks = qualify(endpoint, dataset, reference=reference)
+        state.task_problems = self._task_problems(reference)
+        if state.task_problems:
             self.heartbeat.update(phase="task check (idle)")
-            checks.append(task_check(endpoint, task_problems, phase="idle"))
-        info = runner_info(endpoint, dataset)
-        self.reporter.qualification(qualification_report(checks, info))
-        failed = fatal_failures(checks)
+            state.checks.append(task_check(endpoint, state.task_problems, phase="idle"))
+        state.info = runner_info(endpoint, dataset)
+        self.reporter.qualification(qualification_report(state.checks, state.info))
+        failed = fatal_failures(state.checks)
         if failed:
             raise RunFailure(
                 "qualification failed: " + "; ".join(f"{c['name']}: {c['summary']}" for c in failed)
             )
         self.heartbeat.check()
+
+    def _prepare_search(self, state: RunState) -> None:
+        endpoint, _ = state.ready()
         self.sampler.start()
         self._start_engine_metrics(endpoint)
-        tiers: list[Tier] = spec.engine_tiers()
-        search = spec.search
-        base = trial_config(spec, endpoint.served_model_name, virtual=endpoint.virtual)
-        sharding = sharding_for(spec, endpoint, self.reporter, tiers, self.work_dir)
+        state.tiers = self.spec.engine_tiers()
+        state.base = trial_config(self.spec, endpoint.served_model_name, virtual=endpoint.virtual)
+        state.sharding = sharding_for(
+            self.spec, endpoint, self.reporter, state.tiers, self.work_dir
+        )
+        state.simulator = state.launcher.kind == "simulated"
 
-        def on_attempt_failed(index: int, attempt: int, reason: str) -> None:
-            log.warning(
-                "run %s trial %s attempt %s failed: %s", spec.run_id, index, attempt, reason
-            )
-            self.heartbeat.update(
-                last_failed_attempt={"trial": index, "attempt": attempt, "reason": reason[:500]}
-            )
-
-        # a launcher that watches its deployment (slurm: every task alive, the job running)
-        # fails the run between trials, naming what ended (docs/pipeline.md "Slurm")
-        def progress(phase: str, index: int, concurrency: int) -> None:
-            self.heartbeat.check()
-            launcher.check()
-            self.current_index = index
-            self.heartbeat.update(
-                phase="search",
-                search_phase=phase,
-                trial=index + 1,
-                max_trials=search.max_trials,
-                concurrency=concurrency,
-            )
-
-        scrapes: dict[int, dict[str, Any]] = {}
-        simulator = launcher.kind == "simulated"
-        threads: dict[int, list[threading.Thread]] = {}
-
-        def on_window(index: int, mark: str, t_ns: int, transport: Transport) -> None:
-            """/metrics at the window's start and end, for counter deltas (never blocks)."""
-            slot = scrapes.setdefault(index, {})
-            metrics_text = getattr(transport, "metrics_text", None)
-            if metrics_text is not None:  # the simulator in process, on virtual time
-                slot[mark] = parse_metrics(metrics_text())
-                return
-            if not endpoint.base_url:
-                return
-
-            def scrape() -> None:
-                try:
-                    slot[mark] = scrape_counters(endpoint)
-                except Exception as exc:  # a server without /metrics: "not measured"
-                    slot[f"{mark}_error"] = f"{type(exc).__name__}: {exc}"[:300]
-
-            thread = threading.Thread(target=scrape, name=f"metrics-{index}-{mark}", daemon=True)
-            threads.setdefault(index, []).append(thread)
-            thread.start()
-
-        def on_trial_result(result: TrialResult) -> None:
-            for thread in threads.pop(self.current_index, []):
-                thread.join(timeout=15)
-            blob, count = records_blob(result)
-            self.uploaded[self.current_index] = self._upload(
-                "raw_records", blob, trial_index=self.current_index, count=count
-            )
-            s = result.summary
-            self.uploaded[self.current_index]["telemetry"] = self.sampler.window(
-                s.window_start_ns, s.window_end_ns, virtual=result.simulated
-            )
-            scraped = scrapes.pop(self.current_index, None)
-            if scraped:
-                self.uploaded[self.current_index]["telemetry"]["server_metrics"] = scraped
-            if self.engine_metrics is not None:
-                series = self.engine_metrics.window(s.window_start_ns, s.window_end_ns)
-                if series is not None:
-                    self.uploaded[self.current_index]["telemetry"]["engine_metrics"] = series
-
-        def on_trial(trial: SearchTrial) -> None:
-            stored = self.uploaded.pop(trial.index)
-            telemetry = stored.pop("telemetry")
-            report = trial_report(trial, stored, telemetry, simulator=simulator)
-            self.reporter.trial(report)
-            self.heartbeat.update(
-                trials_done=trial.index + 1,
-                last_verdicts={k: bool(v) for k, v in trial.verdicts.items()},
-                last_trial={
-                    "index": trial.index,
-                    "concurrency": trial.concurrency,
-                    "p25_output_speed": report.metrics.p25_output_speed,
-                    "error_rate": report.metrics.error_rate,
-                },
-            )
-
-        result = search_job(
+    def _search(self, state: RunState) -> None:
+        endpoint, dataset = state.ready()
+        search = self.spec.search
+        state.result = search_job(
             target=_target(endpoint),
             trajectories=dataset.trajectories,
-            tiers=tiers,
-            base=base,
+            tiers=state.tiers,
+            base=state.trial_base(),
             cap=search.cap,
-            prior_trials=prior,
-            on_trial=on_trial,
-            on_trial_result=on_trial_result,
-            progress=progress,
+            prior_trials=state.prior,
+            on_trial=functools.partial(self._on_trial, state),
+            on_trial_result=functools.partial(self._on_trial_result, state),
+            progress=functools.partial(self._progress, state),
             max_trials=search.max_trials,
-            on_window=on_window,
-            sharding=sharding,
-            on_attempt_failed=on_attempt_failed,
+            on_window=functools.partial(self._on_window, state),
+            sharding=state.sharding,
+            on_attempt_failed=self._on_attempt_failed,
         )
         self.sampler.stop()
         if self.engine_metrics is not None:
             self.engine_metrics.stop()
-        if task_problems:
-            self.heartbeat.update(phase="task check (under load)")
-            checks.append(
-                task_check(
-                    endpoint, task_problems, phase="under_load", load=(dataset, base, tiers, result)
-                )
-            )
-            self.reporter.qualification(qualification_report(checks, info))
-        open_loop = None
-        if search.arrival == ARRIVAL_OPEN:
-            open_loop = self._open_loop(endpoint, dataset, base, tiers, sharding)
-        launcher.check()
+
+    def _check_tasks_under_load(self, state: RunState) -> None:
+        if not state.task_problems:
+            return
+        endpoint, dataset = state.ready()
+        self.heartbeat.update(phase="task check (under load)")
+        load = (dataset, state.trial_base(), state.tiers, state.search_result())
+        state.checks.append(
+            task_check(endpoint, state.task_problems, phase="under_load", load=load)
+        )
+        info = state.info if state.info is not None else runner_info(endpoint, dataset)
+        self.reporter.qualification(qualification_report(state.checks, info))
+
+    def _search_open_loop(self, state: RunState) -> None:
+        if self.spec.search.arrival != ARRIVAL_OPEN:
+            return
+        endpoint, dataset = state.ready()
+        state.open_loop = self._open_loop(
+            endpoint, dataset, state.trial_base(), state.tiers, state.sharding
+        )
+
+    def _complete(self, state: RunState) -> None:
+        """Release the deployment, then report the search, the host and the logs."""
+        endpoint, _ = state.ready()
+        result = state.search_result()
+        state.launcher.check()
         self.heartbeat.update(phase="completing")
-        summary = contract.SearchSummary.of(result, open_loop)
-        self._release(launcher)
-        logs = self._upload_log(launcher)
+        summary = contract.SearchSummary.of(result, state.open_loop)
+        self._release(state.launcher)
+        logs = self._upload_log(state.launcher)
         inventory = self.sampler.inventory()
         if endpoint.virtual:
             inventory = {
@@ -853,9 +862,95 @@ class RunDirector:
             runner_info=runner_info(endpoint),
         )
         self.reporter.complete(completion)
-        return {
+        state.outcome = {
             "status": "completed",
             "trials": len(result.trials),
             "max_agents": summary.max_agents,
             "run_status": "done",
         }
+
+    # --- the search's callbacks ------------------------------------------------------------
+
+    def _on_attempt_failed(self, index: int, attempt: int, reason: str) -> None:
+        log.warning(
+            "run %s trial %s attempt %s failed: %s", self.spec.run_id, index, attempt, reason
+        )
+        self.heartbeat.update(
+            last_failed_attempt={"trial": index, "attempt": attempt, "reason": reason[:500]}
+        )
+
+    def _progress(self, state: RunState, phase: str, index: int, concurrency: int) -> None:
+        """Before each trial: the run is still wanted, the deployment still up (a launcher
+        that watches it, as Slurm's, fails the run naming what ended: docs/pipeline.md
+        "Slurm"), and the heartbeat says which trial comes."""
+        self.heartbeat.check()
+        state.launcher.check()
+        state.current_index = index
+        self.heartbeat.update(
+            phase="search",
+            search_phase=phase,
+            trial=index + 1,
+            max_trials=self.spec.search.max_trials,
+            concurrency=concurrency,
+        )
+
+    def _on_window(
+        self, state: RunState, index: int, mark: str, t_ns: int, transport: Transport
+    ) -> None:
+        """/metrics at the window's start and end, for counter deltas (never blocks)."""
+        slot = state.scrapes.setdefault(index, {})
+        metrics_text = getattr(transport, "metrics_text", None)
+        if metrics_text is not None:  # the simulator in process, on virtual time
+            slot[mark] = parse_metrics(metrics_text())
+            return
+        endpoint, _ = state.ready()
+        if not endpoint.base_url:
+            return
+
+        def scrape() -> None:
+            try:
+                slot[mark] = scrape_counters(endpoint)
+            except Exception as exc:  # a server without /metrics: "not measured"
+                slot[f"{mark}_error"] = f"{type(exc).__name__}: {exc}"[:300]
+
+        thread = threading.Thread(target=scrape, name=f"metrics-{index}-{mark}", daemon=True)
+        state.threads.setdefault(index, []).append(thread)
+        thread.start()
+
+    def _on_trial_result(self, state: RunState, result: TrialResult) -> None:
+        """A trial's raw records uploaded, with its telemetry and scrapes kept for its report."""
+        index = state.current_index
+        for thread in state.threads.pop(index, []):
+            thread.join(timeout=15)
+        blob, count = records_blob(result)
+        stored = state.uploaded[index] = self._upload(
+            "raw_records", blob, trial_index=index, count=count
+        )
+        s = result.summary
+        telemetry = stored["telemetry"] = self.sampler.window(
+            s.window_start_ns, s.window_end_ns, virtual=result.simulated
+        )
+        scraped = state.scrapes.pop(index, None)
+        if scraped:
+            telemetry["server_metrics"] = scraped
+        if self.engine_metrics is not None:
+            series = self.engine_metrics.window(s.window_start_ns, s.window_end_ns)
+            if series is not None:
+                telemetry["engine_metrics"] = series
+
+    def _on_trial(self, state: RunState, trial: SearchTrial) -> None:
+        """The trial as the search judged it, reported with what its result stored."""
+        stored = state.uploaded.pop(trial.index)
+        telemetry = stored.pop("telemetry")
+        report = trial_report(trial, stored, telemetry, simulator=state.simulator)
+        self.reporter.trial(report)
+        self.heartbeat.update(
+            trials_done=trial.index + 1,
+            last_verdicts={k: bool(v) for k, v in trial.verdicts.items()},
+            last_trial={
+                "index": trial.index,
+                "concurrency": trial.concurrency,
+                "p25_output_speed": report.metrics.p25_output_speed,
+                "error_rate": report.metrics.error_rate,
+            },
+        )
