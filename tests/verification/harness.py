@@ -7,7 +7,7 @@ simulated system in process (the ``simulated`` launcher on virtual time; ``cheat
 dishonest modes), reporting to a ``MemoryReporter`` instead of the runner API
 (docs/pipeline.md "The director seam"). The run and its trials are then read back from what
 the reporter holds, as the web side stores them (runs/services.py), and judged by
-``runs.verification_report.report_checks``, the function the pipeline's report uses.
+``agentperf.verification.report.report_checks``, the function the pipeline's report uses.
 Only the database and object storage are left out (the run is a plain namespace).
 """
 
@@ -18,7 +18,6 @@ import functools
 import hashlib
 import tempfile
 from collections.abc import Iterator
-from types import SimpleNamespace
 from typing import Any
 
 from agentperf import contract
@@ -28,10 +27,11 @@ from agentperf.engine.trajectory import Dataset, dataset_to_bytes
 from agentperf.engine.trial import Tier
 from agentperf.simulator.virtual import run_with_simulator
 from agentperf.verification.checks import TrialData
+from agentperf.verification.report import DatasetEvidence, RunEvidence, report_checks
 from catalog.datasets import small_shape
 from runner.worker.director import RunDirector
 from runner.worker.reporter import MemoryReporter
-from runs.verification_report import records_from_blob, report_checks
+from runs.verification_report import records_from_blob
 
 MODEL = "tiny-1b"
 TIERS = [
@@ -161,9 +161,9 @@ def stored_trials(reporter: MemoryReporter) -> list[TrialData]:
 
 def stored_run(
     spec: dict[str, Any], reporter: MemoryReporter, config: dict[str, Any] | None
-) -> SimpleNamespace:
-    """The run as the web side stores the reporter's documents (runs/services.py: start,
-    qualification, complete), with the fields ``report_checks`` reads."""
+) -> RunEvidence:
+    """What the web side stores of the reporter's documents (runs/services.py: start,
+    qualification, complete), as the report's checks read it."""
     run_spec_ = contract.RunSpec.model_validate(spec)
     completion = reporter.completions[-1]
     runner_info: dict[str, Any] = {}
@@ -171,20 +171,16 @@ def stored_run(
         runner_info.update(document.runner_info.dump())
     dataset = run_spec_.dataset
     assert dataset is not None
-    return SimpleNamespace(
-        run_spec=run_spec_.stored(),
-        search_summary=completion.search_summary.dump(),
+    return RunEvidence(
+        spec=contract.RunSpec.model_validate(run_spec_.stored()),
+        search_summary=completion.search_summary,
         qualification=[c.dump() for c in reporter.qualifications[-1].checks],
         telemetry=completion.telemetry.dump(),
         runner_info=runner_info,
-        dataset=SimpleNamespace(
-            name=dataset.name,
-            version=dataset.version,
-            sha256=dataset.sha256,
-            visibility="private",
-            VISIBILITY_PRIVATE="private",
+        dataset=DatasetEvidence(
+            name=dataset.name, version=dataset.version, sha256=dataset.sha256, private=True
         ),
-        submission=SimpleNamespace(config=config or {}),
+        config=config or {},
     )
 
 
