@@ -24,7 +24,7 @@ from leaderboard.cachetruth import result_cache_truth
 from leaderboard.cost import CLASSES as COST_CLASSES
 from leaderboard.cost import cost_at_speed, result_cost
 from leaderboard.energy import power_source, result_energy
-from leaderboard.inventory import public_inventory
+from leaderboard.inventory_view import public_inventory
 from leaderboard.launch import result_launch
 from leaderboard.models import Result, TwinAccuracy
 from leaderboard.pages.common import result_url

@@ -1,10 +1,10 @@
-"""`{% result_inventory result as inventory %}`: what served a result (leaderboard.inventory)."""
+"""`{% result_inventory result as inventory %}`: what served a result (leaderboard.inventory_view)."""
 
 from typing import Any
 
 from django import template
 
-from leaderboard.inventory import launched_from, public_inventory
+from leaderboard.inventory_view import launched_from, public_inventory
 
 register = template.Library()
 

@@ -201,7 +201,7 @@ class ProcessLauncher:
                 "pid": self.process.pid,
                 "ready_after_s": round(time.monotonic() - started, 3),
                 "models": models,
-                # for the inventory (runner/worker/inventory.py): no image, the host's program
+                # for the inventory (runner/worker/host_inventory.py): no image, the host's program
                 "runtime": {
                     "entrypoint": command[:1],
                     "user": f"{self.sandbox.uid}:{self.sandbox.gid}",

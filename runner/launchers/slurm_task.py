@@ -133,11 +133,11 @@ def substitute(items: list[Any], values: dict[str, str]) -> list[str]:
 
 def machine_inventory() -> dict[str, Any]:
     """This node's inventory (agentperf/inventory.py's document): the worker's collection
-    (runner/worker/inventory.py: the node's accelerators from NVML, nvidia-smi or amd-smi,
+    (runner/worker/host_inventory.py: the node's accelerators from NVML, nvidia-smi or amd-smi,
     and its CPU, memory and kernel); where that fails, the machine alone and why."""
     try:
         from agentperf.inventory import Inventory
-        from runner.worker.inventory import accelerator_inventory, machine_record
+        from runner.worker.host_inventory import accelerator_inventory, machine_record
 
         doc, notes = accelerator_inventory(None)  # every accelerator the node lists
         doc["notes"] = notes

@@ -65,7 +65,7 @@ from runner.verification.probes import (
 from runner.verification.taskrun import score
 from runner.worker.api_client import RunnerApiError, RunSuperseded
 from runner.worker.datasets import DatasetMismatch, dataset_file
-from runner.worker.inventory import collect_inventory
+from runner.worker.host_inventory import collect_inventory
 from runner.worker.loadgen_hosts import CeleryShards
 from runner.worker.reporter import Reporter
 
@@ -544,7 +544,7 @@ class RunDirector:
             self.sampler.minors = minors  # power and energy of the granted GPUs only
 
     def _collect_inventory(self, endpoint: Endpoint) -> None:
-        """What served, read once the server answers (runner/worker/inventory.py); a host
+        """What served, read once the server answers (runner/worker/host_inventory.py); a host
         that cannot read it records none (the inventory check then warns), never fails."""
         if endpoint.virtual or endpoint.info.get("launcher") == "simulated":
             return  # a twin's host is not the system it stands for

@@ -66,7 +66,7 @@ def test_a_container_sees_exactly_the_granted_devices_and_its_resolved_image(poo
     assert seen["shm_bytes"] == 256 * 2**20
     hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
     assert seen["memlock"] == [hard, hard]
-    # the runtime as Podman resolved it, for the inventory (runner/worker/inventory.py)
+    # the runtime as Podman resolved it, for the inventory (runner/worker/host_inventory.py)
     runtime = endpoint.info["runtime"]
     digest = pool_host.rpartition("@")[2]
     assert runtime["image_digest"] == digest, runtime

@@ -33,7 +33,7 @@ from runner.launchers.container import (
     podman_run_argv,
     reap_orphans,
 )
-from runner.worker.inventory import runtime_record
+from runner.worker.host_inventory import runtime_record
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""What served a result, on its page and in the public API (leaderboard/inventory.py,
+"""What served a result, on its page and in the public API (leaderboard/inventory_view.py,
 docs/verification.md "inventory"): the inventory the run recorded through the contract and
 the check that compared it with the config, with a mismatch's evidence shown."""
 

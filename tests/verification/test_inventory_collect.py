@@ -1,4 +1,4 @@
-"""Collecting the inventory on the pool host (runner/worker/inventory.py,
+"""Collecting the inventory on the pool host (runner/worker/host_inventory.py,
 docs/verification.md "inventory").
 
 NVML is the one fake here: no GPU or NVIDIA driver on this machine, so ``FakeNvml`` stands in
@@ -23,7 +23,7 @@ import pytest
 from agentperf.inventory import Inventory, check_inventory, runtime_from_inspect
 from runner.launchers.base import Endpoint
 from runner.launchers.devices import DevicePool
-from runner.worker import inventory as collect
+from runner.worker import host_inventory as collect
 
 FIXTURE = Path(__file__).parent / "fixtures" / "nvidia-smi-q-x.xml"
 

@@ -15,7 +15,7 @@ import yaml
 from agentperf.inventory import check_inventory
 from runner.launchers import vllm_env
 from runner.launchers.process import ProcessLauncher
-from runner.worker.inventory import collect_inventory
+from runner.worker.host_inventory import collect_inventory
 from tests.support.llamacpp import free_port
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "vllm-process.yaml"
