@@ -2,7 +2,7 @@
 
     PYTHONPATH=. .venv/bin/python benchmarks/simulator.py [--streams 64] [--tokens 300]
 
-Starts ``python -m runner.simulator --profile tiny --ground-truth`` in its own process,
+Starts ``python -m runner.twin_server --profile tiny --ground-truth`` in its own process,
 sends N concurrent streaming requests with the engine's client, and prints, against the
 server's record of when it wrote each token (same monotonic clock): the first-token timestamp
 error (client t_first − server write of the first token), the output-speed relative error,
@@ -16,7 +16,7 @@ import asyncio
 
 from agentperf.engine.client import HttpTransport
 from agentperf.engine.transport import Exchange, RequestSpec
-from runner.simulator.server import start_server
+from runner.twin_server.server import start_server
 
 
 def _pct(values: list[float], q: float) -> float:

@@ -1,5 +1,5 @@
 """``python -m agentperf.simulator profiles|show|calibrate|band|holdout|accuracy`` — the
-system's CLI (its real-time HTTP server is the pool host's: ``python -m runner.simulator``)."""
+system's CLI (its real-time HTTP server is the pool host's: ``python -m runner.twin_server``)."""
 
 from __future__ import annotations
 

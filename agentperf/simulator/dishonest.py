@@ -17,7 +17,7 @@ and the window's cache truth:
 
 "Under load" means at least ``under_load`` requests in flight: the qualification probes run
 one request at a time, so these modes pass them — which is why fidelity is also checked
-under load. Enable with ``--cheat MODE[,MODE]`` on ``python -m runner.simulator``,
+under load. Enable with ``--cheat MODE[,MODE]`` on ``python -m runner.twin_server``,
 ``start_server(..., cheat=...)`` or ``run_with_simulator(..., cheat=...)``.
 """
 

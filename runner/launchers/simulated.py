@@ -1,7 +1,7 @@
 """The simulated serving system as a launcher.
 
-Small profiles run as the real-time HTTP server (`python -m runner.simulator`) in a
-subprocess started by `runner.simulator.server.start_server`, measured over loopback exactly like a real endpoint; rack-scale profiles run in
+Small profiles run as the real-time HTTP server (`python -m runner.twin_server`) in a
+subprocess started by `runner.twin_server.server.start_server`, measured over loopback exactly like a real endpoint; rack-scale profiles run in
 process on virtual time (`agentperf.simulator.virtual`), which the engine reaches through
 `Target(sim_profile=...)`. Dispatch decides which (`launcher.clock`).
 """
@@ -18,7 +18,7 @@ from runner.launchers.base import Endpoint, LauncherError, die_with_parent, list
 from runner.launchers.devices import DeviceGrant
 
 if TYPE_CHECKING:  # the server module loads the cost model (numpy); import it to start one
-    from runner.simulator.server import ServerProcess
+    from runner.twin_server.server import ServerProcess
 
 
 class SimulatedLauncher:
@@ -42,7 +42,7 @@ class SimulatedLauncher:
                 seed=seed,
                 info={"launcher": "simulated", "profile": name, "clock": "virtual"},
             )
-        from runner.simulator.server import start_server
+        from runner.twin_server.server import start_server
 
         try:
             self.server = start_server(

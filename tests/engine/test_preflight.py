@@ -14,7 +14,7 @@ from agentperf.engine.preflight import check_context, http_fetch
 from agentperf.engine.replay import NAMESPACE_TOKENS, ReplayConfig
 from agentperf.engine.tokens import count_message_tokens
 from agentperf.engine.trajectory import Message, Trajectory, Turn
-from runner.simulator.server import ServerProcess, start_server
+from runner.twin_server.server import ServerProcess, start_server
 
 CONTEXT = 8192  # the local-cpu-llamacpp profile's context_length
 

@@ -38,7 +38,7 @@ from agentperf.engine.sharding import (
 from agentperf.engine.stub import StubConfig, serve
 from agentperf.engine.trajectory import Dataset, load_dataset, save_dataset
 from agentperf.engine.trial import Tier, TrialConfig, TrialResult
-from runner.simulator.server import ServerProcess, start_server
+from runner.twin_server.server import ServerProcess, start_server
 
 ROOT = Path(__file__).resolve().parents[2]
 

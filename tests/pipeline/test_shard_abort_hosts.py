@@ -22,7 +22,7 @@ from agentperf.engine.search import PHASE_RAMP, SearchTrial
 from agentperf.engine.sharding import RECORDS_FILE, Sharding, ShardSpec
 from agentperf.engine.trial import Tier, TrialResult
 from core.queues import loadgen_queue
-from runner.simulator.server import ServerProcess, start_server
+from runner.twin_server.server import ServerProcess, start_server
 from runner.worker.api_client import RunnerApi
 from runner.worker.datasets import fetch_dataset
 from runner.worker.loadgen_hosts import CeleryShards

@@ -1,4 +1,4 @@
-"""The real-time simulator server's ``cache_inflated`` mode (python -m runner.simulator
+"""The real-time simulator server's ``cache_inflated`` mode (python -m runner.twin_server
 --cheat cache_inflated): usage and the /metrics hit counter both claim every prompt token
 but the last as cached, so the window's counters tell the same lie as the requests."""
 
@@ -12,7 +12,7 @@ import pytest
 from agentperf.engine.client import HttpTransport
 from agentperf.engine.transport import Exchange, RequestSpec
 from agentperf.verification.speculative import parse_metrics, scrape_metrics
-from runner.simulator.server import ServerProcess, start_server
+from runner.twin_server.server import ServerProcess, start_server
 
 
 @pytest.fixture(scope="module")

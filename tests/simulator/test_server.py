@@ -20,7 +20,7 @@ import pytest
 from agentperf.engine.client import HttpTransport
 from agentperf.engine.transport import Exchange, RequestSpec
 from agentperf.simulator.prompts import PromptAccountant
-from runner.simulator.server import ServerProcess, start_server
+from runner.twin_server.server import ServerProcess, start_server
 
 
 @pytest.fixture(scope="module")

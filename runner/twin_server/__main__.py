@@ -1,4 +1,4 @@
-"""``python -m runner.simulator --profile NAME`` — the simulated serving system as a real-time
+"""``python -m runner.twin_server --profile NAME`` — the simulated serving system as a real-time
 HTTP server on the pool host (docs/simulator.md); prints ``listening on http://H:P``."""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ import sys
 import uvloop
 
 from agentperf.simulator.profile import ProfileError, load_profile
-from runner.simulator.server import serve
+from runner.twin_server.server import serve
 
 
 def _parser() -> argparse.ArgumentParser:
     s = argparse.ArgumentParser(
-        prog="python -m runner.simulator", description="serve a profile over HTTP in real time"
+        prog="python -m runner.twin_server", description="serve a profile over HTTP in real time"
     )
     s.add_argument("--profile", required=True, help="profile name or YAML path")
     s.add_argument("--host", default="127.0.0.1")

@@ -715,7 +715,7 @@ async def serve(
 
 
 class ServerProcess:
-    """A simulator server in its own process (``python -m runner.simulator``), its
+    """A simulator server in its own process (``python -m runner.twin_server``), its
     output going to a log file (or a temporary file)."""
 
     def __init__(
@@ -805,14 +805,14 @@ def start_server(
     new_session: bool = False,
     preexec_fn: Callable[[], None] | None = None,
 ) -> ServerProcess:
-    """Start ``python -m runner.simulator`` and wait until it listens (port 0 = any).
+    """Start ``python -m runner.twin_server`` and wait until it listens (port 0 = any).
 
     The one way to run the simulator in its own process (tests, benchmarks, the simulated
     launcher): its output is appended to ``log_path`` (a temporary file when None), its
     ``listening on URL`` line read back from there. ``new_session`` puts it in a process
     group of its own (``stop`` then signals the group); ``preexec_fn`` runs in the child."""
     root = Path(__file__).resolve().parents[2]
-    cmd = [sys.executable, "-m", "runner.simulator", "--profile", str(profile)]
+    cmd = [sys.executable, "-m", "runner.twin_server", "--profile", str(profile)]
     cmd += ["--host", host, "--port", str(port), "--seed", str(seed)]
     if ground_truth:
         cmd.append("--ground-truth")
