@@ -157,7 +157,7 @@ class SloTier(models.Model):
 
 class HardwarePrice(models.Model):
     """What running a hardware system costs, by price class (docs/catalog.md "Prices"); seeded
-    from agentperf/catalog/prices.yaml. A null figure is unknown and shows as "—"."""
+    from agentperf/catalog_data/prices.yaml. A null figure is unknown and shows as "—"."""
 
     CLASS_ON_DEMAND = "on-demand"
     CLASS_NEOCLOUD = "neocloud"
@@ -223,7 +223,7 @@ class HardwarePrice(models.Model):
 # benchmark's; "chat" is the same sessions with every turn's text labelled prose, for a
 # ladder rung that asks whether a change's gain holds off agentic coding (docs/ladders.md);
 # "decode-heavy" is sessions whose turns carry long reasoning outputs (2k-16k tokens,
-# docs/datasets.md "Decode-heavy variant") with a tier set of its own (agentperf/catalog/
+# docs/datasets.md "Decode-heavy variant") with a tier set of its own (agentperf/catalog_data/
 # tiers.yaml). Only agentic-coding results are ranked.
 WORKLOAD_CODING = "agentic-coding"
 WORKLOAD_CHAT = "chat"

@@ -1,5 +1,5 @@
 """Catalog writes: the database rows of the catalog files, read and checked by the one
-loader (agentperf.catalog)."""
+loader (agentperf.catalog_data)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from django.db import transaction
 
-from agentperf.catalog import (
+from agentperf.catalog_data import (
     PRICE_FIGURES,
     CatalogError,
     as_date,
@@ -54,7 +54,7 @@ def _fields(entry: dict, fields: list[tuple[str, str, str]], where: str) -> tupl
 @transaction.atomic
 def catalog_seed(*, directory: Path | None = None) -> dict[str, int]:
     """Create or update every catalog entry from the data files (as shipped, or those in
-    ``directory``); raises agentperf.catalog.CatalogError naming the file and entry. Idempotent."""
+    ``directory``); raises agentperf.catalog_data.CatalogError naming the file and entry. Idempotent."""
     catalog = load_catalog(directory)
     workload_tier_sets(directory)  # checks each tier set's workload
     counts = {"models": 0, "hardware": 0, "tier_sets": 0, "prices": 0}
@@ -162,7 +162,7 @@ def catalog_seed(*, directory: Path | None = None) -> dict[str, int]:
 
 def workload_tier_sets(directory: Path | None = None) -> dict[str, str]:
     """Slug → workload of the catalog's tier sets made for a workload other than agentic
-    coding (a tier set's ``workload`` in agentperf/catalog/tiers.yaml, e.g. decode-heavy)."""
+    coding (a tier set's ``workload`` in agentperf/catalog_data/tiers.yaml, e.g. decode-heavy)."""
     return dict(_workload_tier_sets(str(catalog_dir(directory) or "")))
 
 

@@ -44,7 +44,7 @@ DEMO_REVIEWER = "demo-reviewer"
 # first minutes), then the measured ones one after the other (llama.cpp, then vLLM, the
 # engine the rack examples name, on this CPU), then the H100 dry run. The H100 dry run is simulated.yaml with `benchmark.arrival: open`: its result
 # carries both loops (docs/engine.md "Arrival modes"). Every result shows its session SLOs;
-# the two simulated ones have catalog prices (agentperf/catalog/prices.yaml), so their cost
+# the two simulated ones have catalog prices (agentperf/catalog_data/prices.yaml), so their cost
 # tables have figures, and the `local-cpu` runs have none, so their cost is "—"
 # (docs/catalog.md "Prices").
 MEASURED = ("process.yaml", "vllm-process.yaml")

@@ -41,7 +41,7 @@ from typing import Any
 import orjson
 import yaml
 
-from agentperf.catalog import CatalogError, load_catalog
+from agentperf.catalog_data import CatalogError, load_catalog
 from agentperf.engine.datasets.synthetic import SHAPES
 from agentperf.engine.trial import Tier, parse_tiers
 from agentperf.simulator.profile import OUTPUT_KINDS, ProfileError

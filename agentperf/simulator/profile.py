@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from agentperf.catalog import Catalog, CatalogError, Figure, figure_from, load_catalog
+from agentperf.catalog_data import Catalog, CatalogError, Figure, figure_from, load_catalog
 from agentperf.mergepatch import merge_patch, patch_paths
 
 PROFILES_DIR = Path(__file__).resolve().parent / "profiles"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import yaml
 
-from agentperf.catalog import load_catalog
+from agentperf.catalog_data import load_catalog
 from demo.steps import EXAMPLES, LABELS, RUNNABLE
 from submissions.schema import parse_config
 

@@ -11,7 +11,7 @@ import orjson
 import pytest
 import yaml
 
-from agentperf.catalog import CATALOG_DIR_ENV, DEFAULT_CATALOG_DIR
+from agentperf.catalog_data import CATALOG_DIR_ENV, DEFAULT_CATALOG_DIR
 from agentperf.engine.cli import main
 from agentperf.ladder.attribute import value_at_speed
 from agentperf.ladder.measure import run_ladder

@@ -2,8 +2,8 @@ import pytest
 import yaml
 from django.core.management import call_command
 
-from agentperf.catalog import DEFAULT_CATALOG_DIR as CATALOG_DIR
-from agentperf.catalog import CatalogError, load_catalog
+from agentperf.catalog_data import DEFAULT_CATALOG_DIR as CATALOG_DIR
+from agentperf.catalog_data import CatalogError, load_catalog
 from catalog.models import AIModel, HardwareSystem, SloTier, SloTierSet
 from catalog.services import catalog_seed, default_tier_set_for
 from demo.synthetic import make_model

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from agentperf import contract
-from agentperf.catalog import DEFAULT_CATALOG_DIR, CatalogError, load_catalog
+from agentperf.catalog_data import DEFAULT_CATALOG_DIR, CatalogError, load_catalog
 from catalog.models import SloTierSet
 from catalog.services import catalog_seed
 

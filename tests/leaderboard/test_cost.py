@@ -11,7 +11,7 @@ import shutil
 import pytest
 import yaml
 
-from agentperf.catalog import DEFAULT_CATALOG_DIR, CatalogError, load_catalog
+from agentperf.catalog_data import DEFAULT_CATALOG_DIR, CatalogError, load_catalog
 from catalog.models import HardwarePrice, HardwareSystem
 from catalog.services import catalog_seed
 from demo.synthetic import make_hardware, make_published_result, synthetic_points

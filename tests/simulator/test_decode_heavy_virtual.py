@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentperf.catalog import load_catalog
+from agentperf.catalog_data import load_catalog
 from agentperf.engine.datasets.corpus import build_corpus
 from agentperf.engine.datasets.synthetic import DECODE_HEAVY, generate_dataset
 from agentperf.engine.jobs import Target, trial_job

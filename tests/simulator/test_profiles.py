@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agentperf.catalog import load_catalog
+from agentperf.catalog_data import load_catalog
 from agentperf.simulator.profile import ProfileError, available_profiles, load_profile
 
 CATALOG_SYSTEMS = {"gb300-nvl72", "gb200-nvl72", "b200-hgx8", "h200-hgx8", "h100-sxm-hgx8"}

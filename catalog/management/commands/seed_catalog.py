@@ -1,11 +1,11 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from agentperf.catalog import CatalogError
+from agentperf.catalog_data import CatalogError
 from catalog.services import catalog_seed
 
 
 class Command(BaseCommand):
-    help = "Load models, hardware systems and SLO tier sets from agentperf/catalog/*.yaml."
+    help = "Load models, hardware systems and SLO tier sets from agentperf/catalog_data/*.yaml."
 
     def handle(self, *args, **options) -> None:
         try:

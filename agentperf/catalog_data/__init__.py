@@ -1,4 +1,5 @@
-"""The catalog: the one loader of its data files (no Django).
+"""The catalog's data side: its data files and their one loader (no Django). The web
+side's tables, seeded from them, are the Django app ``catalog/``.
 
 ``models.yaml``, ``hardware.yaml`` and ``tiers.yaml`` ship in this package (package data of
 ``runner``; docs/catalog.md). Every figure is ``{value: X | null, source: URL, note: str}``;
