@@ -3,4 +3,4 @@ no Django and no database (docs/architecture.md "Packages"). The run contract (`
 the deployment-config schema (`schema`), the load engine (`engine`), the simulated serving
 system's model (`simulator`), the ladder's maths (`ladder`), the checks over a run's records
 (`verification`), the receipt (`receipt`) and the catalog's bundled entries (`catalog`).
-It ships as the `agentperf-engine` distribution (packages/agentperf-engine)."""
+It ships as the `agentperf-engine` distribution (packages/agentperf)."""

@@ -7,7 +7,7 @@ and its accelerator counts. The private test set stays private, so the block dow
 public tuning subset instead (docs/datasets.md "Public tuning subset"). A simulated run is
 reproduced exactly on the simulator's virtual time (`--target sim:PROFILE`); a measured one
 against the reader's own endpoint. The block starts with the install of the engine's own
-distribution (packages/agentperf-engine), so it needs no web app and no database.
+distribution (packages/agentperf), so it needs no web app and no database.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from agentperf.contract import RunSpec, SearchOptions, SimulatedLauncher
 # The engine and the vendor CLI as their own distribution, no Django (docs/engine.md
 # "Install"); tests/cli/test_engine_wheel.py runs the printed block in a fresh venv.
 INSTALL_COMMENT = "# the engine and the agentperf CLI, from a clone of the repository"
-INSTALL = "pip install ./packages/agentperf-engine"
+INSTALL = "pip install ./packages/agentperf"
 
 
 def search_flags(search: SearchOptions) -> list[str]:

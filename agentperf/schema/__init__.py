@@ -2,7 +2,7 @@
 (`agentperf.schema.deployment`), the secret detector (`secrets`), the input limits (`limits`)
 and the one YAML reader (`yaml12`). The web side (`submissions.schema`, which passes the
 MAX_CONFIG_BYTES setting), the vendor CLI's offline `agentperf validate` and the engine's
-own distribution (packages/agentperf-engine, docs/engine.md "Install") all read it; it
+own distribution (packages/agentperf, docs/engine.md "Install") all read it; it
 imports no Django and no web app (pyproject.toml import-linter contracts)."""
 
 from agentperf.schema.deployment import (

@@ -1,8 +1,8 @@
-"""The engine's own distribution (packages/agentperf-engine, docs/engine.md "Install"): the
+"""The engine's own distribution (packages/agentperf, docs/engine.md "Install"): the
 wheel is built from the checkout, installed into a fresh venv that has no Django, and used
 from a folder outside the checkout: `agentperf validate` on every example and on a bad
 one, a `sim:tiny` trial through `agentperf-engine`, and the Reproduce block exactly as a
-published simulated result's page prints it (its `pip install ./packages/agentperf-engine`
+published simulated result's page prints it (its `pip install ./packages/agentperf`
 included, against the platform's live vendor API for the tuning subset).
 
 The wheel's dependencies come from a local wheelhouse of the versions requirements*.txt
@@ -29,7 +29,7 @@ from tests.pipeline.conftest import REPO
 
 pytestmark = pytest.mark.slow
 
-PACKAGE = REPO / "packages" / "agentperf-engine"
+PACKAGE = REPO / "packages" / "agentperf"
 EXAMPLES = sorted(
     p for p in (REPO / "docs" / "examples").glob("*.yaml") if not p.name.startswith("ladder")
 )
@@ -133,7 +133,7 @@ def engine_venv(tmp_path_factory) -> EngineVenv:
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
         + ["-w", str(built), str(PACKAGE)]
     )
-    (wheel,) = built.glob("agentperf_engine-*.whl")
+    (wheel,) = built.glob("agentperf-*.whl")
     house = _wheelhouse(_requires(wheel))
     root = tmp_path_factory.mktemp("engine-venv") / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", str(root)])
@@ -150,7 +150,7 @@ def test_the_wheel_holds_the_engine_and_the_cli_and_no_web_app(engine_venv):
     with zipfile.ZipFile(engine_venv.wheel) as zf:
         tops = {n.split("/", 1)[0] for n in zf.namelist()}
         names = set(zf.namelist())
-    assert tops == {"agentperf_cli", "agentperf", "agentperf_engine-0.1.0.dist-info"}, tops
+    assert tops == {"agentperf_cli", "agentperf", "agentperf-0.1.0.dist-info"}, tops
     for path in (
         "agentperf/engine/cli.py",
         "agentperf/simulator/virtual.py",
@@ -235,7 +235,7 @@ def test_the_printed_reproduce_block_runs_in_the_fresh_venv(
     block = re.search(r'<pre class="cmd"><code>(.*?)</code></pre>', page, re.S)
     assert block, "no reproduce block on the result page"
     command = html.unescape(block.group(1))
-    assert "pip install ./packages/agentperf-engine\n" in command
+    assert "pip install ./packages/agentperf\n" in command
     assert "agentperf-engine search --target sim:tiny" in command
 
     # a clone's folders the install reads (the package builds from the checkout's modules)
