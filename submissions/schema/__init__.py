@@ -1,5 +1,5 @@
 """The deployment-config schema as the web side uses it: `agentperf.schema` (DB-free, shared
-with the CLI and the engine's distribution), with the size limit taken from the
+with the CLI and the agentperf distribution), with the size limit taken from the
 MAX_CONFIG_BYTES setting (config/settings.py)."""
 
 from __future__ import annotations
