@@ -32,8 +32,8 @@ from agentperf.engine.transport import (
     RequestSpec,
     Transport,
 )
+from agentperf.simulator.behaviour import HONEST, Behaviour
 from agentperf.simulator.deployment import Deployment, RejectedRequest
-from agentperf.simulator.dishonest import Dishonesty
 from agentperf.simulator.profile import Profile, load_profile
 from agentperf.simulator.prompts import PromptAccountant, PromptError, PromptShape, filler
 from agentperf.simulator.scheduler import SimRequest, Timeline
@@ -274,12 +274,14 @@ class SimTransport:
         seed: int = 0,
         check_output_length: bool = True,
         timeline: Timeline | None = None,
-        cheat: Dishonesty | str | None = None,
+        behaviour: Behaviour | None = None,
     ) -> None:
-        self.dishonesty = cheat if isinstance(cheat, Dishonesty) else Dishonesty.parse(cheat)
+        # how the deployment answers: as the model says, or a test's plugin
+        # (agentperf/simulator/behaviour.py)
+        self.behaviour: Behaviour = behaviour if behaviour is not None else HONEST
         self.profile = profile
         self.timeline = timeline or LoopTimeline(asyncio.get_running_loop())
-        self.deployment = Deployment(self.dishonesty.profile(profile), self.timeline, seed=seed)
+        self.deployment = Deployment(self.behaviour.profile(profile), self.timeline, seed=seed)
         self._reported: dict[str, int] = {}
         # cache_inflated: cached tokens reported beyond what the cache served, added to the
         # hit counter as they are reported
@@ -299,8 +301,8 @@ class SimTransport:
 
     def mean_field_factors(self) -> tuple[int, ...]:
         """The k this deployment can be cut into for mean-field trials (docs/engine.md
-        "Mean-field trials"); only 1 under a dishonest mode (what it fakes is the whole)."""
-        if self.dishonesty:
+        "Mean-field trials"); only 1 under a test's behaviour (what it fakes is the whole)."""
+        if self.behaviour:
             return (1,)
         return self.profile.mean_field_factors()
 
@@ -316,7 +318,7 @@ class SimTransport:
                 seed=self.deployment.seed,
                 check_output_length=self.check_output_length,
                 timeline=self.timeline,
-                cheat=self.dishonesty,
+                behaviour=self.behaviour,
             )
             self._slices[k] = found
         return found
@@ -344,8 +346,8 @@ class SimTransport:
             )
         except (PromptError, RejectedRequest) as exc:
             return self._fail(ex, 400, str(exc))
-        if self.dishonesty:
-            req.stop_at, reported = self.dishonesty.lengths(
+        if self.behaviour:
+            req.stop_at, reported = self.behaviour.lengths(
                 req.stop_at, in_flight=self.in_flight + 1
             )
             self._reported[spec.request_id] = reported
@@ -387,7 +389,7 @@ class SimTransport:
         if spec.api != "chat":
             return self.accountant.completion(body)
         return self.accountant.chat(
-            self.dishonesty.prefix_body(body) if self.dishonesty else body,
+            self.behaviour.prefix_body(body) if self.behaviour else body,
             spec.message_tokens,
             session=spec.session_id or None,
         )
@@ -443,10 +445,10 @@ class SimTransport:
         ex.prompt_tokens = req.prompt.tokens
         ex.cached_tokens = req.cached
         ex.finish_reason = req.finish_reason
-        if self.dishonesty:
-            ex.cached_tokens = self.dishonesty.cached(req.cached, req.prompt.tokens)
+        if self.behaviour:
+            ex.cached_tokens = self.behaviour.cached(req.cached, req.prompt.tokens)
             self._inflated_hits += ex.cached_tokens - req.cached
-            ex.content = self.dishonesty.text(n)
+            ex.content = self.behaviour.text(n)
             n = self._reported.pop(spec.request_id, n)
         else:
             ex.content = filler(n)
@@ -472,7 +474,7 @@ class SimTransport:
             ("vllm:spec_decode_num_accepted_tokens_total", c.spec_accepted),
             (
                 "sim:accelerators_used",
-                self.dishonesty.accelerators_seen(self.profile.accelerators_used),
+                self.behaviour.accelerators_seen(self.profile.accelerators_used),
             ),
         )
         if self.profile.power_tdp_w is not None:  # modelled, never measured
@@ -493,13 +495,14 @@ def run_with_simulator(
     seed: int,
     catalog_dir: str | Path | None = None,
     transport_out: list[SimTransport] | None = None,
-    cheat: str | None = None,
+    behaviour: Behaviour | None = None,
 ) -> T:
     """Run ``main(transport, clock)`` on virtual time against the simulated ``profile``.
 
     ``profile`` is a profile name (``agentperf/simulator/profiles/NAME.yaml``), a path, or a
     loaded Profile. ``transport_out``, if given, receives the SimTransport (for counters).
-    ``cheat`` names dishonest modes (``agentperf.simulator.dishonest``) for verification tests.
+    ``behaviour``: how the deployment answers (agentperf/simulator/behaviour.py; the
+    verification tests' dishonest modes are one).
     """
     prof = (
         profile if isinstance(profile, Profile) else load_profile(profile, catalog_dir=catalog_dir)
@@ -507,7 +510,7 @@ def run_with_simulator(
     loop = VirtualEventLoop()
 
     async def runner() -> T:
-        transport = SimTransport(prof, seed=seed, cheat=cheat)
+        transport = SimTransport(prof, seed=seed, behaviour=behaviour)
         if transport_out is not None:
             transport_out.append(transport)
         try:

@@ -11,6 +11,7 @@ import sys
 
 import uvloop
 
+from agentperf.simulator.behaviour import load_behaviour
 from agentperf.simulator.profile import ProfileError, load_profile
 from runner.twin_server.server import serve
 
@@ -30,10 +31,11 @@ def _parser() -> argparse.ArgumentParser:
         help="keep true emission times and serve them at /debug/ground_truth",
     )
     s.add_argument(
-        "--cheat",
+        "--behaviour",
         default=None,
-        help="dishonest modes for verification tests (comma-separated): truncated, padded, "
-        "cache_shared, cache_inflated, other_model, fake_spec, fewer_accelerators",
+        metavar="MODULE:FACTORY[=ARG]",
+        help="how the deployment answers, a plugin loaded by name (default: as the model "
+        "says); the verification tests' dishonest modes: tests.support.dishonest:parse=MODES",
     )
     return s
 
@@ -42,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         profile = load_profile(args.profile, catalog_dir=args.catalog_dir)
-    except ProfileError as exc:
+        behaviour = load_behaviour(args.behaviour)
+    except (ProfileError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
@@ -61,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
                 seed=args.seed,
                 ground_truth=args.ground_truth,
                 announce=announce,
-                cheat=args.cheat,
+                behaviour=behaviour,
             )
         )
         loop = asyncio.get_running_loop()

@@ -37,8 +37,8 @@ from urllib.parse import parse_qs
 
 import orjson
 
+from agentperf.simulator.behaviour import HONEST, Behaviour
 from agentperf.simulator.deployment import Deployment, RejectedRequest
-from agentperf.simulator.dishonest import Dishonesty
 from agentperf.simulator.profile import Profile
 from agentperf.simulator.prompts import PromptAccountant, PromptError, filler
 from agentperf.simulator.scheduler import SimRequest
@@ -155,9 +155,11 @@ class SimServer:
         ground_truth: bool = True,
         debug_endpoints: bool = False,
         spin_s: float = 0.0015,
-        cheat: str | None = None,
+        behaviour: Behaviour | None = None,
     ) -> None:
-        self.dishonesty = Dishonesty.parse(cheat)
+        # how the deployment answers: as the model says, or a test's plugin
+        # (agentperf/simulator/behaviour.py; loaded by name: --behaviour)
+        self.behaviour: Behaviour = behaviour if behaviour is not None else HONEST
         self.profile = profile
         self.seed = seed
         self.ground_truth_enabled = ground_truth
@@ -181,7 +183,7 @@ class SimServer:
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> tuple[str, int]:
         loop = asyncio.get_running_loop()
         self.deployment = Deployment(
-            self.dishonesty.profile(self.profile),
+            self.behaviour.profile(self.profile),
             RealTimeline(loop, spin_s=self.spin_s),
             seed=self.seed,
         )
@@ -334,7 +336,7 @@ class SimServer:
         rid = f"sim-{self._counter}"
         try:
             if api == "chat":
-                shape = self.accountant.chat(self.dishonesty.prefix_body(body))
+                shape = self.accountant.chat(self.behaviour.prefix_body(body))
                 max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
             else:
                 shape = self.accountant.completion(body)
@@ -359,10 +361,10 @@ class SimServer:
             self._reject(proto, 400, str(exc))
             return
         reported = req.stop_at
-        if self.dishonesty:
+        if self.behaviour:
             gauges = dep.gauges()
             in_flight = int(gauges["running"] + gauges["waiting"]) + 1
-            req.stop_at, reported = self.dishonesty.lengths(req.stop_at, in_flight=in_flight)
+            req.stop_at, reported = self.behaviour.lengths(req.stop_at, in_flight=in_flight)
         client_id = headers.get("x-request-id") or (
             body.get("user") if isinstance(body.get("user"), str) else None
         )
@@ -421,7 +423,7 @@ class SimServer:
                 st.prefix[: -len(b'"content":"')]
                 + b'"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n'
             )
-        text = self.dishonesty.text(n, start) if self.dishonesty else filler(n, start)
+        text = self.behaviour.text(n, start) if self.behaviour else filler(n, start)
         parts.append(st.prefix + text.encode() + st.suffix)
         last = st.sent >= req.stop_at
         if last:
@@ -470,7 +472,7 @@ class SimServer:
     def _cached(self, req: SimRequest) -> int:
         """The cached_tokens reported for ``req`` (once per request: cache_inflated adds
         what it claims beyond the cache to the hit counter)."""
-        reported = self.dishonesty.cached(req.cached, req.prompt.tokens)
+        reported = self.behaviour.cached(req.cached, req.prompt.tokens)
         self.inflated_hits += reported - req.cached
         return reported
 
@@ -481,7 +483,7 @@ class SimServer:
             st.truth.cached_tokens = req.cached
             st.truth.completion_tokens = req.stop_at
         if not st.stream:
-            text = self.dishonesty.text(req.stop_at) if self.dishonesty else filler(req.stop_at)
+            text = self.behaviour.text(req.stop_at) if self.behaviour else filler(req.stop_at)
             reason = req.finish_reason
             if st.api == "chat":
                 choice: dict[str, Any] = {
@@ -557,7 +559,7 @@ class SimServer:
                 "sim:accelerators_used",
                 "gauge",
                 "Accelerators serving.",
-                self.dishonesty.accelerators_seen(self.profile.accelerators_used),
+                self.behaviour.accelerators_seen(self.profile.accelerators_used),
             ),
             (
                 "sim:emission_lag_seconds_max",
@@ -699,11 +701,15 @@ async def serve(
     seed: int = 0,
     ground_truth: bool = False,
     announce: Callable[[str], None] | None = None,
-    cheat: str | None = None,
+    behaviour: Behaviour | None = None,
 ) -> None:
-    """Run the server until cancelled (``cheat``: dishonest modes, for verification tests)."""
+    """Run the server until cancelled (``behaviour``: how it answers, HONEST by default)."""
     server = SimServer(
-        profile, seed=seed, ground_truth=ground_truth, debug_endpoints=ground_truth, cheat=cheat
+        profile,
+        seed=seed,
+        ground_truth=ground_truth,
+        debug_endpoints=ground_truth,
+        behaviour=behaviour,
     )
     h, p = await server.start(host, port)
     if announce is not None:
@@ -800,7 +806,7 @@ def start_server(
     ground_truth: bool = False,
     catalog_dir: str | Path | None = None,
     startup_timeout_s: float = 60.0,
-    cheat: str | None = None,
+    behaviour: str | None = None,
     log_path: str | Path | None = None,
     new_session: bool = False,
     preexec_fn: Callable[[], None] | None = None,
@@ -818,8 +824,8 @@ def start_server(
         cmd.append("--ground-truth")
     if catalog_dir is not None:
         cmd += ["--catalog-dir", str(catalog_dir)]
-    if cheat:
-        cmd += ["--cheat", cheat]
+    if behaviour:  # a test's plugin, by name (agentperf/simulator/behaviour.py)
+        cmd += ["--behaviour", behaviour]
     env = dict(os.environ)
     env["PYTHONPATH"] = str(root) + (
         os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""

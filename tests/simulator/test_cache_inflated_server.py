@@ -1,5 +1,5 @@
 """The real-time simulator server's ``cache_inflated`` mode (python -m runner.twin_server
---cheat cache_inflated): usage and the /metrics hit counter both claim every prompt token
+--behaviour tests.support.dishonest:parse=cache_inflated): usage and the /metrics hit counter both claim every prompt token
 but the last as cached, so the window's counters tell the same lie as the requests."""
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ from agentperf.engine.client import HttpTransport
 from agentperf.engine.transport import Exchange, RequestSpec
 from agentperf.verification.speculative import parse_metrics, scrape_metrics
 from runner.twin_server.server import ServerProcess, start_server
+from tests.support import dishonest
 
 
 @pytest.fixture(scope="module")
 def inflated() -> Iterator[ServerProcess]:
-    server = start_server("tiny", cheat="cache_inflated")
+    server = start_server("tiny", behaviour=dishonest.plugin("cache_inflated"))
     yield server
     server.stop()
 

@@ -19,6 +19,7 @@ from agentperf.engine.trial import TrialConfig, TrialResult, run_trial, write_tr
 from agentperf.simulator.virtual import run_with_simulator
 from agentperf.verification.speculative import parse_metrics
 from catalog.datasets import small_shape
+from tests.support import dishonest
 
 
 @functools.cache
@@ -49,7 +50,8 @@ def trial(
 
         return await run_trial(transport, clock, trajectories(), config, on_window=on_window)
 
-    result = run_with_simulator("tiny", main, seed=0, cheat=cheat)
+    behaviour = dishonest.parse(cheat) if cheat else None
+    result = run_with_simulator("tiny", main, seed=0, behaviour=behaviour)
     assert result.summary.cache_truth is not None
     return result, ct.with_counters(result.summary.cache_truth, marks["start"], marks["end"])
 

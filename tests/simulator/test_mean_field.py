@@ -15,6 +15,7 @@ from agentperf.simulator.deployment import Deployment
 from agentperf.simulator.profile import load_profile
 from agentperf.simulator.scheduler import GHOST_STEPS, Replica
 from agentperf.simulator.virtual import SimTransport
+from tests.support import dishonest
 
 RACK = "gb300-nvl72-dsv41-flash"
 
@@ -123,7 +124,11 @@ def test_the_ghost_ranks_draw_the_busiest_of_the_whole_racks_ranks_from_the_slic
 def test_a_dishonest_simulator_is_never_sliced() -> None:
     async def factors() -> tuple[tuple[int, ...], tuple[int, ...]]:
         honest = SimTransport(load_profile(RACK), timeline=_Timeline())  # type: ignore[arg-type]
-        cheat = SimTransport(load_profile(RACK), timeline=_Timeline(), cheat="fewer_accelerators")  # type: ignore[arg-type]
+        cheat = SimTransport(
+            load_profile(RACK),
+            timeline=_Timeline(),  # type: ignore[arg-type]
+            behaviour=dishonest.parse("fewer_accelerators"),
+        )
         return honest.mean_field_factors(), cheat.mean_field_factors()
 
     honest, cheat = asyncio.run(factors())

@@ -32,6 +32,7 @@ from catalog.datasets import small_shape
 from runner.worker.director import RunDirector
 from runner.worker.reporter import MemoryReporter
 from runs.verification_report import records_from_blob
+from tests.support import dishonest
 
 MODEL = "tiny-1b"
 TIERS = [
@@ -120,7 +121,8 @@ def simulator_with(cheat: str | None) -> Iterator[None]:
     """The simulator's target (``sim:PROFILE``, agentperf/engine/targets.py) serving with the
     dishonest modes ``cheat`` while the block runs; the installed one again after."""
     installed = targets.runner_for(targets.SIM_SCHEME)
-    targets.register(targets.SIM_SCHEME, functools.partial(run_with_simulator, cheat=cheat))
+    behaviour = dishonest.parse(cheat) if cheat else None
+    targets.register(targets.SIM_SCHEME, functools.partial(run_with_simulator, behaviour=behaviour))
     try:
         yield
     finally:

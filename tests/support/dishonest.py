@@ -1,4 +1,6 @@
-"""Dishonest modes of the simulated serving system: targets for the verification tests.
+"""Dishonest modes of the simulated serving system: targets for the verification tests,
+and only theirs — a `Behaviour` plugin (agentperf/simulator/behaviour.py) the production
+server and transport never import.
 
 Each mode breaks one rule of an honest deployment the way a gamed one would, and each is
 meant to be caught by the verification checks named here and no other
@@ -17,8 +19,10 @@ and the window's cache truth:
 
 "Under load" means at least ``under_load`` requests in flight: the qualification probes run
 one request at a time, so these modes pass them — which is why fidelity is also checked
-under load. Enable with ``--cheat MODE[,MODE]`` on ``python -m runner.twin_server``,
-``start_server(..., cheat=...)`` or ``run_with_simulator(..., cheat=...)``.
+under load. In process: ``SimTransport(..., behaviour=parse("truncated"))``,
+``run_with_simulator(..., behaviour=parse(...))``; to the real-time server in its own
+process, by name: ``start_server(..., behaviour=plugin("cache_inflated"))``, i.e.
+``python -m runner.twin_server --behaviour tests.support.dishonest:parse=cache_inflated``.
 """
 
 from __future__ import annotations
@@ -140,3 +144,13 @@ class Dishonesty:
         if FEWER_ACCELERATORS in self.modes:
             return used // 2
         return used
+
+
+def parse(spec: str | Iterable[str] | None) -> Dishonesty:
+    """The behaviour factory the server loads by name (``tests.support.dishonest:parse=M``)."""
+    return Dishonesty.parse(spec)
+
+
+def plugin(modes: str) -> str:
+    """The ``--behaviour`` spec of these modes, for a server in its own process."""
+    return f"{__name__}:parse={modes}"
