@@ -1,6 +1,6 @@
 """The twin's accuracy page, stored: one TwinAccuracy row per bundled profile, rebuilt from
 the committed hold-out and fit records (agentperf.simulator.accuracy; docs/simulator.md
-"Accuracy"). ``manage.py twin_accuracy`` runs it; ``make demo`` and the seed call it.
+"Accuracy"). ``manage.py twin_accuracy`` runs it; ``make demo`` calls it.
 
 A status change relabels every simulated result of that profile on every page, so a
 rebuild that changes anything drops the cached pages without stale grace and purges the
@@ -24,7 +24,8 @@ ACCURACY_KEY = "twin-accuracy"  # the proxy's key of the accuracy page and its A
 
 @dataclass(frozen=True, slots=True)
 class RebuildReport:
-    """What a rebuild changed: profiles added, whose status changed, removed."""
+    """What a rebuild did: how many profiles it stored, how many admitted, whose status
+    changed (a new profile's included) and which it removed."""
 
     profiles: int
     admitted: int

@@ -142,7 +142,7 @@ class Result(models.Model):
     def __str__(self) -> str:
         return self.label
 
-    @property
+    @cached_property
     def twin_status(self) -> str | None:
         """A simulated result's twin standing (docs/simulator.md "Accuracy"): its profile's
         status on the accuracy page, "quarantined" for a profile the page has no row for

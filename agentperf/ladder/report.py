@@ -13,6 +13,7 @@ import html
 from typing import Any, TextIO
 
 from agentperf.engine.report import CSS, _plot
+from agentperf.ladder.attribute import AT_LEAST, AT_MOST
 
 COLOURS = (
     "#0072B2",
@@ -169,9 +170,9 @@ def waterfall_figure(order_doc: dict[str, Any], speed: str, *, title: str = "") 
 
 
 def _bound_text(bound: dict[str, Any]) -> str:
-    if bound.get("kind") == "at_least" and bound.get("value") is not None:
+    if bound.get("kind") == AT_LEAST and bound.get("value") is not None:
         return f"≥ {bound['value']:+,.0f} (vs a floor)"
-    if bound.get("kind") == "at_most" and bound.get("value") is not None:
+    if bound.get("kind") == AT_MOST and bound.get("value") is not None:
         return f"≤ {bound['value']:+,.0f} (vs a floor)"
     return "not reached"
 

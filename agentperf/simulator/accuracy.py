@@ -29,7 +29,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from agentperf.simulator.profile import PROFILES_DIR, available_profiles
+from agentperf.simulator.profile import PROFILES_DIR, available_profiles, repo_relative
 
 TOLERANCE = 0.25
 HOLDOUT_SUFFIX = ".holdout.json"
@@ -141,14 +141,6 @@ def holdout_path(profile: str) -> Path:
     return PROFILES_DIR / f"{profile}{HOLDOUT_SUFFIX}"
 
 
-def _relative(path: Path) -> str:
-    root = PROFILES_DIR.parent.parent.parent
-    try:
-        return str(path.resolve().relative_to(root))
-    except ValueError:
-        return str(path)
-
-
 def holdout_figures(record: dict[str, Any]) -> list[HeldOutFigure]:
     """The figures of a ``.holdout.json`` record (validated: a malformed record raises)."""
     return [HeldOutFigure.model_validate(f) for f in record.get("figures") or []]
@@ -198,11 +190,11 @@ def profile_accuracy(profile: str, *, profiles_dir: Path = PROFILES_DIR) -> Prof
     if holdout.is_file():
         record = json.loads(holdout.read_text())
         figures += holdout_figures(record)
-        sources.append(f"{_relative(holdout)} ({record.get('command', 'no command recorded')})")
+        sources.append(f"{repo_relative(holdout)} ({record.get('command', 'no command recorded')})")
     fit = profiles_dir / f"{profile}{FIT_SUFFIX}"
     if fit.is_file():
         figures += leave_one_out_figures(json.loads(fit.read_text()))
-        sources.append(f"{_relative(fit)} (leave-one-out of calibrate --fit)")
+        sources.append(f"{repo_relative(fit)} (leave-one-out of calibrate --fit)")
     return ProfileAccuracy(profile=profile, figures=tuple(figures), sources=tuple(sources))
 
 

@@ -47,10 +47,10 @@ import numpy as np
 import yaml
 
 from agentperf.simulator.profile import (
-    PROFILES_DIR,
     Profile,
     ProfileError,
     profile_from_dict,
+    repo_relative,
     resolve_profile_path,
 )
 
@@ -515,7 +515,7 @@ def run_fit(
         )
     return {
         "profile": doc.get("name"),
-        "points_file": _rel(spec.points_path),
+        "points_file": repo_relative(spec.points_path),
         "points_source": points.get("source"),
         "method": (
             "bounded Levenberg-Marquardt on log(simulated / published), parameters scaled to "
@@ -563,14 +563,6 @@ def _rms(r: np.ndarray) -> float:
 
 def _round(x: float) -> float:
     return float(f"{x:.6g}")
-
-
-def _rel(p: Path) -> str:
-    root = PROFILES_DIR.parent.parent.parent
-    try:
-        return str(p.resolve().relative_to(root))
-    except ValueError:
-        return str(p)
 
 
 def fitted_values(record: dict[str, Any]) -> dict[str, float]:

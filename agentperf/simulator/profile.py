@@ -429,6 +429,16 @@ class Profile:
         return tuple(out)
 
 
+def repo_relative(path: Path) -> str:
+    """``path`` relative to the repository (the profiles' records name their files so);
+    as given when it lies outside it."""
+    root = PROFILES_DIR.parent.parent.parent
+    try:
+        return str(path.resolve().relative_to(root))
+    except ValueError:
+        return str(path)
+
+
 def resolve_profile_path(profile: str | Path) -> Path:
     """A profile name (file in ``agentperf/simulator/profiles/``) or a path."""
     p = Path(profile)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from django.db.models import Count
 
+from agentperf.simulator.accuracy import TOLERANCE
 from leaderboard.models import Result, TwinAccuracy
 from leaderboard.tables import Column, Table
 
@@ -60,7 +61,7 @@ def accuracy_page() -> dict:
             Column("profile", "Profile"),
             Column("status", "Status"),
             Column("mape", "MAPE", "pct", "—"),
-            Column("within", "Figures within ±25%", "text"),
+            Column("within", f"Figures within ±{TOLERANCE:.0%}", "text"),
             Column("results", "Published simulated results", "int"),
             Column("reason", "Why"),
         ],

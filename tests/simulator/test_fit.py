@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from agentperf.simulator import fit
-from agentperf.simulator.profile import load_profile
+from agentperf.simulator.profile import load_profile, repo_relative
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY_FIT = ROOT / "tests/simulator/fit/tiny-fit.yaml"
@@ -178,7 +178,7 @@ def test_the_gb300_profile_carries_its_committed_fit():
         spec.ramp_s,
         spec.seed,
     )
-    assert record["points_file"] == fit._rel(spec.points_path)
+    assert record["points_file"] == repo_relative(spec.points_path)
     # issue 25's bar: all six published points within ±15 %, each with its LOO error
     assert [p["point"] for p in record["points"]] == [
         t.name for t in fit.targets_of(load_points(spec.points_path))
