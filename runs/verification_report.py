@@ -24,19 +24,13 @@ from runs.models import BenchmarkRun, VerificationReport
 log = logging.getLogger(__name__)
 
 
-def records_from_blob(blob: bytes) -> list[RequestRecord]:
-    """A trial's raw request records from their stored bytes (gzip JSONL, the worker's
-    ``records_blob``: runner/worker/director.py)."""
-    return rawrecords.decode(blob)
-
-
 def load_records(key: str) -> list[RequestRecord] | None:
     """A trial's raw request records from the artifacts storage (None when unreadable)."""
     if not key:
         return None
     try:
         with storages["artifacts"].open(key, "rb") as handle:
-            return records_from_blob(handle.read())
+            return rawrecords.decode(handle.read())
     except Exception as exc:  # the checks say "not measured"; the report still stands
         log.warning("raw records %s unreadable: %s", key, exc)
         return None

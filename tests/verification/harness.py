@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from agentperf import contract
-from agentperf.engine import targets
+from agentperf.engine import rawrecords, targets
 from agentperf.engine.datasets.synthetic import generate_dataset
 from agentperf.engine.trajectory import Dataset, dataset_to_bytes
 from agentperf.engine.trial import Tier
@@ -31,7 +31,6 @@ from agentperf.verification.report import DatasetEvidence, RunEvidence, report_c
 from catalog.datasets import small_shape
 from runner.worker.director import RunDirector
 from runner.worker.reporter import MemoryReporter
-from runs.verification_report import records_from_blob
 from tests.support import dishonest
 
 MODEL = "tiny-1b"
@@ -153,7 +152,7 @@ def stored_trials(reporter: MemoryReporter) -> list[TrialData]:
             metrics=t.metrics.dump(),
             verdicts={name: v.dump() for name, v in t.verdicts.items()},
             telemetry=t.telemetry.dump(),
-            records=records_from_blob(reporter.uploads[t.raw_records.key]),
+            records=rawrecords.decode(reporter.uploads[t.raw_records.key]),
             raw_records_key=t.raw_records.key,
             raw_records_count=t.raw_records.count,
         )
