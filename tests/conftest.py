@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from pathlib import Path
 
@@ -31,6 +32,14 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+
+
+def pytest_runtest_logstart(nodeid: str, location: object) -> None:
+    """The wall-clock time the session's first test starts, written once to the file
+    TEST_FIRST_TEST_FILE names (tests/shards.py reports each shard's wait before it)."""
+    path = os.environ.get("TEST_FIRST_TEST_FILE")
+    if path and not os.path.exists(path):
+        Path(path).write_text(f"{time.time():.3f}\n")
 
 
 @pytest.fixture

@@ -21,10 +21,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -93,15 +95,40 @@ def database_url(base: str, index: int) -> str:
     return f"{head}/{name}_shard{index}"
 
 
+@dataclass
+class Shard:
+    """One running session: its process, its log, when it was launched (wall clock) and the
+    file its first test writes its start time to (tests/conftest.py)."""
+
+    index: int
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    launched: float
+    first_test_file: Path
+
+    def first_test_wait(self) -> float | None:
+        """Seconds from launch to the first test's start, None if no test started."""
+        try:
+            return float(self.first_test_file.read_text()) - self.launched
+        except (OSError, ValueError):
+            return None
+
+
 def run(shards: int, pytest_args: list[str]) -> int:
     groups = deal(suite_files(), load_durations(), shards)
     base_db = os.environ.get("TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/agentperf")
     log_dir = REPO / "test-artifacts"
     log_dir.mkdir(exist_ok=True)
     started = time.monotonic()
-    running: list[tuple[int, subprocess.Popen[bytes], Path]] = []
+    running: list[Shard] = []
     for index, files in enumerate(groups):
-        env = dict(os.environ, TEST_DATABASE_URL=database_url(base_db, index))
+        first_test_file = log_dir / f"shard-{index}.first-test"
+        first_test_file.unlink(missing_ok=True)
+        env = dict(
+            os.environ,
+            TEST_DATABASE_URL=database_url(base_db, index),
+            TEST_FIRST_TEST_FILE=str(first_test_file),
+        )
         log_path = log_dir / f"shard-{index}.log"
         with open(log_path, "wb") as log:
             process = subprocess.Popen(
@@ -111,16 +138,16 @@ def run(shards: int, pytest_args: list[str]) -> int:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        running.append((index, process, log_path))
+        running.append(Shard(index, process, log_path, time.time(), first_test_file))
         print(f"shard {index}: {len(files)} files, log {log_path.relative_to(REPO)}", flush=True)
     try:
         return _finish(running, started)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: each session stops its own services
-        for _, process, _ in running:
-            if process.poll() is None:
-                process.send_signal(signal.SIGINT)
-        for _, process, _ in running:
-            process.wait()
+        for shard in running:
+            if shard.process.poll() is None:
+                shard.process.send_signal(signal.SIGINT)
+        for shard in running:
+            shard.process.wait()
         return 130
 
 
@@ -140,37 +167,59 @@ def _progress(log_path: Path) -> str:
     return f"{found[-1]}%" if found else "starting"
 
 
-def _finish(running: list[tuple[int, subprocess.Popen[bytes], Path]], started: float) -> int:
+def _reap(process: subprocess.Popen[bytes]) -> resource.struct_rusage | None:
+    """The shard's resource use if it has ended (its exit status set on `process`), else
+    None. `os.wait4` gives the session's CPU time with every process it waited for (its
+    servers, workers and engines), which `Popen.poll` would discard."""
+    pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+    if pid == 0:
+        return None
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return usage
+
+
+def _finish(running: list[Shard], started: float) -> int:
     """Print each shard's log whole as it ends (in the order they end), a progress line a
-    minute while they run, then one summary line per shard."""
+    minute while they run, then one summary line per shard: its outcome, how long it waited
+    before its first test and its CPU time, and the suite's CPU time in all (docs/benchmarks.md
+    "The test suite")."""
     status = 0
     summary: dict[int, str] = {}
+    user = system = 0.0
     waiting = list(running)
     last_note = time.monotonic()
     while waiting:
-        for entry in list(waiting):
-            index, process, log_path = entry
-            code = process.poll()
-            if code is None:
+        for shard in list(waiting):
+            usage = _reap(shard.process)
+            if usage is None:
                 continue
-            waiting.remove(entry)
+            waiting.remove(shard)
+            code = shard.process.returncode
             elapsed = time.monotonic() - started
-            print(f"\n===== shard {index} (exit {code}, {elapsed:.0f} s) =====", flush=True)
-            text = log_path.read_text(errors="replace")
+            print(f"\n===== shard {shard.index} (exit {code}, {elapsed:.0f} s) =====", flush=True)
+            text = shard.log_path.read_text(errors="replace")
             print(text, flush=True)
-            summary[index] = f"shard {index}: exit {code}; {outcome(text)}"
+            wait = shard.first_test_wait()
+            first = f"first test after {wait:.0f} s" if wait is not None else "no test started"
+            summary[shard.index] = (
+                f"shard {shard.index}: exit {code}; {outcome(text)}; {first}; "
+                f"CPU user {usage.ru_utime:.0f} s, system {usage.ru_stime:.0f} s"
+            )
+            user, system = user + usage.ru_utime, system + usage.ru_stime
             if code and not status:
                 status = code
         if waiting:
             if time.monotonic() - last_note >= 60:
                 last_note = time.monotonic()
-                states = ", ".join(f"shard {i} {_progress(path)}" for i, _, path in waiting)
+                states = ", ".join(f"shard {s.index} {_progress(s.log_path)}" for s in waiting)
                 print(f"{last_note - started:.0f} s: {states}", flush=True)
-            try:
-                waiting[0][1].wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                pass
-    print("\n".join(["", *(summary[i] for i in sorted(summary))]), flush=True)
+            time.sleep(2)
+    lines = ["", *(summary[i] for i in sorted(summary))]
+    lines.append(
+        f"suite: {time.monotonic() - started:.0f} s wall, CPU user {user:.0f} s, "
+        f"system {system:.0f} s (the shards and every process they waited for)"
+    )
+    print("\n".join(lines), flush=True)
     return status
 
 

@@ -3,7 +3,20 @@ that share the Podman store in one shard, the recorded time dealt out evenly."""
 
 from __future__ import annotations
 
-from tests.shards import TOGETHER, database_url, deal, main, record, suite_files
+import subprocess
+import sys
+import time
+
+from tests.shards import (
+    TOGETHER,
+    Shard,
+    _finish,
+    database_url,
+    deal,
+    main,
+    record,
+    suite_files,
+)
 
 
 def test_every_file_runs_in_exactly_one_shard_and_the_podman_files_share_one():
@@ -73,3 +86,30 @@ def test_a_shards_outcome_is_pytests_closing_count_line():
     closing = "=== 1 failed, 775 passed, 1 warning in 810.04s (0:13:30) ==="
     assert outcome(f"x\n{closing}\n") == "1 failed, 775 passed, 1 warning in 810.04s (0:13:30)"
     assert outcome("services: PostgreSQL\nTraceback").startswith("no outcome line")
+
+
+def test_each_shard_reports_its_wait_before_the_first_test_and_its_cpu_time(tmp_path, capsys):
+    """Two real processes stand for shards: one writes its first test's start time and burns
+    some CPU, the other fails before any test; the suite's status is the failure's."""
+    shards = []
+    for index, code in enumerate(
+        (
+            "import pathlib,sys,time; pathlib.Path(sys.argv[1]).write_text(str(time.time()));"
+            " sum(range(3_000_000)); print('1 passed in 0.10s')",
+            "import sys; print('1 failed in 0.10s'); sys.exit(3)",
+        )
+    ):
+        log_path, first = tmp_path / f"shard-{index}.log", tmp_path / f"shard-{index}.first"
+        with open(log_path, "wb") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-c", code, str(first)], stdout=log, stderr=subprocess.STDOUT
+            )
+        shards.append(Shard(index, process, log_path, time.time(), first))
+
+    assert _finish(shards, time.monotonic()) == 3
+    lines = capsys.readouterr().out.splitlines()
+    zero = next(line for line in lines if line.startswith("shard 0: exit 0; 1 passed in 0.10s"))
+    assert "first test after 0 s; CPU user" in zero
+    one = next(line for line in lines if line.startswith("shard 1: exit 3"))
+    assert "no test started" in one
+    assert lines[-1].startswith("suite: ") and "CPU user" in lines[-1]
