@@ -20,6 +20,7 @@ import threading
 from collections.abc import Sequence
 
 import matplotlib
+from matplotlib.axes import Axes
 
 # Figure and the canvases directly, never pyplot: no GUI backend, no global figure state
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -38,17 +39,9 @@ SIM_COLOUR = "#A0507A"
 _LOCK = threading.Lock()
 
 
-def _draw(
-    fig: Figure,
-    *,
-    title: str,
-    series: Sequence[dict],
-    tiers: Sequence[tuple[str, float]],
-    chosen_tier: str | None,
-    footer: str,
-) -> None:
-    ax = fig.add_axes((0.07, 0.25, 0.9, 0.62))
-    fig.suptitle(title, x=0.07, y=0.97, ha="left", fontsize=16, fontweight="bold")
+def _draw_series(ax: Axes, series: Sequence[dict]) -> None:
+    """One line per result through its points in concurrency order: Okabe–Ito colours with
+    varying markers, simulated results dotted with open markers."""
     for index, s in enumerate(series):
         colour = OKABE_ITO[index % len(OKABE_ITO)]
         marker = MARKERS[(index // len(OKABE_ITO) + index) % len(MARKERS)]
@@ -66,6 +59,10 @@ def _draw(
             markeredgecolor=colour,
             label=trace_name(s),
         )
+
+
+def _draw_tiers(ax: Axes, tiers: Sequence[tuple[str, float]], chosen_tier: str | None) -> None:
+    """Each tier's speed as a dashed vertical with its name on top; the chosen one solid."""
     for name, speed in tiers:
         picked = name == chosen_tier
         ax.axvline(
@@ -84,6 +81,10 @@ def _draw(
             fontweight="bold" if picked else "normal",
             color="#222" if picked else "#555",
         )
+
+
+def _style_axes(ax: Axes) -> None:
+    """Axis titles, thousands-separated throughput, a light grid, no top or right spine."""
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
     ax.set_xlabel(X_TITLE)
     ax.set_ylabel(Y_TITLE, fontsize=9)
@@ -91,6 +92,10 @@ def _draw(
     ax.set_axisbelow(True)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
+
+
+def _draw_legend(ax: Axes, series: Sequence[dict]) -> None:
+    """The legend below the axes, or "No published results" where there is nothing drawn."""
     if series:
         ax.legend(
             loc="upper center",
@@ -110,6 +115,24 @@ def _draw(
             transform=ax.transAxes,
             color="#555",
         )
+
+
+def _draw(
+    fig: Figure,
+    *,
+    title: str,
+    series: Sequence[dict],
+    tiers: Sequence[tuple[str, float]],
+    chosen_tier: str | None,
+    footer: str,
+) -> None:
+    """The whole chart on ``fig``, drawn in a fixed order (the same data, the same bytes)."""
+    ax = fig.add_axes((0.07, 0.25, 0.9, 0.62))
+    fig.suptitle(title, x=0.07, y=0.97, ha="left", fontsize=16, fontweight="bold")
+    _draw_series(ax, series)
+    _draw_tiers(ax, tiers, chosen_tier)
+    _style_axes(ax)
+    _draw_legend(ax, series)
     if any(s["is_simulated"] for s in series):
         fig.text(
             0.07,

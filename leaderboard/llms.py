@@ -79,14 +79,16 @@ def _url(request: HttpRequest, name: str, *args) -> str | None:
         return None
 
 
-def build(request: HttpRequest) -> str:
-    def url(name: str, *args) -> str:
-        return _url(request, name, *args) or ""
+def _link(request: HttpRequest, name: str, *args: object) -> str:
+    """The absolute URL of ``name``, or "" where this deployment does not mount it."""
+    return _url(request, name, *args) or ""
 
+
+def _metric_lines(request: HttpRequest) -> list[str]:
+    """The preamble and "Metric definitions": the engine's own figures and docs/engine.md's
+    definitions, then the methodology link."""
     engine = engine_constants()
-    newest = list(Result.objects.public().values_list("pk", flat=True)[:2])
-    lines = ["# AgentPerf Leaderboard", "", f"> {SUMMARY}", ""]
-    lines += [
+    lines = [
         "Results are published only after verification and review. Simulated results (from the "
         "platform's simulated serving system, not measured hardware) are marked "
         "`is_simulated` everywhere and left out of rankings unless asked for "
@@ -112,7 +114,13 @@ def build(request: HttpRequest) -> str:
         + ".",
     ]
     lines += [f"- {para}" for para in engine_definitions()]
-    lines += ["", f"Full methodology: {url('methodology')}", "", "## Service tiers", ""]
+    lines += ["", f"Full methodology: {_link(request, 'methodology')}", ""]
+    return lines
+
+
+def _tier_lines() -> list[str]:
+    """ "Service tiers": every tier set in the catalog with its tiers' thresholds."""
+    lines = ["## Service tiers", ""]
     sets = SloTierSet.objects.select_related("model").order_by("model__name", "-effective_date")
     tiers: dict[int, list[SloTier]] = {}
     for tier in SloTier.objects.filter(tier_set__in=sets).order_by("order"):
@@ -128,7 +136,17 @@ def build(request: HttpRequest) -> str:
             )
     if not sets:
         lines.append("- (no tier sets in the catalog yet)")
-    lines += [
+    return lines
+
+
+def _api_lines(request: HttpRequest, newest: list[int]) -> list[str]:
+    """ "Public read API" and "MCP server": the read endpoints, with the newest results as
+    examples where there are any."""
+
+    def url(name: str, *args: object) -> str:
+        return _link(request, name, *args)
+
+    return [
         "",
         "## Public read API (anonymous, JSON, throttled)",
         "",
@@ -166,15 +184,21 @@ def build(request: HttpRequest) -> str:
         "result_provenance, compare_iso_speed, pair_history. It runs beside the site "
         "(`manage.py mcp_server`, path `/mcp`)"
         + (f", here at {mcp}." if (mcp := links.mcp_url()) else "."),
+    ]
+
+
+def _data_lines(request: HttpRequest) -> list[str]:
+    """ "Data dumps" and "JSON Schemas": the newest export's files and the schemas served."""
+    lines = [
         "",
         "## Data dumps",
         "",
-        f"- [Data & API page]({url('data')}): the newest bundle of every published result, "
-        "superseded and invalidated ones with their status (each file below redirects to a "
-        "short-lived storage link; 404 before the first export)",
+        f"- [Data & API page]({_link(request, 'data')}): the newest bundle of every published "
+        "result, superseded and invalidated ones with their status (each file below redirects "
+        "to a short-lived storage link; 404 before the first export)",
     ]
     for name, what in DUMP_FILES:
-        lines.append(f"- [{name}]({url('data-file', name)}): {what}")
+        lines.append(f"- [{name}]({_link(request, 'data-file', name)}): {what}")
     lines += ["", "## JSON Schemas", ""]
     for name, title in (
         ("vendor-api:deployment-config-schema", "Deployment config"),
@@ -182,7 +206,17 @@ def build(request: HttpRequest) -> str:
     ):
         if link := _url(request, name):
             lines.append(f"- [{title}]({link})")
-    lines += ["", "## Pages", ""]
+    return lines
+
+
+def _page_lines(request: HttpRequest) -> list[str]:
+    """ "Pages" and "Optional": home, each model and hardware system with published results,
+    the compare page and the site status."""
+
+    def url(name: str, *args: object) -> str:
+        return _link(request, name, *args)
+
+    lines = ["", "## Pages", ""]
     lines.append(f"- [Home]({url('home')}): max agents per model and hardware system")
     models = AIModel.objects.filter(results__status=Result.STATUS_PUBLISHED).distinct()
     for m in models.order_by("name"):
@@ -196,6 +230,18 @@ def build(request: HttpRequest) -> str:
     lines += ["", "## Optional", ""]
     lines.append(f"- [Compare page]({url('compare')}): pick 2 to 4 results")
     lines.append(f"- [Site status]({url('health')})")
+    return lines
+
+
+def build(request: HttpRequest) -> str:
+    """The whole of /llms.txt: title, summary, then its sections in order."""
+    newest = list(Result.objects.public().values_list("pk", flat=True)[:2])
+    lines = ["# AgentPerf Leaderboard", "", f"> {SUMMARY}", ""]
+    lines += _metric_lines(request)
+    lines += _tier_lines()
+    lines += _api_lines(request, newest)
+    lines += _data_lines(request)
+    lines += _page_lines(request)
     return "\n".join(lines) + "\n"
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
@@ -165,45 +166,50 @@ def _artifact_link(artifact: Artifact) -> str:
         return ""
 
 
-def _detail_context(
-    request: HttpRequest,
-    submission: Submission,
-    run: BenchmarkRun | None,
-    bound: dict[str, DecisionForm] | None = None,
-) -> dict[str, Any]:
-    bound = bound or {}
-    tiers = _tiers_for(run)
-    rows: list[presenters.TrialRow] = []
-    artifacts: list[dict[str, Any]] = []
-    report = None
-    trials: list[dict[str, Any]] = []
-    if run is not None:
-        run_artifacts = list(run.artifacts.order_by("kind", "storage_key"))
-        by_key = {a.storage_key: a for a in run_artifacts}
-        trials = [
-            {
-                "index": t.index,
-                "concurrency": t.concurrency,
-                "phase": t.phase,
-                "metrics": t.metrics,
-                "verdicts": t.verdicts,
-                "raw_url": _artifact_link(by_key[t.raw_records_key])
-                if t.raw_records_key in by_key
-                else "",
-                "raw_records_key": t.raw_records_key,
-            }
-            for t in run.trials.all()
-        ]
-        rows = presenters.trial_rows(trials, [t["name"] for t in tiers])
-        artifacts = [
-            {"artifact": a, "url": _artifact_link(a), "name": a.storage_key.rsplit("/", 1)[-1]}
-            for a in run_artifacts
-        ]
-        report = VerificationReport.objects.filter(run=run).first()
-    checks = [
-        {**check, "evidence_rows": presenters.evidence_rows(check.get("evidence") or {})}
-        for check in (report.checks if report else [])
+@dataclass
+class _RunEvidence:
+    """What a run's detail shows of its own: trials (as the presenters read them), their
+    table rows, the artifacts with links, and the verification report."""
+
+    trials: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[presenters.TrialRow] = field(default_factory=list)
+    artifacts: list[dict[str, Any]] = field(default_factory=list)
+    report: VerificationReport | None = None
+
+
+def _run_evidence(run: BenchmarkRun | None, tiers: list[dict[str, Any]]) -> _RunEvidence:
+    """The run's trials, each with a link to its raw records where stored, its artifacts and
+    its verification report; empty where there is no run yet."""
+    if run is None:
+        return _RunEvidence()
+    run_artifacts = list(run.artifacts.order_by("kind", "storage_key"))
+    by_key = {a.storage_key: a for a in run_artifacts}
+    trials = [
+        {
+            "index": t.index,
+            "concurrency": t.concurrency,
+            "phase": t.phase,
+            "metrics": t.metrics,
+            "verdicts": t.verdicts,
+            "raw_url": _artifact_link(by_key[t.raw_records_key])
+            if t.raw_records_key in by_key
+            else "",
+            "raw_records_key": t.raw_records_key,
+        }
+        for t in run.trials.all()
     ]
+    rows = presenters.trial_rows(trials, [t["name"] for t in tiers])
+    artifacts = [
+        {"artifact": a, "url": _artifact_link(a), "name": a.storage_key.rsplit("/", 1)[-1]}
+        for a in run_artifacts
+    ]
+    report = VerificationReport.objects.filter(run=run).first()
+    return _RunEvidence(trials=trials, rows=rows, artifacts=artifacts, report=report)
+
+
+def _config_diffs(submission: Submission) -> list[dict[str, Any]]:
+    """The submission's redacted config against the vendor's previous submission and against
+    the published result for the same model × hardware, where there is one."""
     previous = submission.previous
     published = selectors.published_result_for(submission=submission)
     diffs = []
@@ -230,17 +236,40 @@ def _detail_context(
                 "summary": diff_summary(entries),
             }
         )
+    return diffs
+
+
+def _with_evidence_rows(items: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each verification check or qualification probe with its evidence as table rows."""
+    return [
+        {**item, "evidence_rows": presenters.evidence_rows(item.get("evidence") or {})}
+        for item in items
+    ]
+
+
+def _detail_context(
+    request: HttpRequest,
+    submission: Submission,
+    run: BenchmarkRun | None,
+    bound: dict[str, DecisionForm] | None = None,
+) -> dict[str, Any]:
+    """The review detail page's context for ``submission`` and one of its runs; ``bound``
+    holds decision forms to show with their errors instead of fresh ones."""
+    bound = bound or {}
+    tiers = _tiers_for(run)
+    evidence = _run_evidence(run, tiers)
+    trials, rows, report = evidence.trials, evidence.rows, evidence.report
+    checks = _with_evidence_rows(report.checks if report else [])
+    diffs = _config_diffs(submission)
     available = review_available_actions(actor=request.user, submission=submission)
     action_forms = [
         {"spec": spec, "form": bound.get(spec.name) or decision_form(spec.name, submission)}
         for spec in available
     ]
     summary = (run.search_summary if run else None) or {}
-    probes = [
-        {**probe, "evidence_rows": presenters.evidence_rows(probe.get("evidence") or {})}
-        for probe in ((run.qualification if run else None) or [])
-        if isinstance(probe, dict)
-    ]
+    probes = _with_evidence_rows(
+        probe for probe in ((run.qualification if run else None) or []) if isinstance(probe, dict)
+    )
     return {
         "submission": submission,
         "run": run,
@@ -256,7 +285,7 @@ def _detail_context(
         "runner_rows": presenters.evidence_rows(run.runner_info) if run and run.runner_info else [],
         "telemetry_rows": presenters.evidence_rows(run.telemetry) if run and run.telemetry else [],
         "diffs": diffs,
-        "artifacts": artifacts,
+        "artifacts": evidence.artifacts,
         "timeline": selectors.submission_timeline(submission=submission),
         "action_forms": action_forms,
         "decision_errors": [],

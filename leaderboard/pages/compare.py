@@ -56,10 +56,12 @@ def _compare_columns(
     return cols
 
 
-def compare_page(
-    *, ids: Sequence[int], speed: float | None, concurrency: int | None, log: bool
-) -> dict:
-    """Ratios of results 2..n to result 1 (the baseline, first in the URL)."""
+Points = list[list[frontier.Point]]
+Guides = list[tuple[str, float]]
+
+
+def _load_results(ids: Sequence[int]) -> tuple[list[Result], list[int]]:
+    """The results to compare in URL order (at most MAX_COMPARE) and the ids not found."""
     by_pk = {
         r.pk: r
         for r in Result.objects.for_listing()
@@ -72,22 +74,25 @@ def compare_page(
     }
     results = [by_pk[i] for i in ids if i in by_pk]
     missing = [i for i in ids if i not in by_pk]
-    if len(results) < 2:
-        return {
-            "results": results,
-            "missing": missing,
-            "speed": speed,
-            "concurrency": concurrency,
-            "figure": None,
-            "tables": {},
-        }
-    points = [r.frontier_points() for r in results]
-    guides: list[tuple[str, float]] = []
+    return results, missing
+
+
+def _tier_guides(results: list[Result]) -> Guides:
+    """Every tier of every result's tier set as (name, min p25 speed), one per speed,
+    slowest first: the rows the per-tier tables share."""
+    guides: Guides = []
     for r in results:
         for t in r.tier_set.tiers.all():
             if all(abs(t.min_p25_output_speed - s) > 1e-9 for _, s in guides):
                 guides.append((t.name, t.min_p25_output_speed))
     guides.sort(key=lambda g: g[1])
+    return guides
+
+
+def _iso_speed_table(
+    results: list[Result], points: Points, guides: Guides, speed: float | None
+) -> Table:
+    """Throughput per accelerator at each tier's speed (and the reader's), with ratios."""
     speed_rows = []
     for name, s in guides:
         row = {"speed": s, "label": f"{name} ({s:g} tok/s)", "read": _read_text(results, points, s)}
@@ -102,7 +107,7 @@ def compare_page(
         speed_rows.append(
             _ratio_rows([frontier.throughput_at_speed(p, speed) for p in points], row)
         )
-    iso_speed = Table(
+    return Table(
         "iso_speed",
         "Throughput per accelerator at the same per-agent speed",
         _compare_columns(results, Column("label", "p25 speed per agent"), "float0")
@@ -112,6 +117,10 @@ def compare_page(
         "points (so marked: a reading, not a measurement); no value outside a result's "
         "measured speed range.",
     )
+
+
+def _iso_concurrency_table(results: list[Result], points: Points, concurrency: int | None) -> Table:
+    """Throughput per accelerator at every concurrency all results ran (and the reader's)."""
     common = frontier.common_concurrencies(*points) if points else []
     n_rows = []
     for n in common:
@@ -122,15 +131,19 @@ def compare_page(
         n_rows.append(
             _ratio_rows([frontier.throughput_at_concurrency(p, concurrency) for p in points], row)
         )
-    iso_n = Table(
+    return Table(
         "iso_concurrency",
         "Throughput per accelerator at the same concurrency",
         _compare_columns(results, Column("label", "Concurrency (agents)"), "float0"),
         n_rows,
         caption="Concurrencies every result measured, plus yours (interpolated in N).",
     )
+
+
+def _single_agent_table(results: list[Result], points: Points) -> Table:
+    """Each result's p25 output speed at N = 1, where it ran N = 1."""
     single = [frontier.single_agent(p) for p in points]
-    single_table = Table(
+    return Table(
         "single_agent",
         "Single-agent speed (p25 output speed at N = 1)",
         _compare_columns(results, Column("label", ""), "float1", "N = 1 not run"),
@@ -141,7 +154,11 @@ def compare_page(
             )
         ],
     )
-    max_table = Table(
+
+
+def _max_agents_table(results: list[Result], guides: Guides) -> Table:
+    """Max agents per tier, with ratios to the baseline."""
+    return Table(
         "max_agents",
         "Max agents per tier",
         _compare_columns(results, Column("label", "Tier"), "int", "never passed"),
@@ -153,7 +170,11 @@ def compare_page(
             for name, _ in guides
         ],
     )
-    brackets_table = Table(
+
+
+def _brackets_table(results: list[Result], guides: Guides) -> Table:
+    """Each max-agents figure's bracket and flags, per tier (text, no ratios)."""
+    return Table(
         "max_agents_brackets",
         "Max agents: bracket and flags (highest pass … lowest fail)",
         [Column("label", "Tier")]
@@ -169,7 +190,11 @@ def compare_page(
             for name, _ in guides
         ],
     )
-    power_table = Table(
+
+
+def _power_table(results: list[Result], guides: Guides) -> Table:
+    """Agents per MW at max agents per tier, each labelled measured or modelled."""
+    return Table(
         "power",
         "Agents per MW at max agents (each figure labelled measured or modelled)",
         [Column("label", "Tier")]
@@ -181,6 +206,10 @@ def compare_page(
         caption="Measured: runner-host telemetry. Modelled: a simulated result's power model "
         "(never a measurement; no ratio is drawn between the two).",
     )
+
+
+def _cost_table(results: list[Result], guides: Guides) -> Table:
+    """$ per million tokens at each tier's speed, per price class (docs/catalog.md "Prices")."""
     cost_rows = []
     for name, s in guides:
         for kind in CLASSES:
@@ -194,7 +223,7 @@ def compare_page(
                     row,
                 )
             )
-    cost_table_ = Table(
+    return Table(
         "cost_iso_speed",
         "$ per million total tokens at the same per-agent speed",
         _compare_columns(
@@ -206,9 +235,12 @@ def compare_page(
         'interpolated the same way, measured or (simulated) modelled. "—": no such price '
         "in the catalog, no power, or the speed is outside the result's measured range.",
     )
-    loops = compare_loops_table(results, [name for name, _ in guides])
+
+
+def _config_diff_table(results: list[Result]) -> tuple[Table, int]:
+    """The results' public configurations side by side, and how many fields differ."""
     diff = configview.diff([configview.public_config(r) for r in results])
-    diff_table = Table(
+    table = Table(
         "config_diff",
         "Configuration",
         [Column("field", "Field"), Column("changed", "Changed", "bool")]
@@ -223,14 +255,42 @@ def compare_page(
             for d in diff
         ],
     )
+    return table, sum(1 for d in diff if d.changed)
+
+
+def _speed_readings(results: list[Result], points: Points, speed: float | None) -> list[dict]:
+    """The reader's speed, marked on each frontier that reaches it, with how it was read."""
+    readings: list[dict] = []
+    if speed is None:
+        return readings
+    for r, p in zip(results, points, strict=True):
+        value = frontier.throughput_at_speed(p, speed)
+        if value is not None:
+            how = frontier.read_at_speed(p, speed)
+            readings.append({"x": speed, "y": value, "name": r.display_label, "read": how})
+    return readings
+
+
+def compare_page(
+    *, ids: Sequence[int], speed: float | None, concurrency: int | None, log: bool
+) -> dict:
+    """Ratios of results 2..n to result 1 (the baseline, first in the URL)."""
+    results, missing = _load_results(ids)
+    if len(results) < 2:
+        return {
+            "results": results,
+            "missing": missing,
+            "speed": speed,
+            "concurrency": concurrency,
+            "figure": None,
+            "tables": {},
+        }
+    points = [r.frontier_points() for r in results]
+    guides = _tier_guides(results)
+    loops = compare_loops_table(results, [name for name, _ in guides])
+    diff_table, changed_count = _config_diff_table(results)
     series = [charts.result_series(r) for r in results]
-    readings = []
-    if speed is not None:  # your speed, marked on each frontier with how it was read
-        for r, p in zip(results, points, strict=True):
-            value = frontier.throughput_at_speed(p, speed)
-            if value is not None:
-                how = frontier.read_at_speed(p, speed)
-                readings.append({"x": speed, "y": value, "name": r.display_label, "read": how})
+    readings = _speed_readings(results, points, speed)
     return {
         "results": results,
         "missing": missing,
@@ -243,16 +303,16 @@ def compare_page(
         ),
         "ranges": [frontier.speed_range(p) for p in points],
         "tables": {
-            "iso_speed": iso_speed,
-            "iso_concurrency": iso_n,
-            "single_agent": single_table,
-            "max_agents": max_table,
-            "max_agents_brackets": brackets_table,
-            "power": power_table,
+            "iso_speed": _iso_speed_table(results, points, guides, speed),
+            "iso_concurrency": _iso_concurrency_table(results, points, concurrency),
+            "single_agent": _single_agent_table(results, points),
+            "max_agents": _max_agents_table(results, guides),
+            "max_agents_brackets": _brackets_table(results, guides),
+            "power": _power_table(results, guides),
             "loops": loops,
-            "cost_iso_speed": cost_table_,
+            "cost_iso_speed": _cost_table(results, guides),
             "config_diff": diff_table,
         },
-        "changed_count": sum(1 for d in diff if d.changed),
+        "changed_count": changed_count,
         "loops_figure": loops_json(loops),
     }
