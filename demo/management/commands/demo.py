@@ -81,26 +81,23 @@ def _declare_queues(names: list[str]) -> None:
             Queue(name, routing_key=name).bind(channel).declare()
 
 
-def serve(*, host: str, port: int, runs: bool) -> int:
-    """Start the worker and the web server, run the demo steps, serve until Ctrl-C."""
-    # SIGTERM (from a supervisor or `timeout`) stops the children just like Ctrl-C.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
-    logs = Path(settings.VAR_DIR) / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    python = sys.executable
-    if runs:
-        from demo.steps import prepare_environment, stop_environment
+def _prepare_runs(*, host: str, port: int) -> None:
+    """Build what the demo runs need (demo/steps.py); a failed build or Ctrl-C stops the
+    registry it started too."""
+    from demo.steps import prepare_environment, stop_environment
 
-        try:
-            prepare_environment(base_url=f"http://{host}:{port}")
-        except BaseException:  # a failed build or Ctrl-C: the registry it started stops too
-            stop_environment()
-            raise
-    queues = os.environ.get("DEMO_QUEUES", "web,pool.local-cpu,pool.simulated")
-    _declare_queues(queues.split(","))
-    worker = _spawn(
+    try:
+        prepare_environment(base_url=f"http://{host}:{port}")
+    except BaseException:
+        stop_environment()
+        raise
+
+
+def _start_worker(queues: str, logs: Path) -> subprocess.Popen:
+    """One Celery worker process (concurrency 1) on ``queues``, logging to worker.log."""
+    return _spawn(
         [
-            python,
+            sys.executable,
             "-m",
             "celery",
             "-A",
@@ -117,13 +114,20 @@ def serve(*, host: str, port: int, runs: bool) -> int:
         ],
         logs / "worker.log",
     )
-    # nginx in front (demo/front.py): a slow client holds a connection of nginx's, never one
-    # of gunicorn's threads; gunicorn on a loopback port of its own, trusting that one proxy
+
+
+def _start_web(
+    *, host: str, port: int, logs: Path
+) -> tuple[subprocess.Popen, subprocess.Popen | None]:
+    """Gunicorn, behind nginx where nginx is installed; returns (gunicorn, nginx or None).
+
+    nginx in front (demo/front.py): a slow client holds a connection of nginx's, never one
+    of gunicorn's threads; gunicorn on a loopback port of its own, trusting that one proxy."""
     front_prefix = Path(settings.VAR_DIR) / "front"
     upstream_port = _free_port() if nginx_binary() else port
     web = _spawn(
         [
-            python,
+            sys.executable,
             "-m",
             "gunicorn",
             "config.wsgi",
@@ -150,37 +154,72 @@ def serve(*, host: str, port: int, runs: bool) -> int:
         )
     else:
         print("nginx is not installed: gunicorn serves directly, without a slow-client front")
-    children = [p for p in (worker, web, front) if p is not None]
-    url = f"http://{host}:{port}/"
-    try:
-        if not _wait_http(url + "health?format=json", 60):
-            print(f"web server did not come up; see {logs / 'web.log'} and {logs / 'front.log'}")
-            return 1
-        print(f"\nAgentPerf is serving at {url}  (status: {url}health, admin: {url}admin/)")
-        print(f"logs: {logs}   Ctrl-C stops the worker and the web server.\n", flush=True)
-        if runs:
-            from demo.steps import run_demo_steps
+    return web, front
 
-            run_demo_steps(base_url=url)
-        while all(p.poll() is None for p in children):
-            time.sleep(1)
-        print("a child process exited; stopping")
+
+def _run_until_stopped(
+    *, url: str, logs: Path, children: list[subprocess.Popen], runs: bool
+) -> int:
+    """Wait for the site to answer, run the demo steps, then serve until a child exits
+    (exit 1); Ctrl-C raises KeyboardInterrupt to the caller."""
+    if not _wait_http(url + "health?format=json", 60):
+        print(f"web server did not come up; see {logs / 'web.log'} and {logs / 'front.log'}")
         return 1
+    print(f"\nAgentPerf is serving at {url}  (status: {url}health, admin: {url}admin/)")
+    print(f"logs: {logs}   Ctrl-C stops the worker and the web server.\n", flush=True)
+    if runs:
+        from demo.steps import run_demo_steps
+
+        run_demo_steps(base_url=url)
+    while all(p.poll() is None for p in children):
+        time.sleep(1)
+    print("a child process exited; stopping")
+    return 1
+
+
+def _stop_all(
+    *,
+    front: subprocess.Popen | None,
+    web: subprocess.Popen,
+    worker: subprocess.Popen,
+    runs: bool,
+) -> None:
+    """Stop the front, the web server and the worker (in that order), then what the demo
+    runs started; a second Ctrl-C or SIGTERM must not interrupt the clean-up."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if front is not None:
+        _stop(front, "front (nginx)")
+    _stop(web, "web server")
+    _stop(worker, "worker")
+    if runs:
+        from demo.steps import stop_environment
+
+        stop_environment()
+
+
+def serve(*, host: str, port: int, runs: bool) -> int:
+    """Start the worker and the web server, run the demo steps, serve until Ctrl-C."""
+    # SIGTERM (from a supervisor or `timeout`) stops the children just like Ctrl-C.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    logs = Path(settings.VAR_DIR) / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    if runs:
+        _prepare_runs(host=host, port=port)
+    queues = os.environ.get("DEMO_QUEUES", "web,pool.local-cpu,pool.simulated")
+    _declare_queues(queues.split(","))
+    worker = _start_worker(queues, logs)
+    web, front = _start_web(host=host, port=port, logs=logs)
+    children = [p for p in (worker, web, front) if p is not None]
+    try:
+        return _run_until_stopped(
+            url=f"http://{host}:{port}/", logs=logs, children=children, runs=runs
+        )
     except KeyboardInterrupt:
         print("\nstopping…")
         return 0
     finally:
-        # A second Ctrl-C or SIGTERM must not interrupt the clean-up.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        if front is not None:
-            _stop(front, "front (nginx)")
-        _stop(web, "web server")
-        _stop(worker, "worker")
-        if runs:
-            from demo.steps import stop_environment
-
-            stop_environment()
+        _stop_all(front=front, web=web, worker=worker, runs=runs)
 
 
 class Command(BaseCommand):
