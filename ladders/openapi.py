@@ -15,7 +15,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from agentperf.ladder.spec import ORDERS
+from agentperf.ladder.document import ORDERS
 from ladders.models import Ladder
 from portal.api.openapi import CONFIG_REF, to_oas30
 

@@ -1,5 +1,7 @@
-"""The body of a ladder submission (docs/ladders.md) as a pydantic model, :class:`LadderBody`,
-and its JSON Schema, generated from the model: served at /api/v1/schema/ladder.json, the
+"""The body of a ladder submission (docs/ladders.md) as a pydantic model, :class:`LadderBody`:
+the ladder document (``agentperf.ladder.document.LadderDocument``, the shape the engine's
+ladder file fills in too) with the platform's baseline (a deployment config or a published
+result), its changes as ``rungs`` and its limits. Its JSON Schema, generated from the model: served at /api/v1/schema/ladder.json, the
 ``LadderBody`` component of the OpenAPI document (ladders/openapi.py) and committed as
 docs/ladder.schema.json (``python manage.py shell -c "import ladders.schema as s;
 s.main([])"`` writes it; tests/ladders/test_openapi.py checks that the file is the generated
@@ -17,7 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     AfterValidator,
@@ -32,7 +34,7 @@ from pydantic import (
 )
 
 from agentperf.fielderrors import validation_fields
-from agentperf.ladder.spec import ORDERS
+from agentperf.ladder.document import ORDERS, LadderDocument, NamedChange, Order
 from catalog.models import WORKLOADS
 
 MAX_RUNGS = 12
@@ -68,7 +70,6 @@ Description = Annotated[
     str, Field(min_length=1, max_length=500), _one_line(500), AfterValidator(_non_empty)
 ]
 Workload = Literal[WORKLOADS]  # type: ignore[valid-type]
-Order = Literal[ORDERS]  # type: ignore[valid-type]
 
 
 class Body(BaseModel):
@@ -120,7 +121,7 @@ def _not_null(schema: dict[str, Any]) -> None:
             schema.update(branch)
 
 
-class Rung(Body):
+class Rung(Body, NamedChange):
     """One change: a JSON Merge Patch of the config, a workload, or both."""
 
     model_config = ConfigDict(
@@ -166,15 +167,16 @@ def _forward_first(orders: list[str]) -> list[str]:
     return list(dict.fromkeys(orders))
 
 
-class LadderBody(Body):
+class LadderBody(LadderDocument[Baseline, Rung]):
     """``POST /api/v1/ladders/``: a baseline and ordered changes (docs/ladders.md)."""
 
     model_config = ConfigDict(title="Ladder")
+    duplicate_name: ClassVar[str] = "{name!r} names another rung"
 
     name: Name
     description: Annotated[str, Field(max_length=500), _one_line(500)] = ""
     baseline: Baseline
-    rungs: list[Rung] = Field(min_length=1, max_length=MAX_RUNGS)
+    changes: list[Rung] = Field(alias="rungs", min_length=1, max_length=MAX_RUNGS)
     orders: Annotated[list[Order], AfterValidator(_forward_first)] = Field(
         default_factory=lambda: ["forward"], description="starts with forward"
     )

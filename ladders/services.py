@@ -126,14 +126,10 @@ def _no_clear_secrets(body: dict[str, Any]) -> None:
 
 
 def _changes(rungs: list[Rung]) -> list[dict[str, Any]]:
-    """The rungs' changes, each named once and leaving the fixed paths alone (identical
-    conditions)."""
+    """The rungs' changes (each named once: the body's model checks it), leaving the fixed
+    paths alone (identical conditions)."""
     out = []
-    names: set[str] = set()
     for i, rung in enumerate(rungs):
-        if rung.name in names:
-            raise _err(f"rungs.{i}.name", f"{rung.name!r} names another rung")
-        names.add(rung.name)
         change = rung.change()
         for path in patch_paths(change["patch"]):
             if any(
@@ -239,7 +235,7 @@ def ladder_create(*, org: Organization, body: Any, created_by: Any = None) -> La
         raise LadderError(f"{first}: {fields[first][0]}", fields=fields) from None
     name, description, orders, speeds = doc.name, doc.description, doc.orders, doc.speeds
     baseline, baseline_name, baseline_workload = _baseline(org, doc.baseline)
-    changes = _changes(doc.rungs)
+    changes = _changes(doc.changes)
     hardware = parse_config(
         json.dumps(_rung_config(baseline, changes, [])), "application/json"
     ).hardware

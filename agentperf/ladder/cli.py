@@ -11,9 +11,10 @@ import sys
 from pathlib import Path
 
 from agentperf.engine.commands import CliError, Subcommands
+from agentperf.ladder.document import ORDERS
 from agentperf.ladder.measure import run_ladder
 from agentperf.ladder.report import print_summary
-from agentperf.ladder.spec import ORDERS, LadderError, load_ladder
+from agentperf.ladder.spec import LadderError, load_ladder
 
 
 def add_ladder_command(sub: Subcommands) -> None:

@@ -16,7 +16,8 @@ from typing import Any
 import orjson
 import yaml
 
-from agentperf.ladder.spec import LadderError, LadderSpec, is_sim
+from agentperf.ladder.document import is_sim
+from agentperf.ladder.spec import LadderError, LadderSpec
 from agentperf.mergepatch import merge_patch, patch_paths
 from agentperf.simulator.profile import ProfileError, profile_from_dict, resolve_profile_path
 
