@@ -360,6 +360,10 @@ def rung_curve(
     return RungCurve(at, reps, single, single_reps)
 
 
+def _difference(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a - b
+
+
 def _diff(a: Sequence[float], b: Sequence[float]) -> list[float]:
     return [x - y for x, y in zip(a, b, strict=False)]
 
@@ -421,6 +425,73 @@ def _server_summary(trials: Sequence[TrialMeasure]) -> dict[str, Any]:
     }
 
 
+def _gain_row(
+    pair: tuple[RungCurve, RungCurve], top: RungCurve, base: RungCurve, s: float, conf: float
+) -> dict[str, Any]:
+    """A change's gain at speed ``s`` (the higher rung of ``pair`` minus the lower), its
+    share of the total gain (top minus base) and whether it sits within the noise."""
+    hi, lo = pair
+    gain = _difference(hi.at[s][0], lo.at[s][0])
+    gain_reps = _diff(hi.reps[s], lo.reps[s])
+    total_reps = _diff(top.reps[s], base.reps[s])
+    total = _difference(top.at[s][0], base.at[s][0])
+    share = None if gain is None or not total else gain / total
+    share_reps = [g / t if t else math.nan for g, t in zip(gain_reps, total_reps, strict=False)]
+    g = _est(gain, gain_reps, conf)
+    return {
+        "gain": g,
+        "share": _est(share, share_reps, conf),
+        "within_noise": None if g["low"] is None else bool(g["low"] <= 0 <= (g["high"] or 0)),
+    }
+
+
+def _single_gain(hi: RungCurve, lo: RungCurve, conf: float) -> dict[str, Any]:
+    gain = _difference(hi.single, lo.single)
+    return _est(gain, _diff(hi.single_reps, lo.single_reps), conf)
+
+
+def _trial_rows(trials: Sequence[TrialMeasure]) -> list[dict[str, Any]]:
+    """The rung's trials as ladder.json lists them, by concurrency."""
+    return [
+        {
+            "concurrency": t.concurrency,
+            "p25_output_speed": t.p25_speed,
+            "throughput_per_accelerator": t.throughput,
+            "ttft_s": t.ttft_s,
+            "error_rate": t.error_rate,
+            "requests": t.requests,
+            "sessions": t.sessions,
+            "verdicts": t.verdicts,
+        }
+        for t in sorted(trials, key=lambda t: t.concurrency)
+    ]
+
+
+def _credited_pair(
+    order: str, k: int, curves: Sequence[RungCurve]
+) -> tuple[RungCurve, RungCurve] | None:
+    """The two rungs whose difference is rung ``k``'s change's credit: the rung and the one
+    before it; in leave-one-out, all changes and all but this one (rungs 2…)."""
+    if order == "leave_one_out":
+        return (curves[1], curves[k]) if k >= 2 else None
+    return (curves[k], curves[k - 1]) if k >= 1 else None
+
+
+def _interaction(
+    speeds: Sequence[float], totals: dict[str, Any], rungs: list[dict[str, Any]]
+) -> dict[str, float | None]:
+    """Leave-one-out's remainder at each speed: the total gain less every change's credit."""
+    interaction: dict[str, float | None] = {}
+    for s in speeds:
+        total = totals[f"{s:g}"]["estimate"]
+        credits = [r["speeds"][f"{s:g}"].get("gain", {}).get("estimate") for r in rungs[2:]]
+        if total is None or any(c is None for c in credits):
+            interaction[f"{s:g}"] = None
+        else:
+            interaction[f"{s:g}"] = total - sum(c for c in credits if c is not None)
+    return interaction
+
+
 def attribute(
     spec: LadderSpec,
     plans: Sequence[RungPlan],
@@ -433,62 +504,27 @@ def attribute(
     speeds = [s for s, _ in spec.evaluated_speeds()]
     curves = [rung_curve(measured[p.digest], spec, speeds) for p in plans]
     conf = spec.confidence
+    top, base = (curves[1] if order == "leave_one_out" else curves[-1]), curves[0]
+    totals = {
+        f"{s:g}": _est(
+            _difference(top.at[s][0], base.at[s][0]), _diff(top.reps[s], base.reps[s]), conf
+        )
+        for s in speeds
+    }
     rungs: list[dict[str, Any]] = []
-    if order == "leave_one_out":
-        top_curve = curves[1]
-    else:
-        top_curve = curves[-1]
-    base_curve = curves[0]
-    totals: dict[str, Any] = {}
-    for s in speeds:
-        a, b = top_curve.at[s][0], base_curve.at[s][0]
-        est = None if a is None or b is None else a - b
-        totals[f"{s:g}"] = _est(est, _diff(top_curve.reps[s], base_curve.reps[s]), conf)
-    single_total = _est(
-        None
-        if top_curve.single is None or base_curve.single is None
-        else top_curve.single - base_curve.single,
-        _diff(top_curve.single_reps, base_curve.single_reps),
-        conf,
-    )
     for k, (plan, curve) in enumerate(zip(plans, curves, strict=True)):
         trials = measured[plan.digest]
-        if order == "leave_one_out":
-            ref = curves[1] if k >= 2 else None
-            # the change's credit: all changes minus all but this one
-            pair = (ref, curve) if ref is not None else None
-        else:
-            pair = (curve, curves[k - 1]) if k >= 1 else None
+        pair = _credited_pair(order, k, curves)
         at_speed: dict[str, Any] = {}
         for s in speeds:
             value, floor = curve.at[s]
-            row: dict[str, Any] = {
-                "throughput_per_accelerator": _est(value, curve.reps[s], conf),
-                "floor": floor,
-            }
-            if pair is not None:
-                hi, lo = pair
-                va, vb = hi.at[s][0], lo.at[s][0]
-                gain = None if va is None or vb is None else va - vb
-                gain_reps = _diff(hi.reps[s], lo.reps[s])
-                total_reps = _diff(top_curve.reps[s], base_curve.reps[s])
-                total = totals[f"{s:g}"]["estimate"]
-                share = None if gain is None or not total else gain / total
-                share_reps = [
-                    g / t if t else math.nan for g, t in zip(gain_reps, total_reps, strict=False)
-                ]
-                row["gain"] = _est(gain, gain_reps, conf)
-                row["share"] = _est(share, share_reps, conf)
-                g = row["gain"]
-                row["within_noise"] = (
-                    None if g["low"] is None else bool(g["low"] <= 0 <= (g["high"] or 0))
-                )
-            at_speed[f"{s:g}"] = row
+            row = {"throughput_per_accelerator": _est(value, curve.reps[s], conf), "floor": floor}
+            at_speed[f"{s:g}"] = (
+                row if pair is None else {**row, **_gain_row(pair, top, base, s, conf)}
+            )
         single: dict[str, Any] = _est(curve.single, curve.single_reps, conf)
         if pair is not None:
-            hi, lo = pair
-            gain = None if hi.single is None or lo.single is None else hi.single - lo.single
-            single["gain"] = _est(gain, _diff(hi.single_reps, lo.single_reps), conf)
+            single["gain"] = _single_gain(*pair, conf)
         rungs.append(
             {
                 "index": k,
@@ -504,37 +540,17 @@ def attribute(
                 "max_agents": _max_agents(trials, spec.tiers),
                 "server_metrics": _server_summary(trials),
                 "speeds": at_speed,
-                "trials": [
-                    {
-                        "concurrency": t.concurrency,
-                        "p25_output_speed": t.p25_speed,
-                        "throughput_per_accelerator": t.throughput,
-                        "ttft_s": t.ttft_s,
-                        "error_rate": t.error_rate,
-                        "requests": t.requests,
-                        "sessions": t.sessions,
-                        "verdicts": t.verdicts,
-                    }
-                    for t in sorted(trials, key=lambda t: t.concurrency)
-                ],
+                "trials": _trial_rows(trials),
             }
         )
     out: dict[str, Any] = {
         "order": order,
         "rungs": rungs,
         "total_gain": totals,
-        "single_agent_total_gain": single_total,
+        "single_agent_total_gain": _single_gain(top, base, conf),
     }
     if order == "leave_one_out":
-        interaction: dict[str, float | None] = {}
-        for s in speeds:
-            total = totals[f"{s:g}"]["estimate"]
-            credits = [r["speeds"][f"{s:g}"].get("gain", {}).get("estimate") for r in rungs[2:]]
-            if total is None or any(c is None for c in credits):
-                interaction[f"{s:g}"] = None
-            else:
-                interaction[f"{s:g}"] = total - sum(c for c in credits if c is not None)
-        out["interaction"] = interaction
+        out["interaction"] = _interaction(speeds, totals, rungs)
     return floors_as_bounds(out)
 
 

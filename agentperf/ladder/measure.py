@@ -103,33 +103,25 @@ def _load_dataset(spec: LadderSpec, ds: dict[str, Any], cache: dict[str, Any]) -
     return trajectories
 
 
-def measure_rung(
-    spec: LadderSpec,
-    plan: RungPlan,
-    out_dir: Path,
-    datasets: dict[str, Any],
-    *,
-    log: Callable[[str], None] = lambda _: None,
-) -> list[TrialMeasure]:
-    """Run the rung's trials (fixed concurrencies or a capped search) and reduce each to its
-    point, server figures and bootstrap replicates; raw records are not kept."""
+def _rung_target(spec: LadderSpec, plan: RungPlan, rung_dir: Path) -> tuple[Target, str, int]:
+    """The rung's target, served model name and accelerator count: the patched profile on
+    the twin (written beside the rung's results) or the endpoint."""
     cfg = plan.config
-    rung_dir = out_dir / "rungs" / plan.digest[:16]
-    rung_dir.mkdir(parents=True, exist_ok=True)
     if cfg.profile_doc is not None:
         profile_path = rung_dir / "profile.yaml"
         profile_path.write_text(yaml.safe_dump(cfg.profile_doc, sort_keys=False))
         profile = profile_from_dict(cfg.profile_doc)
         target = Target(sim_profile=str(profile_path), seed=spec.seed)
         model = spec.model or profile.served_model_names[0]
-        accelerators = spec.accelerators or profile.accelerators_used
-    else:
-        target = Target.parse(cfg.target, api_key=spec.api_key, seed=spec.seed)
-        model = spec.model or ""
-        accelerators = spec.accelerators or 1
-    trajectories = _load_dataset(spec, cfg.dataset, datasets)
+        return target, model, spec.accelerators or profile.accelerators_used
+    target = Target.parse(cfg.target, api_key=spec.api_key, seed=spec.seed)
+    return target, spec.model or "", spec.accelerators or 1
+
+
+def _trial_base(spec: LadderSpec, target: Target, model: str, accelerators: int) -> TrialConfig:
+    """Every trial's config but its concurrency: the ladder's windows, seed and ramp."""
     tp = spec.trials
-    base = TrialConfig(
+    return TrialConfig(
         concurrency=1,
         warmup_s=tp.warmup_s,
         duration_s=tp.duration_s,
@@ -140,42 +132,58 @@ def measure_rung(
         ),
         bootstrap_resamples=0,
     )
-    scrapes: dict[tuple[int, str], str | None] = {}
-    threads: list[threading.Thread] = []
-    out: list[TrialMeasure] = []
 
-    def scrape(index: int, mark: str, transport: Any) -> None:
+
+@dataclasses.dataclass
+class _RungTrials:
+    """One rung's trials as they finish: the server's counters scraped at each window's
+    start and end, and each trial reduced to a :class:`TrialMeasure`."""
+
+    spec: LadderSpec
+    target: Target
+    accelerators: int
+    log: Callable[[str], None]
+    scrapes: dict[tuple[int, str], str | None] = dataclasses.field(default_factory=dict)
+    threads: list[threading.Thread] = dataclasses.field(default_factory=list)
+    measures: list[TrialMeasure] = dataclasses.field(default_factory=list)
+
+    def scrape(self, index: int, mark: str, transport: Any) -> None:
+        """The server's counters at a window mark: the twin's at once, an endpoint's
+        /metrics on a thread (no figures when it has none)."""
         text = getattr(transport, "metrics_text", None)
         if callable(text):  # the simulator: its counters in /metrics format, no I/O
-            scrapes[(index, mark)] = text()
+            self.scrapes[(index, mark)] = text()
             return
-        if target.base_url is None:
+        base_url = self.target.base_url
+        if base_url is None:
             return
 
         def fetch() -> None:
             try:
-                scrapes[(index, mark)] = scrape_metrics(target.base_url or "", api_key=spec.api_key)
+                self.scrapes[(index, mark)] = scrape_metrics(base_url, api_key=self.spec.api_key)
             except Exception:  # an endpoint without /metrics: no server figures
-                scrapes[(index, mark)] = None
+                self.scrapes[(index, mark)] = None
 
         th = threading.Thread(target=fetch, daemon=True)
         th.start()
-        threads.append(th)
+        self.threads.append(th)
 
-    def reduce(index: int, result: Any) -> None:
-        for th in threads:
+    def reduce(self, index: int, result: Any) -> None:
+        """A finished trial as its point, server figures and bootstrap replicates."""
+        for th in self.threads:
             th.join(timeout=30)
         s = result.summary
+        spec = self.spec
         speeds, thr, k = bootstrap_trial(
             result.records,
             s.window_start_ns,
             s.window_end_ns,
-            accelerators,
+            self.accelerators,
             spec.resamples,
             seed=spec.seed,
             concurrency=result.concurrency,
         )
-        text = scrapes.get((index, "start")), scrapes.get((index, "end"))
+        text = self.scrapes.get((index, "start")), self.scrapes.get((index, "end"))
         server = _server_figures(*text) if all(isinstance(x, str) for x in text) else {}
         m = TrialMeasure(
             index=index,
@@ -191,45 +199,71 @@ def measure_rung(
             speed_reps=speeds,
             throughput_reps=thr,
         )
-        out.append(m)
-        log(
+        self.measures.append(m)
+        self.log(
             f"  N={m.concurrency}: p25 {m.p25_speed:.1f} tok/s, "
             f"{m.throughput:,.0f} tok/s per accelerator"
         )
 
-    if tp.search_cap is None:
 
-        async def main(transport: Any, clock: Any) -> None:
-            for index, n in enumerate(tp.concurrencies):
-                config = config_for_trial(base, n, index)
+def _run_fixed(rung: _RungTrials, trajectories: Any, base: TrialConfig) -> None:
+    """The plan's fixed concurrencies, in order, stopping after the first trial slower
+    than ``stop_below``."""
+    spec, tp = rung.spec, rung.spec.trials
 
-                def marks(mark: str, t_ns: int, i: int = index) -> None:
-                    scrape(i, mark, transport)
+    async def main(transport: Any, clock: Any) -> None:
+        for index, n in enumerate(tp.concurrencies):
+            config = config_for_trial(base, n, index)
 
-                result = await run_trial(
-                    transport, clock, trajectories, config, spec.tiers, on_window=marks
-                )
-                reduce(index, result)
-                if tp.stop_below is not None and result.summary.p25_output_speed < tp.stop_below:
-                    break
+            def marks(mark: str, t_ns: int, i: int = index) -> None:
+                rung.scrape(i, mark, transport)
 
-        run_on_target(target, main)
+            result = await run_trial(
+                transport, clock, trajectories, config, spec.tiers, on_window=marks
+            )
+            rung.reduce(index, result)
+            if tp.stop_below is not None and result.summary.p25_output_speed < tp.stop_below:
+                break
+
+    run_on_target(rung.target, main)
+
+
+def _run_search(rung: _RungTrials, trajectories: Any, base: TrialConfig, cap: int) -> None:
+    """A capped search (docs/engine.md "search"), each trial reduced as it finishes."""
+    counter = iter(range(10**9))
+    search_job(
+        target=rung.target,
+        trajectories=trajectories,
+        tiers=rung.spec.tiers,
+        base=base,
+        cap=cap,
+        max_trials=rung.spec.trials.search_max_trials,
+        on_trial_result=lambda result: rung.reduce(next(counter), result),
+        on_window=lambda i, mark, t, transport: rung.scrape(i, mark, transport),
+    )
+
+
+def measure_rung(
+    spec: LadderSpec,
+    plan: RungPlan,
+    out_dir: Path,
+    datasets: dict[str, Any],
+    *,
+    log: Callable[[str], None] = lambda _: None,
+) -> list[TrialMeasure]:
+    """Run the rung's trials (fixed concurrencies or a capped search) and reduce each to its
+    point, server figures and bootstrap replicates; raw records are not kept."""
+    rung_dir = out_dir / "rungs" / plan.digest[:16]
+    rung_dir.mkdir(parents=True, exist_ok=True)
+    target, model, accelerators = _rung_target(spec, plan, rung_dir)
+    trajectories = _load_dataset(spec, plan.config.dataset, datasets)
+    base = _trial_base(spec, target, model, accelerators)
+    rung = _RungTrials(spec, target, accelerators, log)
+    if spec.trials.search_cap is None:
+        _run_fixed(rung, trajectories, base)
     else:
-        counter = iter(range(10**9))
-
-        def on_result(result: Any) -> None:
-            reduce(next(counter), result)
-
-        search_job(
-            target=target,
-            trajectories=trajectories,
-            tiers=spec.tiers,
-            base=base,
-            cap=tp.search_cap,
-            max_trials=tp.search_max_trials,
-            on_trial_result=on_result,
-            on_window=lambda i, mark, t, transport: scrape(i, mark, transport),
-        )
+        _run_search(rung, trajectories, base, spec.trials.search_cap)
+    out = rung.measures
     (rung_dir / "rung.json").write_bytes(
         orjson.dumps(
             {"digest": plan.digest, "name": plan.name, "trials": [m.to_json() for m in out]},

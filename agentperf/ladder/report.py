@@ -10,6 +10,7 @@ inside the noise), ``frontiers_figure`` (every rung's frontier overlaid) and
 from __future__ import annotations
 
 import html
+from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from agentperf.engine.report import CSS, _plot
@@ -45,78 +46,91 @@ def _iv(est: dict[str, Any] | None, digits: int = 0, pct: bool = False) -> str:
     return text
 
 
-def waterfall_figure(order_doc: dict[str, Any], speed: str, *, title: str = "") -> dict[str, Any]:
-    """The waterfall at ``speed`` ("220"; "single" for single-agent speed): the baseline's
-    value, each change's gain (error bar: its interval), the last rung's value."""
-    rungs = order_doc["rungs"]
-    loo = order_doc.get("order") == "leave_one_out"
-    single = speed == "single"
+@dataclass(frozen=True)
+class _Reading:
+    """What a waterfall reads off each rung of ladder.json: the throughput per accelerator
+    at ``speed`` ("220"), or the single-agent speed (``speed == "single"``)."""
 
-    def value(r: dict[str, Any]) -> float | None:
-        if single:
+    speed: str
+
+    @property
+    def single(self) -> bool:
+        return self.speed == "single"
+
+    def value(self, r: dict[str, Any]) -> float | None:
+        if self.single:
             v = r["single_agent_speed"].get("estimate")
         else:
-            v = r["speeds"][speed]["throughput_per_accelerator"].get("estimate")
+            v = r["speeds"][self.speed]["throughput_per_accelerator"].get("estimate")
         return None if v is None else float(v)
 
-    def gain(r: dict[str, Any]) -> dict[str, Any]:
-        if single:
+    def gain(self, r: dict[str, Any]) -> dict[str, Any]:
+        if self.single:
             return r["single_agent_speed"].get("gain") or {}
-        return r["speeds"][speed].get("gain") or {}
+        return r["speeds"][self.speed].get("gain") or {}
 
+    def floor(self, r: dict[str, Any]) -> bool:
+        """The rung's figure is a floor: it never got this slow."""
+        return not self.single and bool(r["speeds"][self.speed].get("floor"))
+
+
+@dataclass
+class _Bars:
+    """The waterfall's bars: label, height, plotly measure and text of each."""
+
+    x: list[str]
+    y: list[float | None]
+    measure: list[str]
+    text: list[str] = field(default_factory=list)
+    bounded: int = 0  # changes drawn without a bar: their gain is only a bound
+
+
+def _waterfall_bars(rungs: list[dict[str, Any]], loo: bool, at: _Reading) -> _Bars:
+    """The baseline's value, each change's gain, for leave-one-out the interaction
+    remainder, and the last rung's value; a gain against a floor is a bound in words."""
     steps = rungs[2:] if loo else rungs[1:]
     top = rungs[1] if loo else rungs[-1]
-    x = [f"{rungs[0]['name']} (baseline)"] + [r["change"] or r["name"] for r in steps]
-    y: list[float | None] = [value(rungs[0])] + [gain(r).get("estimate") for r in steps]
-    measure = ["absolute"] + ["relative"] * len(steps)
+    bars = _Bars(
+        x=[f"{rungs[0]['name']} (baseline)"] + [r["change"] or r["name"] for r in steps],
+        y=[at.value(rungs[0])] + [at.gain(r).get("estimate") for r in steps],
+        measure=["absolute"] + ["relative"] * len(steps),
+    )
     if loo:
-        credited = sum(v for v in y[1:] if v is not None)
-        b, t = value(rungs[0]), value(top)
-        x.append("interaction (remainder)")
-        y.append(None if b is None or t is None else t - b - credited)
-        measure.append("relative")
-    x.append(f"= {top['name']}" + (" (all changes)" if not loo else ""))
-    y.append(value(top))
-    measure.append("total")
-    noisy = [False] + [bool(gain(r).get("estimate") is not None and _noise(gain(r))) for r in steps]
-    text = [_fmt(v) if not single else _fmt(v, 1) for v in y]
-    if not single and rungs[0]["speeds"][speed].get("floor"):
-        text[0] = "≥ " + text[0] + " (floor)"
-    if not single and top["speeds"][speed].get("floor"):
-        text[-1] = "≥ " + text[-1] + " (floor)"
-    bounded = 0
+        credited = sum(v for v in bars.y[1:] if v is not None)
+        b, t = at.value(rungs[0]), at.value(top)
+        bars.x.append("interaction (remainder)")
+        bars.y.append(None if b is None or t is None else t - b - credited)
+        bars.measure.append("relative")
+    bars.x.append(f"= {top['name']}" + (" (all changes)" if not loo else ""))
+    bars.y.append(at.value(top))
+    bars.measure.append("total")
+    bars.text = [_fmt(v) if not at.single else _fmt(v, 1) for v in bars.y]
+    if at.floor(rungs[0]):
+        bars.text[0] = "≥ " + bars.text[0] + " (floor)"
+    if at.floor(top):
+        bars.text[-1] = "≥ " + bars.text[-1] + " (floor)"
     for i, r in enumerate(steps, start=1):
-        bound = gain(r).get("bound")
-        if bound is not None:  # a floor on either side: no bar, the bound in words
-            bounded += 1
-            text[i] = _bound_text(bound)
-        elif noisy[i]:
-            text[i] += " (within noise)"
-    if loo and bounded:
-        y[len(steps) + 1] = None  # the remainder of credits that are not values
-        text[len(steps) + 1] = "—"
-    if bounded:
+        g = at.gain(r)
+        if g.get("bound") is not None:  # a floor on either side: no bar, the bound in words
+            bars.bounded += 1
+            bars.text[i] = _bound_text(g["bound"])
+        elif g.get("estimate") is not None and _noise(g):
+            bars.text[i] += " (within noise)"
+    if loo and bars.bounded:
+        bars.y[len(steps) + 1] = None  # the remainder of credits that are not values
+        bars.text[len(steps) + 1] = "—"
+    if bars.bounded:
         # the last bar stands on its own value: the chain of bars does not add up to it
-        measure[-1] = "absolute"
-    trace = {
-        "type": "waterfall",
-        "orientation": "v",
-        "x": x,
-        "y": [0 if v is None else v for v in y],
-        "measure": measure,
-        "text": text,
-        "textposition": "outside",
-        "connector": {"line": {"color": "#999", "width": 1}},
-        "increasing": {"marker": {"color": "#009E73"}},
-        "decreasing": {"marker": {"color": "#D55E00"}},
-        "totals": {"marker": {"color": "#0072B2"}},
-        "name": "gain",
-    }
-    # error bars at each change's bar top: the running total, ± the gain's interval
+        bars.measure[-1] = "absolute"
+    return bars
+
+
+def _gain_intervals(rungs: list[dict[str, Any]], loo: bool, at: _Reading) -> dict[str, Any]:
+    """Error bars at each change's bar top: the running total, ± the gain's interval."""
     ex, ey, up, down = [], [], [], []
-    running = value(rungs[0]) or 0.0
-    for r in steps:
-        g = gain(r)
+    running = at.value(rungs[0]) or 0.0
+    for r in rungs[2:] if loo else rungs[1:]:
+        g = at.gain(r)
         est = g.get("estimate")
         if est is None:
             continue
@@ -127,7 +141,7 @@ def waterfall_figure(order_doc: dict[str, Any], speed: str, *, title: str = "") 
         ey.append(running)
         up.append(max(0.0, g["high"] - est))
         down.append(max(0.0, est - g["low"]))
-    bars = {
+    return {
         "type": "scatter",
         "mode": "markers",
         "x": ex,
@@ -145,11 +159,13 @@ def waterfall_figure(order_doc: dict[str, Any], speed: str, *, title: str = "") 
         "name": "95% interval of the gain",
         "hoverinfo": "skip",
     }
-    unit = "p25 output speed, one agent (tok/s)" if single else "throughput per accelerator (tok/s)"
+
+
+def _waterfall_heading(at: _Reading, title: str, bounded: int) -> str:
     heading = title or (
         "single-agent speed"
-        if single
-        else f"throughput per accelerator at {speed} tok/s per agent "
+        if at.single
+        else f"throughput per accelerator at {at.speed} tok/s per agent "
         "(read between measured trials; ≥: a floor)"
     )
     if bounded:
@@ -157,10 +173,37 @@ def waterfall_figure(order_doc: dict[str, Any], speed: str, *, title: str = "") 
             f"<br><sub>{bounded} change{'s' if bounded > 1 else ''} drawn without a bar: a "
             "rung never got this slow, so its figure is a floor and the gain only a bound</sub>"
         )
+    return heading
+
+
+def waterfall_figure(order_doc: dict[str, Any], speed: str, *, title: str = "") -> dict[str, Any]:
+    """The waterfall at ``speed`` ("220"; "single" for single-agent speed): the baseline's
+    value, each change's gain (error bar: its interval), the last rung's value."""
+    rungs = order_doc["rungs"]
+    loo = order_doc.get("order") == "leave_one_out"
+    at = _Reading(speed)
+    bars = _waterfall_bars(rungs, loo, at)
+    trace = {
+        "type": "waterfall",
+        "orientation": "v",
+        "x": bars.x,
+        "y": [0 if v is None else v for v in bars.y],
+        "measure": bars.measure,
+        "text": bars.text,
+        "textposition": "outside",
+        "connector": {"line": {"color": "#999", "width": 1}},
+        "increasing": {"marker": {"color": "#009E73"}},
+        "decreasing": {"marker": {"color": "#D55E00"}},
+        "totals": {"marker": {"color": "#0072B2"}},
+        "name": "gain",
+    }
+    unit = (
+        "p25 output speed, one agent (tok/s)" if at.single else "throughput per accelerator (tok/s)"
+    )
     return {
-        "data": [trace, bars],
+        "data": [trace, _gain_intervals(rungs, loo, at)],
         "layout": {
-            "title": {"text": heading},
+            "title": {"text": _waterfall_heading(at, title, bars.bounded)},
             "yaxis": {"title": {"text": unit}},
             "showlegend": False,
             "height": 480,
