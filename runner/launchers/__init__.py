@@ -12,13 +12,13 @@
 - `simulated`: the platform's simulated serving system, as a real-time HTTP server for
   small profiles or in process on virtual time for rack-scale ones.
 
-`launcher_for(spec)` picks one from the run spec's `launcher` section.
+`launcher_for(section)` picks one for the run spec's typed `launcher` section
+(runner/launchers/sections.py).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
+from agentperf import contract
 from runner.launchers.base import Endpoint, Launcher, LauncherError
 from runner.launchers.container import ContainerLauncher
 from runner.launchers.process import AttachedLauncher, ProcessLauncher
@@ -29,17 +29,17 @@ __all__ = ["Endpoint", "Launcher", "LauncherError", "launcher_for"]
 
 
 def launcher_for(
-    launcher: dict[str, Any], *, log_dir: str, run_id: int | str | None = None
+    section: contract.Launcher, *, log_dir: str, run_id: int | str | None = None
 ) -> Launcher:
-    kind = launcher.get("kind")
-    if kind == "attached":
-        return AttachedLauncher(launcher)
-    if kind == "container":
-        return ContainerLauncher(launcher, log_dir=log_dir, run_id=run_id)
-    if kind == "process":
-        return ProcessLauncher(launcher, log_dir=log_dir)
-    if kind == "slurm":
-        return SlurmLauncher(launcher, log_dir=log_dir, run_id=run_id)
-    if kind == "simulated":
-        return SimulatedLauncher(launcher, log_dir=log_dir)
-    raise LauncherError(f"unknown launcher kind {kind!r}")
+    """The launcher of the run spec's typed `launcher` section (each takes its own model)."""
+    if isinstance(section, contract.AttachedLauncher):
+        return AttachedLauncher(section)
+    if isinstance(section, contract.ContainerLauncher):
+        return ContainerLauncher(section, log_dir=log_dir, run_id=run_id)
+    if isinstance(section, contract.ProcessLauncher):
+        return ProcessLauncher(section, log_dir=log_dir)
+    if isinstance(section, contract.SlurmLauncher):
+        return SlurmLauncher(section, log_dir=log_dir, run_id=run_id)
+    if isinstance(section, contract.SimulatedLauncher):
+        return SimulatedLauncher(section, log_dir=log_dir)
+    raise LauncherError(f"unknown launcher section {type(section).__name__}")

@@ -31,11 +31,13 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from socket import socket as Socket
-from typing import Any
+from typing import IO, Any
 
+from agentperf import contract
 from agentperf.inventory import runtime_from_inspect
 from agentperf.launchspec import Registry, allowed_registries, image_problem
 from runner.launchers.base import Endpoint, LauncherError, wait_for_models
@@ -49,6 +51,7 @@ from runner.launchers.sandbox import (
     redacted_log,
     sandbox_ids,
 )
+from runner.launchers.sections import WrittenContainer, read_section
 
 LABEL_LAUNCHER = "agentperf.launcher"
 LABEL_RUN = "agentperf.run"
@@ -160,11 +163,13 @@ def podman_run_argv(spec: ContainerSpec) -> list[str]:
 # --- the pool host's settings -----------------------------------------------------------
 
 
-def container_timeout_s(config: dict[str, Any]) -> int:
-    """The run's budget: the launch's `time_limit_s` where the spec gives one, else the pool
-    host's RUN_HARD_TIME_LIMIT_S (the same setting as its Celery hard time limit,
-    config/settings.py), else 6 h."""
-    raw = config.get("time_limit_s") or os.environ.get("RUN_HARD_TIME_LIMIT_S") or 6 * 3600
+def container_timeout_s(limits: Mapping[str, Any] | None = None) -> int:
+    """The run's budget: `time_limit_s` of `limits` where given, else the pool host's
+    RUN_HARD_TIME_LIMIT_S (the same setting as its Celery hard time limit,
+    config/settings.py), else 6 h. A container section has no limit of its own: the
+    launcher asks for the pool host's."""
+    given = (limits or {}).get("time_limit_s")
+    raw = given or os.environ.get("RUN_HARD_TIME_LIMIT_S") or 6 * 3600
     try:
         value = int(raw)
     except (TypeError, ValueError):
@@ -323,10 +328,12 @@ def _host_secret(name: str) -> str:
     return os.environ[name]
 
 
-def _substitute(items: list[Any], variables: dict[str, str], secrets: list[str]) -> list[str]:
-    def one(item: Any) -> str:
-        if isinstance(item, dict) and item.get("secret") is True:
-            value = _host_secret(str(item.get("name", "")))
+def _substitute(
+    items: Sequence[str | contract.SecretArg], variables: dict[str, str], secrets: list[str]
+) -> list[str]:
+    def one(item: str | contract.SecretArg) -> str:
+        if isinstance(item, contract.SecretArg):
+            value = _host_secret(item.name)
             secrets.append(value)
             return value
 
@@ -339,19 +346,16 @@ def _substitute(items: list[Any], variables: dict[str, str], secrets: list[str])
                 )
             return variables[name]
 
-        return _VAR.sub(repl, str(item))
+        return _VAR.sub(repl, item)
 
     return [one(item) for item in items]
 
 
-def _as_written(items: list[Any]) -> list[str]:
+def _as_written(items: Sequence[str | contract.SecretArg]) -> list[str]:
     """The launch's arguments as the config wrote them, a secret as ``<secret NAME>`` and a
     ``${NAME}`` not expanded: what the inventory publishes (never a substituted value)."""
     return [
-        f"<secret {item.get('name', '')}>"
-        if isinstance(item, dict) and item.get("secret") is True
-        else str(item)
-        for item in items
+        f"<secret {item.name}>" if isinstance(item, contract.SecretArg) else item for item in items
     ]
 
 
@@ -362,9 +366,13 @@ class ContainerLauncher:
     kind = "container"
 
     def __init__(
-        self, config: dict[str, Any], *, log_dir: str, run_id: int | str | None = None
+        self,
+        section: contract.ContainerLauncher | Mapping[str, Any],
+        *,
+        log_dir: str,
+        run_id: int | str | None = None,
     ) -> None:
-        self.config = config
+        self.section = read_section(contract.ContainerLauncher, WrittenContainer, section)
         self.log_path = Path(log_dir) / "launcher.log"
         self.run_id = str(run_id if run_id is not None else "none")
         self.name = f"agentperf-run-{self.run_id}-{uuid.uuid4().hex[:8]}"
@@ -372,6 +380,7 @@ class ContainerLauncher:
         self.pid: int | None = None
         self._netns_fd: int | None = None
         self._secrets: list[str] = []
+        self._log: IO[bytes] | None = None  # the launch's output, open while it runs
         self._host_paths = sorted({str(Path(log_dir).resolve()), tempfile.gettempdir()})
         self._podman: list[str] = []
         self.image_digest: str | None = None
@@ -398,7 +407,7 @@ class ContainerLauncher:
 
     def pull(self) -> ImageRef:
         """Pull `image` by digest from an allowed registry; the pulled digest must be it."""
-        ref, registry = parse_image(str(self.config.get("image") or ""), allowed_registries())
+        ref, registry = parse_image(self.section.image, allowed_registries())
         tls = ["--tls-verify=false"] if registry.plain_http else []
         pulled = self._podman_run(["pull", "--quiet", *tls, str(ref)], timeout=3600)
         if pulled.returncode != 0:
@@ -453,7 +462,7 @@ class ContainerLauncher:
             memory=memory,
             pids_limit=pids_limit,
             podman=self._podman,
-            timeout_s=container_timeout_s(self.config),
+            timeout_s=container_timeout_s(),
         )
 
     def start(self) -> Endpoint:
@@ -465,18 +474,18 @@ class ContainerLauncher:
         started = time.monotonic()
         ref = self.pull()
         pulled_after = time.monotonic() - started
-        port = int(self.config["port"])
-        declared = dict(self.config.get("env") or {})
+        section = self.section
+        port = section.port
         env: dict[str, str] = {}
-        for name, value in declared.items():
-            if isinstance(value, dict) and value.get("secret"):
+        for name, value in section.env.items():
+            if isinstance(value, contract.SecretRef):
                 env[name] = _host_secret(name)
                 self._secrets.append(env[name])
             else:
-                env[name] = str(value)
+                env[name] = value
         env["PORT"] = str(port)
         variables = {**launch_variables(), **env}
-        command = _substitute(list(self.config["command"]), variables, self._secrets)
+        command = _substitute(section.command, variables, self._secrets)
         spec = self.spec(str(ref), command, sorted(env))
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
@@ -503,14 +512,14 @@ class ContainerLauncher:
         base_url = f"http://127.0.0.1:{port}/v1"
         models = wait_for_models(
             base_url,
-            timeout_s=float(self.config.get("ready_timeout_s") or 600),
+            timeout_s=float(section.ready_timeout_s),
             process=self.process,
             log_tail=self._tail,
             connect=self.connect,
         )
         # the image as the runtime resolved it, its entrypoint and user, for the inventory
         shown = self._podman_run(["container", "inspect", self.name], timeout=60)
-        written = _as_written(list(self.config["command"]))
+        written = _as_written(section.command)
         runtime = (
             runtime_from_inspect(
                 json.loads(shown.stdout or "[]"), command=written, secrets=self._secrets
@@ -519,7 +528,7 @@ class ContainerLauncher:
             else {}
         )
         return Endpoint(
-            served_model_name=self.config["served_model_name"],
+            served_model_name=section.served_model_name,
             base_url=base_url,
             connect=self.connect,
             info={
@@ -580,9 +589,8 @@ class ContainerLauncher:
                 self.process.wait(timeout=30)
         if self._podman:
             self._remove()
-        log = getattr(self, "_log", None)
-        if log is not None and not log.closed:
-            log.close()
+        if self._log is not None and not self._log.closed:
+            self._log.close()
 
     def _remove(self, attempts: int = 3) -> None:
         """Remove the stopped container and see that it is gone. `podman run --rm` removes it

@@ -7,9 +7,11 @@ import re
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+from agentperf import contract
 from runner.launchers.base import (
     Endpoint,
     LauncherError,
@@ -25,6 +27,7 @@ from runner.launchers.sandbox import (
     redact_output,
     redacted_log,
 )
+from runner.launchers.sections import WrittenAttached, WrittenProcess, read_section
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 LOG_TAIL_BYTES = 4000
@@ -35,18 +38,18 @@ class AttachedLauncher:
 
     kind = "attached"
 
-    def __init__(self, config: dict[str, Any]) -> None:
-        self.config = config
+    def __init__(self, section: contract.AttachedLauncher | Mapping[str, Any]) -> None:
+        self.section = read_section(contract.AttachedLauncher, WrittenAttached, section)
         self.devices: DeviceGrant | None = None  # nothing is launched here
 
     def start(self) -> Endpoint:
-        url = self.config.get("url")
+        url = self.section.url
         if not url:
             raise LauncherError(
-                f"endpoint {self.config.get('endpoint_id')!r} has no URL in the pool allowlist"
+                f"endpoint {self.section.endpoint_id!r} has no URL in the pool allowlist"
             )
         api_key = None
-        key_env = self.config.get("api_key_env")
+        key_env = self.section.api_key_env
         if key_env:
             api_key = os.environ.get(key_env)
         try:
@@ -54,12 +57,12 @@ class AttachedLauncher:
         except Exception as exc:
             raise LauncherError(f"attached endpoint {url} is not reachable: {exc}") from exc
         return Endpoint(
-            served_model_name=self.config["served_model_name"],
+            served_model_name=self.section.served_model_name,
             base_url=url,
             api_key=api_key,
             info={
                 "launcher": "attached",
-                "endpoint_id": self.config.get("endpoint_id"),
+                "endpoint_id": self.section.endpoint_id,
                 "models": models,
             },
         )
@@ -80,25 +83,32 @@ def _host_secret(name: str) -> str:
     return os.environ[name]
 
 
-def resolve_env(env: dict[str, Any]) -> dict[str, str]:
+def resolve_env(env: Mapping[str, str | contract.SecretRef]) -> dict[str, str]:
     """The launcher's environment: clear values as given, secrets from the host's env."""
-    out: dict[str, str] = {}
-    for name, value in env.items():
-        if isinstance(value, dict) and value.get("secret"):
-            out[name] = _host_secret(name)
-        else:
-            out[name] = str(value)
-    return out
+    return {
+        name: _host_secret(name) if isinstance(value, contract.SecretRef) else value
+        for name, value in env.items()
+    }
 
 
-def substitute(items: list[Any], variables: dict[str, str]) -> list[str]:
+def secret_values(
+    env: Mapping[str, str | contract.SecretRef], command: Sequence[str | contract.SecretArg]
+) -> list[str]:
+    """The host's values of the secrets a launch names (its env's and its command's), which
+    its output is redacted of (docs/security.md "Vendor commands")."""
+    named = [name for name, value in env.items() if isinstance(value, contract.SecretRef)]
+    named += [item.name for item in command if isinstance(item, contract.SecretArg)]
+    return [_host_secret(name) for name in named]
+
+
+def substitute(items: Sequence[str | contract.SecretArg], variables: dict[str, str]) -> list[str]:
     """`${VAR}` replaced from `variables`; an unknown variable is an error, not "".
     A `{secret: true, name: N}` item is the runner host's value of N."""
 
-    def one(item: Any) -> str:
-        if isinstance(item, dict) and item.get("secret") is True:
-            return _host_secret(str(item.get("name", "")))
-        text = str(item)
+    def one(item: str | contract.SecretArg) -> str:
+        if isinstance(item, contract.SecretArg):
+            return _host_secret(item.name)
+        text = item
 
         def repl(match: re.Match[str]) -> str:
             name = match.group(1)
@@ -121,9 +131,13 @@ class ProcessLauncher:
     kind = "process"
 
     def __init__(
-        self, config: dict[str, Any], *, log_dir: str, devices: DeviceGrant | None = None
+        self,
+        section: contract.ProcessLauncher | Mapping[str, Any],
+        *,
+        log_dir: str,
+        devices: DeviceGrant | None = None,
     ) -> None:
-        self.config = config
+        self.section = read_section(contract.ProcessLauncher, WrittenProcess, section)
         self.log_path = Path(log_dir) / "launcher.log"
         # the accelerators the pool granted this run (runner/launchers/devices.py); None:
         # none, with the pool's /dev/shm size and memlock limit
@@ -131,6 +145,7 @@ class ProcessLauncher:
         self.process: subprocess.Popen[bytes] | None = None
         self.sandbox: Sandbox | None = None
         self._secrets: list[str] = []
+        self._log: IO[bytes] | None = None  # the launch's output, open while it runs
         self._host_paths = sorted(
             {
                 str(Path(log_dir).resolve()),
@@ -153,19 +168,13 @@ class ProcessLauncher:
         return redact_output(text, secrets=self._secrets, paths=self._host_paths)
 
     def start(self) -> Endpoint:
-        port = int(self.config["port"])
-        env = resolve_env(self.config.get("env") or {})
-        self._secrets = [
-            v for k, v in env.items() if isinstance((self.config.get("env") or {}).get(k), dict)
-        ]
+        section = self.section
+        port = section.port
+        env = resolve_env(section.env)
         launch_vars = launch_variables()
         variables = {**launch_vars, **env, "PORT": str(port)}
-        command = substitute(list(self.config["command"]), variables)
-        self._secrets += [
-            _host_secret(str(item["name"]))
-            for item in self.config["command"]
-            if isinstance(item, dict) and item.get("secret") is True
-        ]
+        command = substitute(section.command, variables)
+        self._secrets = secret_values(section.env, section.command)
         files = [v for v in launch_vars.values() if os.path.isabs(v) and os.path.exists(v)]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
@@ -185,13 +194,13 @@ class ProcessLauncher:
         started = time.monotonic()
         models = wait_for_models(
             base_url,
-            timeout_s=float(self.config.get("ready_timeout_s") or 600),
+            timeout_s=float(section.ready_timeout_s),
             process=self.process,
             log_tail=self._tail,
             connect=self.sandbox.connect,
         )
         return Endpoint(
-            served_model_name=self.config["served_model_name"],
+            served_model_name=section.served_model_name,
             base_url=base_url,
             connect=self.sandbox.connect,
             info={
@@ -214,9 +223,8 @@ class ProcessLauncher:
             stop_process_group(self.process)
         if self.sandbox is not None:
             self.sandbox.stop()
-        log = getattr(self, "_log", None)
-        if log is not None and not log.closed:
-            log.close()
+        if self._log is not None and not self._log.closed:
+            self._log.close()
 
     def log_bytes(self) -> bytes:
         """The process's output as stored for the run (vendors read it): redacted too."""

@@ -8,14 +8,17 @@ process on virtual time (`agentperf.simulator.virtual`), which the engine reache
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from agentperf import contract
 from agentperf.simulator.profile import ProfileError, load_profile_with, profile_document
 from runner.launchers.base import Endpoint, LauncherError, die_with_parent, list_models
 from runner.launchers.devices import DeviceGrant
+from runner.launchers.sections import WrittenSimulated, read_section
 
 if TYPE_CHECKING:  # the server module loads the cost model (numpy); import it to start one
     from runner.twin_server.server import ServerProcess
@@ -24,18 +27,19 @@ if TYPE_CHECKING:  # the server module loads the cost model (numpy); import it t
 class SimulatedLauncher:
     kind = "simulated"
 
-    def __init__(self, config: dict[str, Any], *, log_dir: str) -> None:
-        self.config = config
+    def __init__(
+        self, section: contract.SimulatedLauncher | Mapping[str, Any], *, log_dir: str
+    ) -> None:
+        self.section = read_section(contract.SimulatedLauncher, WrittenSimulated, section)
         self.log_path = Path(log_dir) / "simulator.log"
         self.server: ServerProcess | None = None
         self.devices: DeviceGrant | None = None  # the twin takes no accelerator
 
     def start(self) -> Endpoint:
-        name = str(self.config["profile"])
-        seed = int(self.config.get("seed") or 0)
-        served = str(self.config.get("served_model_name") or name)
-        profile = self._profile(name, self.config.get("overrides"))
-        if self.config.get("clock", "real") == "virtual":
+        section = self.section
+        name, seed, served = section.profile, section.seed, section.served_model_name
+        profile = self._profile(name, section.overrides)
+        if section.clock == "virtual":
             return Endpoint(
                 served_model_name=served,
                 sim_profile=profile,
@@ -63,7 +67,7 @@ class SimulatedLauncher:
             info={"launcher": "simulated", "profile": name, "clock": "real", "models": models},
         )
 
-    def _profile(self, name: str, overrides: Any) -> str:
+    def _profile(self, name: str, overrides: dict[str, Any] | None) -> str:
         """The profile to serve: its name, or with overrides the patched profile written
         beside the log (docs/simulator.md "Overrides")."""
         if not overrides:

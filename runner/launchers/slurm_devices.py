@@ -44,7 +44,7 @@ from runner.launchers.devices import (
     parse_entry,
     parse_size,
 )
-from runner.launchers.slurm import expand_hostlist
+from runner.launchers.slurm_cluster import expand_hostlist
 
 ENV_SLURM_GPUS = "RUNNER_SLURM_GPUS"
 

@@ -33,11 +33,13 @@ import subprocess
 import sys
 import time
 import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from runner.launchers.devices import DeviceGrant
-from runner.launchers.slurm import PORT_STRIDE, expand_hostlist
+from runner.launchers.slurm_cluster import expand_hostlist
+from runner.launchers.slurm_job import PORT_STRIDE
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -304,6 +306,211 @@ def runtime_argv(
     raise SystemExit(f"unknown runtime {runtime!r} (podman, pyxis or host)")
 
 
+class TaskExit(Exception):
+    """The task ends before its command runs (its GPUs, its image): the state file says
+    why, and the task exits with `code`."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+@dataclass
+class Task:
+    """One task of the job as it runs on its node: the job document, its component, the
+    variables its command may name, and the state file the runner reads."""
+
+    job_dir: Path
+    job: dict[str, Any]
+    group: int
+    rank: int
+    env: dict[str, str]
+    component: dict[str, Any] = field(init=False)
+    values: dict[str, str] = field(init=False)
+    node: str = field(init=False)
+    state: dict[str, Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.component = next(c for c in self.job["components"] if int(c["group"]) == self.group)
+        self.values = variables(self.job, self.group, self.rank, self.env)
+        self.node = self.env.get("SLURMD_NODENAME") or socket.gethostname()
+        gpus = self.env.get("SLURM_STEP_GPUS") or self.env.get("CUDA_VISIBLE_DEVICES") or ""
+        self.state = {
+            "role": self.role,
+            "group": self.group,
+            "rank": self.rank,
+            "node": self.node,
+            "host": self.values["HOST"],
+            "port": self.port,
+            "gpus": [g for g in gpus.split(",") if g],
+            "state": "starting",
+            "slurm_job_id": self.env.get("SLURM_JOB_ID"),
+            "inventory": machine_inventory(),
+        }
+
+    @property
+    def role(self) -> str:
+        return str(self.component["role"])
+
+    @property
+    def port(self) -> int:
+        return int(self.values["PORT"])
+
+    @property
+    def name(self) -> str:
+        """Its container's name (podman), unique to the job, its role and rank."""
+        job_id = self.env.get("SLURM_JOB_ID", "nojob")
+        return f"{self.job['job_name']}-{job_id}-{self.role}-{self.rank}"
+
+    @property
+    def is_router(self) -> bool:
+        return self.component.get("router") == "nginx"
+
+    @property
+    def in_container(self) -> bool:
+        return self.job.get("runtime") == "podman" and self.component.get("router") is None
+
+    @property
+    def podman(self) -> list[str]:
+        return list(self.job.get("podman") or ["podman"])
+
+    def write(self, **changes: Any) -> None:
+        self.state.update(changes)
+        write_state(self.job_dir / "tasks" / f"{self.role}-{self.rank}.json", self.state)
+
+    def router_launch(self) -> tuple[list[str], dict[str, str]]:
+        """The pool's nginx over each worker's leading task (rank 0 of a worker wider than
+        a node), with only PATH from the job's environment."""
+        serving = [c for c in self.job["components"] if c.get("serving")]
+        upstreams = [
+            u
+            for c in serving
+            for i, u in enumerate(self.values[f"ROLE_{c['role']}_HOSTS"].split(","))
+            if i % int(c.get("nodes_per_worker") or 1) == 0
+        ]
+        log_stem = f"{self.role}-{self.rank}"
+        argv = nginx_argv(self.job_dir, self.name, self.port, upstreams, log_stem=log_stem)
+        return argv, {"PATH": self.env.get("PATH", "/usr/bin:/bin")}
+
+    def command_launch(self) -> tuple[list[str], dict[str, str]]:
+        """The role's command with its variables and declared env (secrets by name), through
+        the pool's runtime; TaskExit when its GPUs cannot be given."""
+        from runner.launchers.sandbox import launch_variables
+
+        declared = resolve_env(self.component.get("env") or {})
+        # the pool host's RUNNER_LAUNCH_VARS (exported into the job), as for `process`
+        variables_ = {**launch_variables(), **declared, **self.values}
+        command = substitute(list(self.component["command"]), variables_)
+        child_env = {
+            "PATH": self.env.get("PATH", "/usr/bin:/bin"),
+            "PYTHONPATH": self.env.get("PYTHONPATH", ""),
+            **declared,
+            **self.values,
+        }
+        child_env.update({k: self.env[k] for k in ("CUDA_VISIBLE_DEVICES",) if k in self.env})
+        grant = self.container_grant() if self.job.get("runtime") == "podman" else None
+        names = sorted(set(declared) | set(self.values))
+        argv = runtime_argv(self.job, command, names, self.name, grant)
+        if self.job.get("runtime") == "podman":  # podman itself needs its host's environment
+            child_env = {**self.env, **child_env}
+        return argv, child_env
+
+    def container_grant(self) -> DeviceGrant:
+        """Exactly the GPUs Slurm allocated this task, as devices of its container; the
+        container numbers them from 0, so Slurm's CUDA_VISIBLE_DEVICES stays outside."""
+        from runner.launchers.base import LauncherError
+        from runner.launchers.slurm_devices import task_grant
+
+        job = self.job
+        try:
+            grant = task_grant(
+                self.env,
+                self.node,
+                wanted=int(self.component.get("gpus_per_task") or 0),
+                declared=job.get("slurm_gpus"),
+                shared=job.get("shared_devices"),
+                shm_size=job.get("shm_size"),
+                memlock=job.get("memlock"),
+            )
+        except LauncherError as exc:
+            raise TaskExit(126, f"GPUs: {exc}") from exc
+        self.write(devices=grant.describe())
+        return grant
+
+    def pull_image(self, log: IO[bytes]) -> None:
+        """The pinned image, by digest, before the command runs (podman), after sweeping
+        the containers of this node's tasks that were killed before they could remove
+        them; TaskExit when the pull fails."""
+        if not self.job.get("pull") or self.component.get("router") is not None:
+            return
+        from runner.launchers.container import reap_orphans
+
+        try:
+            reap_orphans(self.podman)
+        except Exception as exc:  # the reaper's trouble is not this task's
+            log.write(f"container reaper: {exc}\n".encode())
+        pulled = subprocess.run(
+            self.job["pull"], stdout=log, stderr=subprocess.STDOUT, timeout=3600
+        )
+        if pulled.returncode != 0:
+            raise TaskExit(125, "image pull failed")
+
+    def remove_container(self) -> None:
+        """The container runs under conmon, not under this task: scancel's signals do not
+        reach it, so it is removed here (and by the reaper if this task was SIGKILLed)."""
+        subprocess.run(
+            [*self.podman, "rm", "--force", "--ignore", "--time", "2", self.name],
+            capture_output=True,
+            timeout=60,
+        )
+
+    def supervise(self, child: subprocess.Popen[bytes]) -> int:
+        """Forward SIGTERM/SIGINT to the command, mark the task ready once it answers
+        (its ready path, else its port), and return its exit status as the shell reports
+        it (128 + the signal)."""
+
+        def forward(signum: int, frame: Any) -> None:
+            if self.in_container:
+                self.remove_container()
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+
+        signal.signal(signal.SIGTERM, forward)
+        signal.signal(signal.SIGINT, forward)
+        ready = False
+        path = self.component.get("ready_path")
+        while child.poll() is None:
+            if not ready and (
+                http_ready(self.port, path) if path else port_ready("127.0.0.1", self.port)
+            ):
+                ready = True
+                self.write(state="ready", ready_at=time.time())
+            time.sleep(0.2 if not ready else 0.5)
+        code = child.returncode
+        if self.in_container:
+            self.remove_container()
+        return 128 - code if code < 0 else code
+
+
+def run_task(task: Task) -> int:
+    """Start the task's command (or the router), supervise it, and record how it ended."""
+    task.write()
+    try:
+        argv, child_env = task.router_launch() if task.is_router else task.command_launch()
+        log = open(task.job_dir / "logs" / f"{task.role}-{task.rank}.log", "ab")
+        task.pull_image(log)
+    except TaskExit as exc:
+        task.write(state="exited", exit_code=exc.code, reason=exc.reason)
+        return exc.code
+    child = subprocess.Popen(argv, env=child_env, stdout=log, stderr=subprocess.STDOUT)
+    task.write(pid=child.pid, command=argv[:1])
+    exit_code = task.supervise(child)
+    task.write(state="exited", exit_code=exit_code, exited_at=time.time())
+    log.close()
+    return exit_code
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m runner.launchers.slurm_task")
     ap.add_argument("--job-dir", required=True)
@@ -313,135 +520,7 @@ def main(argv: list[str] | None = None) -> int:
     job = json.loads((job_dir / "job.json").read_text())
     env = dict(os.environ)
     rank = int(env.get("SLURM_PROCID", "0"))
-    component = next(c for c in job["components"] if int(c["group"]) == args.group)
-    role = str(component["role"])
-    values = variables(job, args.group, rank, env)
-    node = env.get("SLURMD_NODENAME") or socket.gethostname()
-    gpus = [
-        g
-        for g in (env.get("SLURM_STEP_GPUS") or env.get("CUDA_VISIBLE_DEVICES") or "").split(",")
-        if g
-    ]
-    state_path = job_dir / "tasks" / f"{role}-{rank}.json"
-    state: dict[str, Any] = {
-        "role": role,
-        "group": args.group,
-        "rank": rank,
-        "node": node,
-        "host": values["HOST"],
-        "port": int(values["PORT"]),
-        "gpus": gpus,
-        "state": "starting",
-        "slurm_job_id": env.get("SLURM_JOB_ID"),
-        "inventory": machine_inventory(),
-    }
-    write_state(state_path, state)
-    name = f"{job['job_name']}-{env.get('SLURM_JOB_ID', 'nojob')}-{role}-{rank}"
-    if component.get("router") == "nginx":
-        serving = [c for c in job["components"] if c.get("serving")]
-        upstreams = [  # each worker's leading task (rank 0 of a worker wider than a node)
-            u
-            for c in serving
-            for i, u in enumerate(values[f"ROLE_{c['role']}_HOSTS"].split(","))
-            if i % int(c.get("nodes_per_worker") or 1) == 0
-        ]
-        argv_ = nginx_argv(job_dir, name, int(values["PORT"]), upstreams, log_stem=f"{role}-{rank}")
-        child_env = {"PATH": env.get("PATH", "/usr/bin:/bin")}
-    else:
-        declared = resolve_env(component.get("env") or {})
-        # the pool host's RUNNER_LAUNCH_VARS (exported into the job), as for `process`
-        from runner.launchers.sandbox import launch_variables
-
-        command = substitute(
-            list(component["command"]), {**launch_variables(), **declared, **values}
-        )
-        child_env = {
-            "PATH": env.get("PATH", "/usr/bin:/bin"),
-            "PYTHONPATH": env.get("PYTHONPATH", ""),
-            **declared,
-            **{k: v for k, v in values.items()},
-        }
-        child_env.update({k: env[k] for k in ("CUDA_VISIBLE_DEVICES",) if k in env})
-        grant = None
-        if job.get("runtime") == "podman":
-            # exactly the GPUs Slurm allocated this task, as devices of its container; the
-            # container numbers them from 0, so Slurm's CUDA_VISIBLE_DEVICES stays outside
-            from runner.launchers.base import LauncherError
-            from runner.launchers.slurm_devices import task_grant
-
-            try:
-                grant = task_grant(
-                    env,
-                    node,
-                    wanted=int(component.get("gpus_per_task") or 0),
-                    declared=job.get("slurm_gpus"),
-                    shared=job.get("shared_devices"),
-                    shm_size=job.get("shm_size"),
-                    memlock=job.get("memlock"),
-                )
-            except LauncherError as exc:
-                state.update(state="exited", exit_code=126, reason=f"GPUs: {exc}")
-                write_state(state_path, state)
-                return 126
-            state["devices"] = grant.describe()
-            write_state(state_path, state)
-        argv_ = runtime_argv(job, command, sorted(set(declared) | set(values)), name, grant)
-        if job.get("runtime") == "podman":  # podman itself needs its host's environment
-            child_env = {**env, **child_env}
-    log = open(job_dir / "logs" / f"{role}-{rank}.log", "ab")
-    if job.get("pull") and component.get("router") is None:  # the pinned image, by digest
-        from runner.launchers.container import reap_orphans
-
-        try:  # containers of this node's tasks that were killed before they could remove them
-            reap_orphans(list(job.get("podman") or ["podman"]))
-        except Exception as exc:  # the reaper's trouble is not this task's
-            log.write(f"container reaper: {exc}\n".encode())
-        pulled = subprocess.run(job["pull"], stdout=log, stderr=subprocess.STDOUT, timeout=3600)
-        if pulled.returncode != 0:
-            state.update(state="exited", exit_code=125, reason="image pull failed")
-            write_state(state_path, state)
-            return 125
-    child = subprocess.Popen(argv_, env=child_env, stdout=log, stderr=subprocess.STDOUT)
-    state.update(pid=child.pid, command=argv_[:1])
-    write_state(state_path, state)
-
-    podman = list(job.get("podman") or ["podman"])
-    in_container = job.get("runtime") == "podman" and component.get("router") is None
-
-    def remove_container() -> None:
-        # the container runs under conmon, not under this task: scancel's signals do not
-        # reach it, so it is removed here (and by the reaper if this task was SIGKILLed)
-        subprocess.run(
-            [*podman, "rm", "--force", "--ignore", "--time", "2", name],
-            capture_output=True,
-            timeout=60,
-        )
-
-    def forward(signum: int, frame: Any) -> None:
-        if in_container:
-            remove_container()
-        if child.poll() is None:
-            child.send_signal(signal.SIGTERM)
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
-    ready = False
-    while child.poll() is None:
-        path = component.get("ready_path")
-        port = int(values["PORT"])
-        if not ready and (http_ready(port, path) if path else port_ready("127.0.0.1", port)):
-            ready = True
-            state.update(state="ready", ready_at=time.time())
-            write_state(state_path, state)
-        time.sleep(0.2 if not ready else 0.5)
-    code = child.returncode
-    if in_container:
-        remove_container()
-    exit_code = 128 - code if code < 0 else code  # a signal as the shell reports it
-    state.update(state="exited", exit_code=exit_code, exited_at=time.time())
-    write_state(state_path, state)
-    log.close()
-    return exit_code
+    return run_task(Task(job_dir=job_dir, job=job, group=args.group, rank=rank, env=env))
 
 
 if __name__ == "__main__":

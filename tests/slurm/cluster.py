@@ -140,7 +140,7 @@ def _slurm_conf(
 def _local_nodes(cluster: str, port: int) -> tuple[list[str], list[str]]:
     """A described cluster's lines with every node on this host: one NodeName line per node
     (NodeHostname=localhost, a port each, for its own slurmd); (lines, node names)."""
-    from runner.launchers.slurm import expand_hostlist
+    from runner.launchers.slurm_cluster import expand_hostlist
 
     out: list[str] = []
     names: list[str] = []

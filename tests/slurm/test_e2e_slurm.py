@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.launchers.slurm import active_jobs, jobs
+from runner.launchers.slurm_cluster import active_jobs, jobs
 from runner.launchers.tiny_gguf import tiny_gguf
 from runs.models import BenchmarkRun, Trial
 from submissions.models import Submission

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from runner.launchers.base import LauncherError
-from runner.launchers.slurm import render_config
+from runner.launchers.slurm_job import render_config
 from tests.slurm.cluster import SlurmCluster, start_slurm
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "slurm"

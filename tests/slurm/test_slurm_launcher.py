@@ -27,7 +27,8 @@ from pathlib import Path
 import pytest
 
 from runner.launchers.base import LauncherError
-from runner.launchers.slurm import SlurmLauncher, active_jobs, jobs, reap_orphans
+from runner.launchers.slurm import SlurmLauncher
+from runner.launchers.slurm_cluster import active_jobs, jobs, reap_orphans
 from runner.launchers.tiny_gguf import tiny_gguf
 from tests.support.probes import answering
 
