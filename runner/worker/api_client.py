@@ -92,10 +92,11 @@ class RunnerApi:
         self.ref: dict[str, Any] | None = None  # the message's api section (for shards)
 
     @classmethod
-    def for_run(cls, api: dict[str, Any], run_id: int, **options: Any) -> RunnerApi:
-        """The client of run `run_id` from a message's ``api`` section (an ``ApiRef``):
+    def for_run(cls, api: ApiRef | dict[str, Any], run_id: int, **options: Any) -> RunnerApi:
+        """The client of run `run_id` from a message's ``api`` section: the run spec's
+        ``ApiRef`` as parsed on receipt, or a shard message's section (read here once);
         the token is derived here from its seed and this host's key."""
-        ref = ApiRef.model_validate(api)
+        ref = api if isinstance(api, ApiRef) else ApiRef.model_validate(api)
         client = cls(ref.base_url, run_token(token_key(), run_id, ref.seed), **options)
         client.ref = ref.dump()
         return client

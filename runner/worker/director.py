@@ -1,463 +1,74 @@
 """The orchestration of one benchmark run: launcher → probes → search → completion
 (docs/pipeline.md "The director seam").
 
-`RunDirector(spec, reporter).run()` runs the steps of one attempt and sends every document
-through a `Reporter` (runner/worker/reporter.py): the pool worker's `ApiReporter` (the
-runner API with the run's token, uploads through presigned grants: runner/worker/execute.py),
-or a `MemoryReporter` in process (the verification harness, the director's tests). It never
+`RunDirector(spec, reporter).run()` runs the steps of one attempt of the run spec (the
+contract's model, parsed once by the worker on receipt: runner/worker/execute.py) and sends
+every document through a `Reporter` (runner/worker/reporter.py): the pool worker's
+`ApiReporter` (the runner API with the run's token, uploads through presigned grants), or a
+`MemoryReporter` in process (the verification harness, the director's tests). It never
 touches the database. A redelivered or retried run starts the same way; the reporter's
 `start` returns the trials already stored, and the search resumes after them
 (`run_search(prior_trials=...)`).
+
+What the steps use lives by meaning beside it: the heartbeat (runner/worker/heartbeat.py),
+the qualification (runner/worker/qualification.py), a trial's settings and report
+(runner/worker/trials.py).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
 import functools
 import gzip
 import hashlib
 import logging
-import os
-import platform
-import socket
 import tempfile
 import threading
 from typing import Any
 
-from pydantic import ValidationError
-
 from agentperf import contract
-from agentperf.engine import rawrecords
-from agentperf.engine.cachetruth import CacheTruth, with_counters
-from agentperf.engine.jobs import Target, run_on_target, search_job
-from agentperf.engine.openloop import (
-    auto_rate_step,
-    open_loop_summary,
-    steps_for,
-)
-from agentperf.engine.preflight import check_context, http_fetch
-from agentperf.engine.replay import ARRIVAL_OPEN, ReplayConfig
+from agentperf.engine.jobs import search_job
+from agentperf.engine.openloop import auto_rate_step, open_loop_summary, steps_for
+from agentperf.engine.replay import ARRIVAL_OPEN
 from agentperf.engine.search import SearchResult, SearchTrial
-from agentperf.engine.sharding import LocalShards, ShardExecutor, Sharding
+from agentperf.engine.sharding import Sharding
 from agentperf.engine.trajectory import Dataset
-from agentperf.engine.transport import Clock, Transport
-from agentperf.engine.trial import Tier, TrialConfig, TrialResult, run_trial
+from agentperf.engine.transport import Transport
+from agentperf.engine.trial import Tier, TrialConfig, TrialResult
 from agentperf.verification.fingerprint import load_reference
-from agentperf.verification.speculative import GAUGES, parse_metrics, scrape_metrics
-from agentperf.verification.status import WARN
-from agentperf.verification.taskcheck import collect_completions, load_problems
+from agentperf.verification.speculative import parse_metrics, scrape_metrics
+from agentperf.verification.taskcheck import load_problems
 from runner.launchers import Endpoint, LauncherError, launcher_for
 from runner.launchers.base import LAUNCHES_SERVER, Launcher
 from runner.launchers.devices import DeviceGrant, DevicePool
 from runner.telemetry import TelemetrySampler
 from runner.telemetry.engine_metrics import EngineMetricsSampler
-from runner.telemetry.modelled import modelled_power
-from runner.verification.probes import (
-    check,
-    distribution_probe,
-    extended_probes,
-    fatal_failures,
-    model_listed_check,
-    run_probes,
-)
-from runner.verification.taskrun import score
+from runner.verification.probes import fatal_failures
 from runner.worker.api_client import RunnerApiError, RunSuperseded
-from runner.worker.datasets import DatasetMismatch, dataset_file
+from runner.worker.datasets import DatasetMismatch
+from runner.worker.failures import RunCancelled, RunFailure
+from runner.worker.heartbeat import Heartbeat
 from runner.worker.host_inventory import collect_inventory
-from runner.worker.loadgen_hosts import CeleryShards
+from runner.worker.qualification import (
+    context_preflight,
+    qualification_report,
+    qualify,
+    runner_info,
+    task_check,
+)
 from runner.worker.reporter import Reporter
+from runner.worker.trials import (
+    CountersInProcess,
+    dataset_ref,
+    records_blob,
+    scrape_counters,
+    sharding_for,
+    target_of,
+    trial_config,
+    trial_report,
+)
 
 log = logging.getLogger(__name__)
-
-
-class RunCancelled(Exception):
-    """The web side said stop (the submission was withdrawn or the run cancelled)."""
-
-
-class RunFailure(Exception):
-    """A failure that retrying will not fix (bad config, failed qualification, bad data)."""
-
-
-def records_blob(result: TrialResult) -> tuple[bytes, int]:
-    """Raw request records as the stored object (agentperf.engine.rawrecords) and their
-    count."""
-    return rawrecords.encode(result.records)
-
-
-class Heartbeat:
-    """Reports the shared progress every `interval_s` from a thread, so a long trial still
-    beats; remembers a cancel request from the web side."""
-
-    def __init__(self, reporter: Reporter, interval_s: float) -> None:
-        self.reporter = reporter
-        self.interval_s = interval_s
-        self.progress: dict[str, Any] = {}
-        self.cancelled = False
-        self.superseded = False
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._loop, name="heartbeat", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def update(self, **fields: Any) -> None:
-        with self._lock:
-            merged = {**self.progress, **fields}
-            contract.Progress.model_validate(merged)  # a wrong field fails here, not later
-            self.progress = merged
-        self.beat()
-
-    def beat(self) -> None:
-        with self._lock:
-            document = contract.Heartbeat(progress=contract.Progress.model_validate(self.progress))
-        try:
-            cancel = self.reporter.heartbeat(document)
-        except RunSuperseded:
-            self.superseded = True
-            return
-        except RunnerApiError as exc:  # a missed beat is not fatal; the next one may land
-            log.warning("heartbeat failed: %s", exc)
-            return
-        if cancel:
-            self.cancelled = True
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self.beat()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
-
-    def check(self) -> None:
-        if self.superseded:
-            raise RunSuperseded(409, "another attempt owns this run")
-        if self.cancelled:
-            raise RunCancelled("the run was cancelled on the web side")
-
-
-def trial_config(spec: contract.RunSpec, model: str, *, virtual: bool = False) -> TrialConfig:
-    """Every trial's settings but concurrency. ``prime_cache`` in the search options applies
-    only on virtual time (the simulator in process), the one transport that can prime."""
-    search = spec.search
-    return TrialConfig(
-        concurrency=1,
-        warmup_s=search.warmup_s,
-        duration_s=search.duration_s,
-        accelerators=spec.accelerators.used,
-        accelerators_total=spec.accelerators.total,
-        min_requests=search.min_requests,
-        max_loop_lag_ms=search.max_loop_lag_ms,
-        max_cpu_percent=search.max_cpu_percent,
-        replay=ReplayConfig(
-            model=model,
-            api=search.api,
-            seed=search.seed,
-            tool_delay_scale=search.tool_delay_scale,
-            ramp_s=search.warmup_s if search.ramp_s is None else search.ramp_s,
-            timeout_s=search.request_timeout_s,
-            # unique per run; the search adds the trial index (fresh namespaces per trial)
-            namespace_salt=f"run{spec.run_id}.",
-            prime_cache=virtual and search.prime_cache,
-        ),
-    )
-
-
-def sharding_for(
-    spec: contract.RunSpec,
-    endpoint: Endpoint,
-    reporter: Reporter,
-    tiers: list[Tier],
-    work_dir: str,
-) -> Sharding | None:
-    """The run's load generation (spec ``loadgen``): None for one process; local shard
-    processes; or shards on the pool's load-generator hosts (docs/engine.md "Sharded
-    trials")."""
-    section = spec.loadgen
-    shards = None if section.shards == "auto" else section.shards
-    if shards == 1:
-        return None
-    if endpoint.virtual:
-        raise RunFailure("sharded load generation needs a real-time endpoint, not virtual time")
-    if endpoint.connect is not None or not endpoint.base_url:
-        raise RunFailure(
-            "sharded load generation needs an endpoint reachable over the network; this "
-            "launched server is reachable only from the worker's sandbox network"
-        )
-    dataset = _dataset(spec)
-    dataset_path = dataset_file(dataset.file_sha256)
-    queue = section.queue
-    api = reporter.runner_api() if queue else None
-    if queue and api is None:
-        raise RunFailure("load-generator hosts report to the runner API; this run has none")
-    sync_host = os.environ.get("AGENTPERF_LOADGEN_SYNC_HOST", "127.0.0.1")
-    cpus = os.cpu_count() or 1
-
-    def executor() -> ShardExecutor:
-        if queue and api is not None:
-            return CeleryShards(
-                api=api,
-                run_id=spec.run_id,
-                queue=queue,
-                dataset=dataset.dump(),
-                api_key=endpoint.api_key,
-                work_dir=work_dir,
-            )
-        return LocalShards(dataset_path=dataset_path, api_key=endpoint.api_key, work_dir=work_dir)
-
-    ceiling = None
-    if shards is None:
-        from agentperf.engine.shard_cli import calibrate, read_ceiling
-
-        ceiling = read_ceiling() or float(calibrate(write=True)["events_per_core_s"])
-    hosts = len(section.hosts) or 1
-    return Sharding(
-        executor=executor,
-        shards=shards,
-        fastest_speed=max((t.min_p25_output_speed for t in tiers), default=0.0),
-        ceiling_events_per_core_s=ceiling,
-        max_shards=cpus * hosts if shards is None else None,
-        sync_host=sync_host,
-    )
-
-
-def _dataset(spec: contract.RunSpec) -> contract.DatasetRef:
-    """The message's dataset section (a stored spec has none; a task message always does)."""
-    if spec.dataset is None:
-        raise RunFailure("the run spec carries no dataset section")
-    return spec.dataset
-
-
-def _target(endpoint: Endpoint) -> Target:
-    if endpoint.virtual:
-        return Target(sim_profile=endpoint.sim_profile, seed=endpoint.seed)
-    return Target(
-        base_url=endpoint.base_url,
-        api_key=endpoint.api_key,
-        seed=endpoint.seed,
-        connect=endpoint.connect,
-    )
-
-
-def context_preflight(endpoint: Endpoint, dataset: Dataset, replay: ReplayConfig) -> None:
-    """Fail the run, before any load, when a turn of the dataset cannot fit the server's
-    context, naming the turns (docs/engine.md "Context pre-flight"). A platform run has no
-    opt-out: its qualification's context_fits probe fails such a run anyway, on its longest
-    prompt alone. On virtual time there is no server to ask."""
-    if endpoint.virtual or not endpoint.base_url:
-        return
-    fetch = http_fetch(endpoint.base_url, api_key=endpoint.api_key, connect=endpoint.connect)
-    checked = check_context(dataset.trajectories, replay, fetch, base_url=endpoint.base_url)
-    if not checked.fits:
-        raise RunFailure(
-            "context pre-flight: "
-            + checked.refusal("the dataset or the deployment's context must change")
-        )
-    log.info("%s", checked.line())
-
-
-def qualify(
-    endpoint: Endpoint, dataset: Dataset | None = None, *, reference: dict[str, Any] | None = None
-) -> list[dict[str, Any]]:
-    models = None if endpoint.virtual else endpoint.info.get("models")
-    checks = [model_listed_check(endpoint.served_model_name, models)]
-
-    async def main(transport: Transport, clock: Clock) -> list[dict[str, Any]]:
-        model = endpoint.served_model_name
-        basic = await run_probes(transport, clock, model=model)
-        extended = await extended_probes(
-            transport,
-            clock,
-            model=model,
-            dataset=dataset,
-            max_model_len=endpoint.info.get("max_model_len"),
-        )
-        if reference and reference.get("distributions"):
-            extended.append(
-                await distribution_probe(transport, clock, model=model, reference=reference)
-            )
-        return basic + extended
-
-    if checks[0]["status"] != "fail":
-        checks += run_on_target(_target(endpoint), main)
-    return checks
-
-
-def task_check(
-    endpoint: Endpoint, problems: list[dict[str, Any]], *, phase: str, load: Any = None
-) -> dict[str, Any]:
-    """HumanEval through the deployment, executed in the sandbox: idle, or while the
-    search's highest passing concurrency is replayed (docs/verification.md "quality_task")."""
-    model = endpoint.served_model_name
-    concurrency = None
-    load_note = ""
-    if load is not None:
-        dataset, base, tiers, result = load
-        passing = [t.concurrency for t in result.trials if any(t.verdicts.values())]
-        measured = [t.concurrency for t in result.trials]
-        if not measured:
-            return check(
-                f"task_{phase}",
-                WARN,
-                "the search ran no trial: nothing to load",
-                fatal=False,
-                evidence={},
-            )
-        # no tier passed (a slow host): the lowest measured load still busies the server
-        concurrency = max(passing) if passing else min(measured)
-        load_note = "" if passing else " (no concurrency passed a tier: the lowest measured)"
-        config = dataclasses.replace(base, concurrency=concurrency, duration_s=24 * 3600.0)
-
-    async def main(transport: Transport, clock: Clock) -> list[dict[str, Any]]:
-        if load is None:
-            return await collect_completions(
-                transport, clock, model=model, problems=problems, tag=phase
-            )
-        running = asyncio.ensure_future(
-            run_trial(transport, clock, dataset.trajectories, config, tiers)
-        )
-        try:
-            await clock.sleep(min(float(config.warmup_s), 30.0))  # the load is up first
-            return await collect_completions(
-                transport, clock, model=model, problems=problems, tag=phase
-            )
-        finally:
-            running.cancel()
-            with contextlib.suppress(BaseException):
-                await running
-
-    completions = run_on_target(_target(endpoint), main)
-    scored = score(problems, completions)
-    if concurrency is not None:
-        scored["concurrency"] = concurrency
-    where = (
-        f" with {concurrency} agents loading the deployment{load_note}"
-        if concurrency
-        else " (idle)"
-    )
-    return check(
-        f"task_{phase}",
-        "pass",
-        f"HumanEval pass@1 {scored['passed']}/{scored['problems']}{where}",
-        fatal=False,
-        evidence=scored,
-    )
-
-
-def runner_info(
-    endpoint: Endpoint | None = None, dataset: Dataset | None = None
-) -> contract.RunnerInfo:
-    """The worker about itself; with the endpoint (its model list left out) and what was
-    really replayed (verification compares it with the recorded digest)."""
-    info = contract.RunnerInfo(
-        hostname=socket.gethostname(),
-        pid=os.getpid(),
-        python=platform.python_version(),
-        platform=platform.platform(),
-        cpus=os.cpu_count(),
-    )
-    if endpoint is not None:
-        info.endpoint = contract.Endpoint.model_validate(
-            {k: v for k, v in endpoint.info.items() if k not in ("models", "runtime")}
-        )
-    if dataset is not None:
-        info.dataset = contract.ReplayedDataset(
-            name=dataset.name,
-            version=dataset.version,
-            sha256=dataset.digest(),
-            trajectories=len(dataset.trajectories),
-        )
-    return info
-
-
-def qualification_report(
-    checks: list[dict[str, Any]], info: contract.RunnerInfo
-) -> contract.QualificationReport:
-    return contract.QualificationReport(
-        checks=[contract.Check.model_validate(c) for c in checks], runner_info=info
-    )
-
-
-def scrape_counters(endpoint: Endpoint) -> dict[str, float]:
-    """The deployment's /metrics counters now: base_url's own, or the sum over
-    `endpoint.metrics_urls` when a router stands in front of several servers (each counts
-    only the requests it served). One server that does not answer fails the whole scrape:
-    a partial sum would read as fewer hits (docs/metrics.md "Cache truth")."""
-    urls = endpoint.metrics_urls or (str(endpoint.base_url),)
-    total: dict[str, float] = {}
-    for url in urls:
-        text = scrape_metrics(url, api_key=endpoint.api_key, connect=endpoint.connect)
-        for name, value in parse_metrics(text).items():
-            total[name] = total.get(name, 0.0) + value
-    for name in GAUGES & total.keys():
-        total[name] /= len(urls)
-    return total
-
-
-def trial_report(
-    trial: SearchTrial,
-    raw_records: dict[str, Any],
-    telemetry: dict[str, Any],
-    *,
-    simulator: bool = False,
-) -> contract.TrialReport:
-    """``POST trials`` for one finished trial (docs/pipeline.md "The contract"): the
-    engine's summary and verdicts (``trial.data`` is TrialResult.to_dict()), its bootstrap
-    statistics and load generator, the window's measured power, and on the simulator its
-    own modelled power (labelled, never read as measured)."""
-    data = trial.data
-    summary = data["summary"]
-    if summary.get("cache_truth") is not None:
-        # the window's counter deltas judged beside the requests' own cached counts
-        # (docs/metrics.md "Cache truth")
-        scraped = telemetry.get("server_metrics") or {}
-        truth = with_counters(
-            CacheTruth.model_validate(summary["cache_truth"]),
-            scraped.get("start"),
-            scraped.get("end"),
-        )
-        summary = {**summary, "cache_truth": truth.to_dict()}
-    extra: dict[str, Any] = {}
-    if data.get("statistics"):
-        extra["statistics"] = data["statistics"]
-    if data.get("load_generator"):
-        extra["load_generator"] = data["load_generator"]
-    if telemetry.get("measured"):
-        extra["power_w"] = telemetry["power_w"]
-    if simulator:
-        modelled = modelled_power(telemetry.get("server_metrics"), summary.get("window_s"))
-        if modelled is not None:
-            extra["modelled_energy"] = modelled
-    return contract.TrialReport(
-        index=trial.index,
-        concurrency=trial.concurrency,
-        phase=trial.phase,
-        metrics=contract.TrialMetrics.model_validate({**summary, **extra}),
-        verdicts={k: contract.TierVerdict.model_validate(v) for k, v in data["verdicts"].items()},
-        telemetry=contract.TrialTelemetry.model_validate(telemetry),
-        raw_records=contract.RawRecordsRef(
-            key=raw_records["key"],
-            sha256=raw_records["sha256"],
-            size=raw_records["size"],
-            count=raw_records["count"],
-        ),
-    )
-
-
-def parse_spec(spec: dict[str, Any] | contract.RunSpec) -> contract.RunSpec:
-    """The run spec read through the contract; a RunFailure names the fields that do not
-    fit."""
-    if isinstance(spec, contract.RunSpec):
-        return spec
-    try:
-        return contract.RunSpec.model_validate(spec)
-    except ValidationError as exc:
-        raise RunFailure(
-            f"the run spec does not fit the contract: {contract.error_fields(exc)}"
-        ) from None
 
 
 @dataclasses.dataclass
@@ -511,13 +122,13 @@ class RunDirector:
 
     def __init__(
         self,
-        spec: dict[str, Any] | contract.RunSpec,
+        spec: contract.RunSpec,
         reporter: Reporter,
         *,
         work_dir: str | None = None,
         launcher: Launcher | None = None,
     ) -> None:
-        self.spec = parse_spec(spec)
+        self.spec = spec
         self.reporter = reporter
         run_id = self.spec.run_id
         self.work_dir = work_dir or tempfile.mkdtemp(prefix=f"agentperf-run-{run_id}-")
@@ -535,8 +146,8 @@ class RunDirector:
         fewer. Attached and simulated endpoints get none (nothing is launched here)."""
         if launcher.kind not in LAUNCHES_SERVER:
             return
-        accelerators = self.spec.accelerators.model_dump()
-        per_worker = list(accelerators.get("per_worker") or [int(accelerators["used"])])
+        accelerators = self.spec.accelerators
+        per_worker = list(accelerators.per_worker or [accelerators.used])
         self.grant = DevicePool.from_env().grant(per_worker)
         launcher.devices = self.grant
         minors = self.grant.minors()
@@ -609,7 +220,7 @@ class RunDirector:
         self.heartbeat.update(phase="starting", attempt=started.attempt, trials_done=len(prior))
         self.heartbeat.start()
         launcher = self.launcher = self.launcher or launcher_for(
-            self.spec.launcher.dump(), log_dir=self.work_dir, run_id=self.spec.run_id
+            self.spec.launcher, log_dir=self.work_dir, run_id=self.spec.run_id
         )
         outcome: dict[str, Any]
         try:
@@ -717,7 +328,7 @@ class RunDirector:
             )
 
         result = search_job(
-            target=_target(endpoint),
+            target=target_of(endpoint),
             trajectories=dataset.trajectories,
             tiers=tiers,
             base=open_base,
@@ -749,7 +360,7 @@ class RunDirector:
 
     def _load_dataset(self, state: RunState) -> None:
         self.heartbeat.update(phase="dataset")
-        state.dataset = self.reporter.dataset(_dataset(self.spec))
+        state.dataset = self.reporter.dataset(dataset_ref(self.spec))
 
     def _launch(self, state: RunState) -> None:
         self.heartbeat.update(phase="launching")
@@ -799,7 +410,7 @@ class RunDirector:
         endpoint, dataset = state.ready()
         search = self.spec.search
         state.result = search_job(
-            target=_target(endpoint),
+            target=target_of(endpoint),
             trajectories=dataset.trajectories,
             tiers=state.tiers,
             base=state.trial_base(),
@@ -899,9 +510,8 @@ class RunDirector:
     ) -> None:
         """/metrics at the window's start and end, for counter deltas (never blocks)."""
         slot = state.scrapes.setdefault(index, {})
-        metrics_text = getattr(transport, "metrics_text", None)
-        if metrics_text is not None:  # the simulator in process, on virtual time
-            slot[mark] = parse_metrics(metrics_text())
+        if isinstance(transport, CountersInProcess):  # the simulator in process, on virtual time
+            slot[mark] = parse_metrics(transport.metrics_text())
             return
         endpoint, _ = state.ready()
         if not endpoint.base_url:

@@ -14,12 +14,27 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from pydantic import ValidationError
+
 from agentperf import contract
 from runner.worker.api_client import RunnerApi
-from runner.worker.director import RunDirector, RunFailure, parse_spec
+from runner.worker.director import RunDirector
+from runner.worker.failures import RunFailure
 from runner.worker.reporter import ApiReporter
 
 SPEC_VERSION = contract.SPEC_VERSION
+
+
+def parse_spec(message: dict[str, Any]) -> contract.RunSpec:
+    """The task message's run spec read through the contract, once, on receipt (the
+    message is JSON: docs/pipeline.md "The run spec"); a RunFailure names the fields that
+    do not fit."""
+    try:
+        return contract.RunSpec.model_validate(message)
+    except ValidationError as exc:
+        raise RunFailure(
+            f"the run spec does not fit the contract: {contract.error_fields(exc)}"
+        ) from None
 
 
 class RunExecution:
@@ -30,7 +45,7 @@ class RunExecution:
         run_spec = parse_spec(spec)
         if run_spec.api is None:
             raise RunFailure("the run spec carries no api section")
-        self.api = RunnerApi.for_run(run_spec.api.dump(), run_spec.run_id)
+        self.api = RunnerApi.for_run(run_spec.api, run_spec.run_id)
         self.director = RunDirector(run_spec, ApiReporter(self.api), work_dir=work_dir)
 
     def run(self) -> dict[str, Any]:

@@ -75,7 +75,7 @@ def engine_trial(concurrency: int = 3, speed: float = 60.0) -> TrialResult:
 def trial_report(result: TrialResult, index: int = 0) -> contract.TrialReport:
     """What the worker posts for `result`: its own builder (runner/worker/director.py), from
     the search's trial whose data is the engine's TrialResult.to_dict()."""
-    from runner.worker.director import trial_report as build
+    from runner.worker.trials import trial_report as build
 
     trial = SearchTrial(
         index,
@@ -379,7 +379,7 @@ class _Api:
 
 
 def test_the_worker_beats_its_progress_as_the_contract_and_refuses_a_misspelled_field():
-    from runner.worker.director import Heartbeat
+    from runner.worker.heartbeat import Heartbeat
 
     api = _Api()
     beat = Heartbeat(api, interval_s=60)  # type: ignore[arg-type]

@@ -82,7 +82,7 @@ def trial_payload(run, index: int, concurrency: int, *, attempt: int = 1) -> dic
 
 def runner_info(**extra) -> dict:
     """The worker's RunnerInfo (runner/worker/director.py runner_info)."""
-    from runner.worker.director import runner_info as worker_info
+    from runner.worker.qualification import runner_info as worker_info
 
     return worker_info().model_copy(update=extra).dump()
 

@@ -12,7 +12,7 @@ import pytest
 
 from agentperf.engine.cachetruth import AGREES, CacheTruth, with_counters
 from runner.launchers import Endpoint
-from runner.worker.director import scrape_counters
+from runner.worker.trials import scrape_counters
 
 
 def serve_metrics(body: str) -> ThreadingHTTPServer:

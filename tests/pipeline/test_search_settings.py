@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agentperf.contract import RunSpec
-from runner.worker.director import trial_config
+from runner.worker.trials import trial_config
 from tests.foundation.test_contract import run_spec_doc
 
 
