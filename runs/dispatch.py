@@ -53,18 +53,19 @@ def pool_token_key(pool: str) -> str:
     return str(settings.RUNNER_TOKEN_KEYS.get(pool) or settings.RUNNER_TOKEN_KEY)
 
 
-def run_token_mint(run: BenchmarkRun) -> tuple[str, str]:
+def run_token_mint(run: BenchmarkRun, spec: contract.RunSpec | None = None) -> tuple[str, str]:
     """(seed, token hash) of a new token for `run` (docs/security.md "Run tokens and upload
     grants"): the seed goes in the task message, the hash in the database; the token is
-    derived here only to hash it, and on the pool host from the seed and the pool's key."""
+    derived here only to hash it, and on the pool host from the seed and the pool's key.
+    `spec`: the run's spec when it is at hand (at dispatch), else the stored one."""
     seed = secrets.token_urlsafe(32)
-    pool = (run.run_spec or {}).get("pool") or ""
+    pool = (spec or run.spec).pool
     return seed, run_token_hash(contract.run_token(pool_token_key(pool), run.pk, seed))
 
 
 def run_token_for(run: BenchmarkRun, seed: str) -> str:
     """The token a pool host derives from `seed` (what the tests act with)."""
-    return contract.run_token(pool_token_key((run.run_spec or {}).get("pool") or ""), run.pk, seed)
+    return contract.run_token(pool_token_key(run.spec.pool), run.pk, seed)
 
 
 def run_token_hash(plaintext: str) -> str:
@@ -347,13 +348,32 @@ def dataset_section(run: BenchmarkRun) -> dict[str, Any]:
     }
 
 
-def run_spec_message(run: BenchmarkRun, seed: str) -> dict[str, Any]:
-    """The stored spec plus what is not stored: the token's seed and fresh presigned URLs,
-    as one contract document (docs/pipeline.md "The contract")."""
-    spec = copy.deepcopy(run.run_spec)
-    spec["api"] = {"base_url": runner_api_url(run), "seed": seed}
-    spec["dataset"] = dataset_section(run)
-    return contract.RunSpec.model_validate(spec).dump()
+def spec_message(
+    spec: contract.RunSpec,
+    *,
+    dataset: contract.DatasetRef,
+    api: contract.ApiRef | None = None,
+) -> contract.RunSpec:
+    """The task message's spec: the run's spec plus what is never stored, the private test
+    set's section with its fresh presigned URL and the runner API's (its base URL and the
+    token's seed); nothing is validated again (docs/pipeline.md "The contract")."""
+    update: dict[str, Any] = {"dataset": dataset}
+    if api is not None:
+        update["api"] = api
+    return spec.model_copy(update=update)
+
+
+def run_spec_message(
+    run: BenchmarkRun, seed: str, spec: contract.RunSpec | None = None
+) -> dict[str, Any]:
+    """The JSON task message of `run`: its spec (`spec` at dispatch, else the stored one)
+    with the token's seed and fresh presigned URLs."""
+    message = spec_message(
+        spec or run.spec,
+        dataset=contract.DatasetRef(**dataset_section(run)),
+        api=contract.ApiRef(base_url=runner_api_url(run), seed=seed),
+    )
+    return message.dump()
 
 
 def run_spec_build(fields: dict[str, Any], run_id: int) -> contract.RunSpec:
@@ -372,28 +392,33 @@ def run_spec_build(fields: dict[str, Any], run_id: int) -> contract.RunSpec:
 EXECUTE_RUN_TASK = "runner.execute_run"
 
 
-def run_signature(run: BenchmarkRun, seed: str) -> Signature:
+def run_signature(run: BenchmarkRun, seed: str, spec: contract.RunSpec | None = None) -> Signature:
+    """The task that executes `run`: its message (run_spec_message) on the pool's queue,
+    with the run's time limits."""
     return Signature(
         EXECUTE_RUN_TASK,
-        args=[run_spec_message(run, seed)],
+        args=[run_spec_message(run, seed, spec)],
         queue=run.queue,
         soft_time_limit=run.soft_time_limit_s,
         time_limit=run.time_limit_s,
     )
 
 
-def run_prepare(*, submission: Submission) -> tuple[BenchmarkRun, Signature]:
-    """Create the run of `submission` and the task signature that executes it."""
-    pool, launcher = launcher_spec(submission)
-    tier_set = default_tier_set_for(submission.model, submission.workload)
-    if tier_set is None or not tier_set.tiers.exists():
-        raise DispatchError(f"no SLO tier set for model {submission.model.slug!r}")
+def run_spec_for(
+    submission: Submission,
+    *,
+    pool: str,
+    launcher: dict[str, Any],
+    tier_set: contract.TierSetRef,
+    tiers: list[dict[str, Any]],
+) -> contract.RunSpec:
+    """The run spec of `submission`, validated once, here (its run id 0 until the run
+    exists): the launcher's section, the search options with their time limits, the
+    accelerators, the load generation and the tiers. Reads no table for a simulated or
+    launched submission; secret-free (the token's seed and presigned URLs are added per
+    message: spec_message)."""
     search = search_options(submission, pool, launcher)
-    dataset = private_test_set(
-        size=dataset_size(submission, pool, launcher), workload=submission.workload
-    )
     soft, hard = time_limits(search, launcher)
-    # Secret-free: the token and presigned URLs are added per message (run_spec_message).
     fields = {
         "version": SPEC_VERSION,
         "submission_id": submission.pk,
@@ -403,8 +428,8 @@ def run_prepare(*, submission: Submission) -> tuple[BenchmarkRun, Signature]:
             "slug": submission.model.slug,
             "served_model_name": launcher["served_model_name"],
         },
-        "tier_set": {"slug": tier_set.slug, "version": tier_set.version},
-        "tiers": tier_set.as_engine_tiers(),
+        "tier_set": tier_set,
+        "tiers": tiers,
         "accelerators": accelerators(submission, launcher),
         "search": search,
         "loadgen": loadgen_section(pool, search),
@@ -413,20 +438,39 @@ def run_prepare(*, submission: Submission) -> tuple[BenchmarkRun, Signature]:
         "limits": {"soft_s": soft, "hard_s": hard},
         "simulated": launcher["kind"] == "simulated",
     }
-    run_spec_build(fields, 0)  # refused before a run exists
+    return run_spec_build(fields, 0)  # refused before a run exists
+
+
+def run_prepare(*, submission: Submission) -> tuple[BenchmarkRun, Signature]:
+    """Create the run of `submission` and the task signature that executes it."""
+    pool, launcher = launcher_spec(submission)
+    tier_set = default_tier_set_for(submission.model, submission.workload)
+    if tier_set is None or not tier_set.tiers.exists():
+        raise DispatchError(f"no SLO tier set for model {submission.model.slug!r}")
+    dataset = private_test_set(
+        size=dataset_size(submission, pool, launcher), workload=submission.workload
+    )
+    spec = run_spec_for(
+        submission,
+        pool=pool,
+        launcher=launcher,
+        tier_set=contract.TierSetRef(slug=tier_set.slug, version=tier_set.version),
+        tiers=tier_set.as_engine_tiers(),
+    )
     run = BenchmarkRun.objects.create(
         submission=submission,
         dataset=dataset,
         tier_set=tier_set,
         status=BenchmarkRun.STATUS_PENDING,
         queue=pool_queue(pool),
-        soft_time_limit_s=soft,
-        time_limit_s=hard,
+        soft_time_limit_s=spec.limits.soft_s,
+        time_limit_s=spec.limits.hard_s,
     )
-    run.run_spec = run_spec_build(fields, run.pk).stored()
-    seed, run.token_hash = run_token_mint(run)
+    spec = spec.model_copy(update={"run_id": run.pk})  # the one field it did not know
+    run.run_spec = spec.stored()
+    seed, run.token_hash = run_token_mint(run, spec)
     run.save(update_fields=["run_spec", "token_hash"])
-    return run, run_signature(run, seed)
+    return run, run_signature(run, seed, spec)
 
 
 # validated: first run; awaiting_approval: a reviewer approved the launch; failed /

@@ -17,7 +17,7 @@ from runner.worker.reporter import MemoryReporter, Started
 from tests.verification.harness import dataset_file, direct, run_spec, small_dataset
 
 
-def _spec() -> dict:
+def _spec() -> contract.RunSpec:
     return run_spec(small_dataset(), dataset_file(), cap=4, max_trials=3)
 
 
@@ -117,7 +117,7 @@ def test_the_deployment_is_stopped_before_the_run_reports_that_it_finished(tmp_p
 
     spec = _spec()
     reporter = _StopWitness(dataset_bytes=dataset_file())
-    inner = launcher_for(spec["launcher"], log_dir=str(tmp_path), run_id=spec["run_id"])
+    inner = launcher_for(spec.launcher, log_dir=str(tmp_path), run_id=spec.run_id)
     reporter.launcher = launcher = _Stopped(inner)
     outcome = RunDirector(spec, reporter, work_dir=str(tmp_path), launcher=launcher).run()
     assert outcome["status"] == "completed", reporter.failures

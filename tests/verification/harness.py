@@ -8,7 +8,14 @@ dishonest modes), reporting to a ``MemoryReporter`` instead of the runner API
 (docs/pipeline.md "The director seam"). The run and its trials are then read back from what
 the reporter holds, as the web side stores them (runs/services.py), and judged by
 ``agentperf.verification.report.report_checks``, the function the pipeline's report uses.
-Only the database and object storage are left out (the run is a plain namespace).
+
+The run spec is dispatch's own (runs/dispatch.py ``run_spec_for`` and ``spec_message``):
+the launcher section, search options, time limits, accelerators and load generation of a
+simulated submission, validated once, as the pool worker receives it. Only the database
+and object storage are left out: the submission is not saved, its tier set is the harness's
+``TIERS`` and its private test set the harness's small dataset, because these tests run
+without a database (``run_prepare`` also writes the BenchmarkRun, its token hash and the
+stored test set, which need one).
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
+from django.test import override_settings
+
 from agentperf import contract
 from agentperf.engine import rawrecords, targets
 from agentperf.engine.datasets.synthetic import generate_dataset
@@ -29,8 +38,11 @@ from agentperf.simulator.virtual import run_with_simulator
 from agentperf.verification.checks import TrialData
 from agentperf.verification.report import DatasetEvidence, RunEvidence, report_checks
 from catalog.datasets import small_shape
+from catalog.models import AIModel
 from runner.worker.director import RunDirector
 from runner.worker.reporter import MemoryReporter
+from runs.dispatch import launcher_spec, run_spec_for, spec_message
+from submissions.models import Submission
 from tests.support import dishonest
 
 MODEL = "tiny-1b"
@@ -58,11 +70,20 @@ def dataset_file(seed: int = 7, trajectories: int = 6) -> bytes:
     return dataset_to_bytes(small_dataset(seed, trajectories))
 
 
+# A simulated submission's config as dispatch reads it: the tiny profile on one accelerator.
+CONFIG: dict[str, Any] = {
+    "topology": {"accelerators_used": 1, "accelerators_in_system": 1},
+    "launcher": {"simulated": {"profile": "tiny", "seed": 0}},
+}
+
+
 def run_spec(
     dataset: Dataset, data: bytes, *, cap: int, max_trials: int, prime_cache: bool = False
-) -> dict[str, Any]:
-    """The task message of a simulated run on virtual time (agentperf/contract.py RunSpec,
-    as runs/dispatch.py sends it), its dataset section naming ``data``."""
+) -> contract.RunSpec:
+    """The task message of a simulated run on virtual time, built by dispatch
+    (runs/dispatch.py) from an unsaved submission of ``CONFIG``: the settings make the tiny
+    profile run on virtual time with these search options; its dataset section names
+    ``data``."""
     search = {
         "warmup_s": 10.0,
         "duration_s": 40.0,
@@ -77,42 +98,29 @@ def run_spec(
         "ramp_s": 10.0,
         "prime_cache": prime_cache,
     }
-    return contract.RunSpec.model_validate(
-        {
-            "version": contract.SPEC_VERSION,
-            "run_id": 1,
-            "submission_id": 1,
-            "pool": "simulated",
-            "launcher": {
-                "kind": "simulated",
-                "profile": "tiny",
-                "seed": 0,
-                "clock": "virtual",
-                "served_model_name": MODEL,
-                "profile_label": "Tiny",
-                "accelerators_used": 1,
-                "accelerators_total": 1,
-            },
-            "model": {"slug": MODEL, "served_model_name": MODEL},
-            "tier_set": {"slug": "verify-test", "version": 1},
-            "tiers": [t.to_dict() for t in TIERS],
-            "accelerators": {"used": 1, "total": 1},
-            "search": search,
-            "loadgen": {"shards": 1, "hosts": [], "queue": None},
-            "heartbeat_interval_s": 15,
-            "telemetry_interval_s": 1.0,
-            "limits": {"soft_s": 900, "hard_s": 1000},
-            "simulated": True,
-            "dataset": {
-                "name": dataset.name,
-                "version": dataset.version,
-                "sha256": dataset.digest(),
-                "file_sha256": hashlib.sha256(data).hexdigest(),
-                "size": len(data),
-                "url": "memory:dataset",
-            },
-        }
-    ).dump()
+    submission = Submission(pk=1, config=CONFIG, model=AIModel(slug=MODEL))
+    with override_settings(
+        SIM_REALTIME_MAX_ACCELERATORS=0,  # virtual time, whatever the profile's size
+        RUN_SEARCH_OPTIONS_BY_POOL={"simulated-virtual": search},
+        RUN_HEARTBEAT_INTERVAL_S=15,
+    ):
+        pool, launcher = launcher_spec(submission)
+        spec = run_spec_for(
+            submission,
+            pool=pool,
+            launcher=launcher,
+            tier_set=contract.TierSetRef(slug="verify-test", version=1),
+            tiers=[t.to_dict() for t in TIERS],
+        )
+    dataset_ref = contract.DatasetRef(
+        name=dataset.name,
+        version=dataset.version,
+        sha256=dataset.digest(),
+        file_sha256=hashlib.sha256(data).hexdigest(),
+        size=len(data),
+        url="memory:dataset",
+    )
+    return spec_message(spec.model_copy(update={"run_id": 1}), dataset=dataset_ref)
 
 
 @contextlib.contextmanager
@@ -130,7 +138,7 @@ def simulator_with(cheat: str | None) -> Iterator[None]:
 
 def direct(
     cheat: str | None = None, *, cap: int = 8, max_trials: int = 9, prime_cache: bool = False
-) -> tuple[dict[str, Any], MemoryReporter, dict[str, Any]]:
+) -> tuple[contract.RunSpec, MemoryReporter, dict[str, Any]]:
     """One simulated run through the RunDirector: (its task message, the reporter holding
     every document it sent, its outcome)."""
     data = dataset_file()
@@ -161,19 +169,19 @@ def stored_trials(reporter: MemoryReporter) -> list[TrialData]:
 
 
 def stored_run(
-    spec: dict[str, Any], reporter: MemoryReporter, config: dict[str, Any] | None
+    spec: contract.RunSpec, reporter: MemoryReporter, config: dict[str, Any] | None
 ) -> RunEvidence:
     """What the web side stores of the reporter's documents (runs/services.py: start,
     qualification, complete), as the report's checks read it."""
-    run_spec_ = contract.RunSpec.model_validate(spec)
     completion = reporter.completions[-1]
     runner_info: dict[str, Any] = {}
     for document in (*reporter.starts, *reporter.qualifications, completion):
         runner_info.update(document.runner_info.dump())
-    dataset = run_spec_.dataset
+    dataset = spec.dataset
     assert dataset is not None
     return RunEvidence(
-        spec=contract.RunSpec.model_validate(run_spec_.stored()),
+        # the stored spec as the web side reads it back (runs/models.py BenchmarkRun.spec)
+        spec=contract.RunSpec.model_validate(spec.stored()),
         search_summary=completion.search_summary,
         qualification=[c.dump() for c in reporter.qualifications[-1].checks],
         telemetry=completion.telemetry.dump(),
