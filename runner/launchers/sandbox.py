@@ -43,6 +43,33 @@ SANDBOX_DIR = "/sandbox"
 OUTPUT_CAP_CHARS = 2000
 _RUNNER_ROOT = Path(__file__).resolve().parents[2]
 
+# bubblewrap's namespaces: no network but the sandbox's own loopback, its own PIDs, IPC,
+# hostname and cgroup view; the sandbox dies with the worker
+_NAMESPACES = (
+    "--unshare-net",
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+    "--die-with-parent",
+    "--new-session",
+    "--hostname",
+    "sandbox",
+)
+# the host's system files a program needs, read-only: /usr (and the usual links into it),
+# the loader cache and the time zone; a fresh /proc and a minimal /dev
+_SYSTEM_FILES = (
+    *("--ro-bind", "/usr", "/usr"),
+    *("--symlink", "usr/bin", "/bin"),
+    *("--symlink", "usr/sbin", "/sbin"),
+    *("--symlink", "usr/lib", "/lib"),
+    *("--symlink", "usr/lib64", "/lib64"),
+    *("--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"),
+    *("--ro-bind-try", "/etc/localtime", "/etc/localtime"),
+    *("--proc", "/proc"),
+    *("--dev", "/dev"),
+)
+
 
 def _env_int(name: str, default: int) -> int:
     raw = os.environ.get(name, "")
@@ -202,14 +229,14 @@ class Sandbox:
         self._netns_fd: int | None = None
         self._libc = ctypes.CDLL("libc.so.6", use_errno=True)
 
-    def bwrap_argv(self, argv: list[str], *, info_fd: int = 3) -> list[str]:
+    def _read_only_binds(self) -> list[str]:
+        """`--ro-bind` of the Python roots, the platform's own code a launched helper runs
+        (the simulator's server, the llama.cpp wrapper: the runtime and the domain package
+        it imports) and the pool's read-only paths, each with its parent folders made."""
         binds: list[str] = []
         made: set[str] = set()
-        # the platform's own code a launched helper runs (the simulator's server, the
-        # llama.cpp wrapper): the runtime and the domain package it imports
         code = [str(_RUNNER_ROOT / "runner"), str(_RUNNER_ROOT / "agentperf")]
-        mounts = [*_python_roots(), *code, *self.read_only]
-        for path in mounts:
+        for path in [*_python_roots(), *code, *self.read_only]:
             if not os.path.exists(path):
                 continue
             for parent in _ancestors(path):
@@ -217,81 +244,43 @@ class Sandbox:
                     binds += ["--perms", "0755", "--dir", parent]
                     made.add(parent)
             binds += ["--ro-bind", path, path]
-        env: list[str] = []
-        for name, value in {
+        return binds
+
+    def _env_args(self) -> list[str]:
+        """`--setenv` of the declared env and the sandbox's own (PATH, HOME, TMPDIR, ...)."""
+        path = [f"{root}/bin" for root in _python_roots()] + ["/usr/local/bin", "/usr/bin", "/bin"]
+        env = {
             **self.env,
-            "PATH": ":".join(
-                [f"{root}/bin" for root in _python_roots()] + ["/usr/local/bin", "/usr/bin", "/bin"]
-            ),
+            "PATH": ":".join(path),
             "HOME": SANDBOX_DIR,
             "TMPDIR": "/tmp",
             "LANG": "C.UTF-8",
             "PYTHONPATH": str(_RUNNER_ROOT),
             "PYTHONDONTWRITEBYTECODE": "1",
-        }.items():
-            env += ["--setenv", name, value]
+        }
+        return [arg for name, value in env.items() for arg in ("--setenv", name, value)]
+
+    def bwrap_argv(self, argv: list[str], *, info_fd: int = 3) -> list[str]:
+        """`argv` as it runs in the sandbox: prlimit (the memlock limit, set by root before
+        bubblewrap drops every capability), bubblewrap with fresh namespaces and the host's
+        /usr read-only, then setpriv to the sandbox's user with no capability left."""
         prlimit = shutil.which("prlimit") or "/usr/bin/prlimit"
         self.devices.memlock_preflight()
         return [
-            # the memlock limit is set by root before bubblewrap drops every capability
             prlimit,
             f"--memlock={self.devices.memlock_arg()}",
             "--",
             bwrap_binary(),
-            "--unshare-net",
-            "--unshare-pid",
-            "--unshare-ipc",
-            "--unshare-uts",
-            "--unshare-cgroup-try",
-            "--die-with-parent",
-            "--new-session",
-            "--hostname",
-            "sandbox",
-            "--ro-bind",
-            "/usr",
-            "/usr",
-            "--symlink",
-            "usr/bin",
-            "/bin",
-            "--symlink",
-            "usr/sbin",
-            "/sbin",
-            "--symlink",
-            "usr/lib",
-            "/lib",
-            "--symlink",
-            "usr/lib64",
-            "/lib64",
-            "--ro-bind-try",
-            "/etc/ld.so.cache",
-            "/etc/ld.so.cache",
-            "--ro-bind-try",
-            "/etc/localtime",
-            "/etc/localtime",
-            "--proc",
-            "/proc",
-            "--dev",
-            "/dev",
+            *_NAMESPACES,
+            *_SYSTEM_FILES,
             *self.devices.bwrap_args(),
-            "--perms",
-            "1777",
-            "--tmpfs",
-            "/tmp",
-            *binds,
-            "--bind",
-            str(self.work_dir),
-            SANDBOX_DIR,
-            "--chdir",
-            SANDBOX_DIR,
+            *("--perms", "1777", "--tmpfs", "/tmp"),
+            *self._read_only_binds(),
+            *("--bind", str(self.work_dir), SANDBOX_DIR, "--chdir", SANDBOX_DIR),
             "--clearenv",
-            *env,
-            "--cap-add",
-            "CAP_SETUID",
-            "--cap-add",
-            "CAP_SETGID",
-            "--info-fd",
-            str(info_fd),
-            "--",
+            *self._env_args(),
+            *("--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"),
+            *("--info-fd", str(info_fd), "--"),
             "setpriv",
             f"--reuid={self.uid}",
             f"--regid={self.gid}",

@@ -107,27 +107,14 @@ class TinyModelParams:
     weights: str = "f32"
 
 
-def build_tiny_gguf(
-    path: str | os.PathLike[str],
-    *,
-    seed: int = 0,
-    params: TinyModelParams = TinyModelParams(),
-    vocab_path: Path | None = None,
-    name: str | None = None,
-) -> Path:
-    """Write a tiny llama-architecture GGUF with seeded random weights and a real tokenizer."""
+def _write_metadata(
+    writer: Any, params: TinyModelParams, name: str, n_vocab: int, fields: dict[str, Any]
+) -> None:
+    """The llama architecture's keys, then the tokenizer copied verbatim (tokens, types,
+    merges, special ids, chat template)."""
     import gguf
-    import numpy as np
 
-    vocab_file = vocab_path or fetch_vocab_gguf(params.vocab)
-    fields = tokenizer_fields(vocab_file)
-    n_vocab = len(fields["tokenizer.ggml.tokens"][2])
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = private_tmp(out)
-
-    writer = gguf.GGUFWriter(str(tmp), arch="llama")
-    writer.add_name(name or f"tiny-llama-{params.vocab}-seed{seed}")
+    writer.add_name(name)
     writer.add_context_length(params.context_length)
     writer.add_embedding_length(params.n_embd)
     writer.add_block_count(params.n_layer)
@@ -139,7 +126,6 @@ def build_tiny_gguf(
     writer.add_rope_freq_base(10000.0)
     writer.add_vocab_size(n_vocab)
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
-    # Copy the tokenizer verbatim (tokens, types, merges, special ids, chat template).
     for key, (vtype, sub_type, value) in fields.items():
         writer.add_key_value(
             key,
@@ -148,9 +134,14 @@ def build_tiny_gguf(
             sub_type=None if sub_type is None else gguf.GGUFValueType(sub_type),
         )
 
+
+def _write_tensors(writer: Any, params: TinyModelParams, seed: int, n_vocab: int) -> None:
+    """Seeded random weights, drawn in one fixed order (the same seed, the same file)."""
+    import gguf
+    import numpy as np
+
     rng = np.random.default_rng(seed)
-    head_dim = params.n_embd // params.n_head
-    kv_dim = head_dim * params.n_head_kv
+    kv_dim = params.n_embd // params.n_head * params.n_head_kv
 
     def weight(*shape: int, scale: float = 0.5) -> Any:
         # numpy shape is (rows=out, cols=in); GGUF stores the reverse order.
@@ -184,6 +175,30 @@ def build_tiny_gguf(
         layer(f"blk.{i}.ffn_gate.weight", weight(params.n_ff, params.n_embd))
         layer(f"blk.{i}.ffn_up.weight", weight(params.n_ff, params.n_embd))
         layer(f"blk.{i}.ffn_down.weight", weight(params.n_embd, params.n_ff))
+
+
+def build_tiny_gguf(
+    path: str | os.PathLike[str],
+    *,
+    seed: int = 0,
+    params: TinyModelParams = TinyModelParams(),
+    vocab_path: Path | None = None,
+    name: str | None = None,
+) -> Path:
+    """Write a tiny llama-architecture GGUF with seeded random weights and a real tokenizer."""
+    import gguf
+
+    vocab_file = vocab_path or fetch_vocab_gguf(params.vocab)
+    fields = tokenizer_fields(vocab_file)
+    n_vocab = len(fields["tokenizer.ggml.tokens"][2])
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = private_tmp(out)
+    writer = gguf.GGUFWriter(str(tmp), arch="llama")
+    _write_metadata(
+        writer, params, name or f"tiny-llama-{params.vocab}-seed{seed}", n_vocab, fields
+    )
+    _write_tensors(writer, params, seed, n_vocab)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
