@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
+import resource
 import time
 import uuid
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -40,6 +43,34 @@ def pytest_runtest_logstart(nodeid: str, location: object) -> None:
     path = os.environ.get("TEST_FIRST_TEST_FILE")
     if path and not os.path.exists(path):
         Path(path).write_text(f"{time.time():.3f}\n")
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU of this process and every child it has waited for so far."""
+    own, children = (
+        resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+_CPU_PER_FILE: defaultdict[str, float] = defaultdict(float)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """CPU seconds per test file (setup, call and teardown, its servers and workers once
+    they are reaped), written at the end to the file TEST_CPU_FILE names (tests/shards.py
+    prints the largest; docs/benchmarks.md "The test suite")."""
+    before = _cpu_seconds()
+    yield
+    _CPU_PER_FILE[item.location[0]] += _cpu_seconds() - before
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    path = os.environ.get("TEST_CPU_FILE")
+    if path and _CPU_PER_FILE:
+        per_file = {name: round(s, 1) for name, s in sorted(_CPU_PER_FILE.items())}
+        Path(path).write_text(json.dumps(per_file, indent=1) + "\n")
 
 
 @pytest.fixture

@@ -128,6 +128,7 @@ def run(shards: int, pytest_args: list[str]) -> int:
             os.environ,
             TEST_DATABASE_URL=database_url(base_db, index),
             TEST_FIRST_TEST_FILE=str(first_test_file),
+            TEST_CPU_FILE=str(log_dir / f"shard-{index}.cpu.json"),
         )
         log_path = log_dir / f"shard-{index}.log"
         with open(log_path, "wb") as log:
@@ -214,13 +215,30 @@ def _finish(running: list[Shard], started: float) -> int:
                 states = ", ".join(f"shard {s.index} {_progress(s.log_path)}" for s in waiting)
                 print(f"{last_note - started:.0f} s: {states}", flush=True)
             time.sleep(2)
-    lines = ["", *(summary[i] for i in sorted(summary))]
+    lines = ["", *(summary[i] for i in sorted(summary)), *_cpu_heaviest(running)]
     lines.append(
         f"suite: {time.monotonic() - started:.0f} s wall, CPU user {user:.0f} s, "
         f"system {system:.0f} s (the shards and every process they waited for)"
     )
     print("\n".join(lines), flush=True)
     return status
+
+
+def _cpu_heaviest(shards: list[Shard], count: int = 12) -> list[str]:
+    """The test files that took the most CPU, from each shard's per-file record."""
+    per_file: dict[str, float] = {}
+    for shard in shards:
+        try:
+            per_file.update(json.loads(shard.log_path.with_suffix(".cpu.json").read_text()))
+        except (OSError, ValueError):
+            continue
+    heaviest = sorted(per_file.items(), key=lambda kv: -kv[1])[:count]
+    if not heaviest:
+        return []
+    total = sum(per_file.values())
+    return [f"CPU by test file ({total:.0f} s in all), heaviest first:"] + [
+        f"  {seconds:7.1f} s  {name}" for name, seconds in heaviest
+    ]
 
 
 def _interrupt(signum: int, frame: object) -> None:

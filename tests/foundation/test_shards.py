@@ -95,14 +95,17 @@ def test_each_shard_reports_its_wait_before_the_first_test_and_its_cpu_time(tmp_
     for index, code in enumerate(
         (
             "import pathlib,sys,time; pathlib.Path(sys.argv[1]).write_text(str(time.time()));"
-            " sum(range(3_000_000)); print('1 passed in 0.10s')",
+            " sum(range(3_000_000)); print('1 passed in 0.10s');"
+            " pathlib.Path(sys.argv[2]).write_text('{\"tests/a.py\": 2.5}')",
             "import sys; print('1 failed in 0.10s'); sys.exit(3)",
         )
     ):
         log_path, first = tmp_path / f"shard-{index}.log", tmp_path / f"shard-{index}.first"
         with open(log_path, "wb") as log:
             process = subprocess.Popen(
-                [sys.executable, "-c", code, str(first)], stdout=log, stderr=subprocess.STDOUT
+                [sys.executable, "-c", code, str(first), str(log_path.with_suffix(".cpu.json"))],
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
         shards.append(Shard(index, process, log_path, time.time(), first))
 
@@ -112,4 +115,9 @@ def test_each_shard_reports_its_wait_before_the_first_test_and_its_cpu_time(tmp_
     assert "first test after 0 s; CPU user" in zero
     one = next(line for line in lines if line.startswith("shard 1: exit 3"))
     assert "no test started" in one
+    assert lines[-3:] == [
+        "CPU by test file (2 s in all), heaviest first:",
+        "      2.5 s  tests/a.py",
+        lines[-1],
+    ]
     assert lines[-1].startswith("suite: ") and "CPU user" in lines[-1]
