@@ -15,6 +15,11 @@ it, is one of these models:
   tier stores on ``Trial`` and ``BenchmarkRun`` rows and every reader reads back through
   :func:`trial_verdicts`, :func:`trial_metrics`, ``Model.model_validate``.
 
+This module is the one import place of the contract: the run spec and the worker's
+reports are declared here; the documents they carry are declared by meaning in
+``agentperf/documents/`` (a trial's metrics, statistics and telemetry; a sharded trial's
+shard reports and load generator; the search summary; the endpoint) and exported here.
+
 The worker builds them, the runner API validates them at the boundary (a 400 naming the
 field path on any mismatch: :func:`error_fields`) and the web tier stores
 :meth:`Contract.dump` — the JSON the worker sent, key for key. The config is strict:
@@ -31,38 +36,71 @@ import hashlib
 import hmac
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
-from pydantic_core import PydanticUndefined
+from pydantic import Field, JsonValue, ValidationError
 
-from agentperf.engine.cachetruth import CacheCounters as EngineCacheCounters
-from agentperf.engine.cachetruth import CacheTruth as EngineCacheTruth
-from agentperf.engine.metrics import ClientHealth as EngineClientHealth
-from agentperf.engine.metrics import TrialSummary
-from agentperf.engine.search import Phase, SearchResult
-from agentperf.engine.search import TierResult as EngineTierResult
+from agentperf.documents.endpoint import (
+    Endpoint,
+    SlurmLayout,
+    SlurmNode,
+    SlurmRoleLayout,
+    SlurmTaskState,
+)
+from agentperf.documents.rules import Contract, Count, Positive, Sha256
+from agentperf.documents.search import (
+    OpenLoopSummary,
+    OpenLoopTier,
+    SearchPhase,
+    SearchSummary,
+    SummaryTrial,
+    TierResult,
+    search_summary,
+)
+from agentperf.documents.shards import (
+    LoadGenerator,
+    ShardHealth,
+    ShardIndex,
+    ShardRow,
+    ShardRunReport,
+)
+from agentperf.documents.trial import (
+    AcceleratorEnergy,
+    AcceleratorIdentity,
+    CacheCounters,
+    CacheTruth,
+    ClientHealth,
+    EngineMetrics,
+    MinRequests,
+    ModelledEnergy,
+    ServerMetrics,
+    SessionMetrics,
+    SessionShare,
+    StatInterval,
+    TierVerdict,
+    TrialMetrics,
+    TrialStatistics,
+    TrialTelemetry,
+    WholeTaskTime,
+    trial_metrics,
+    trial_verdicts,
+)
 from agentperf.engine.trial import Tier as EngineTier
-from agentperf.engine.trial import TierVerdict as EngineTierVerdict
 from agentperf.fielderrors import validation_fields
 from agentperf.inventory import Inventory
 from agentperf.verification.status import Status
 
+# The documents declared in agentperf/documents/, exported from the contract's one place.
+__all__ = [
+    "AcceleratorEnergy", "AcceleratorIdentity", "CacheCounters", "CacheTruth",
+    "ClientHealth", "Contract", "Endpoint", "EngineMetrics", "LoadGenerator",
+    "MinRequests", "ModelledEnergy", "OpenLoopSummary", "OpenLoopTier", "SearchSummary",
+    "ServerMetrics", "SessionMetrics", "SessionShare", "ShardHealth", "ShardRow",
+    "ShardRunReport", "SlurmLayout", "SlurmNode", "SlurmRoleLayout", "SlurmTaskState",
+    "StatInterval", "SummaryTrial", "TierResult", "TierVerdict", "TrialMetrics",
+    "TrialStatistics", "TrialTelemetry", "WholeTaskTime", "search_summary", "trial_metrics",
+    "trial_verdicts",
+]  # fmt: skip
+
 SPEC_VERSION = 1
-
-Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
-Count = Annotated[int, Field(ge=0)]
-Positive = Annotated[int, Field(ge=1)]
-SearchPhase = Phase  # the engine's (agentperf/engine/search.py)
-
-
-class Contract(BaseModel):
-    """Strict: unknown fields refused, no coercion (docs/pipeline.md "The contract")."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, validate_default=True)
-
-    def dump(self) -> dict[str, Any]:
-        """The JSON document stored and sent: the fields that were given, as given (a
-        default the writer did not set is not written)."""
-        return self.model_dump(mode="json", exclude_unset=True)
 
 
 # --- the run spec (dispatch → worker) ---------------------------------------------------
@@ -77,8 +115,9 @@ class SimulatedLauncher(Contract):
     profile_label: str
     accelerators_used: Positive
     accelerators_total: Positive
-    # a JSON Merge Patch of the profile's deployment section (docs/simulator.md "Overrides")
-    overrides: dict[str, Any] | None = None
+    # a JSON Merge Patch of the profile's deployment section (docs/simulator.md "Overrides"):
+    # any JSON object, applied as given
+    overrides: dict[str, JsonValue] | None = None
 
 
 class AttachedLauncher(Contract):
@@ -303,23 +342,6 @@ class RunSpec(Contract):
 # --- what the worker reports -------------------------------------------------------------
 
 
-class Endpoint(Contract):
-    """What the launcher says about the served endpoint (runner/launchers/ ``Endpoint.info``
-    without its model list; docs/pipeline.md "The pool worker")."""
-
-    launcher: Literal["attached", "container", "process", "simulated", "slurm"]
-    endpoint_id: str | None = None  # attached
-    profile: str | None = None  # simulated
-    clock: Literal["real", "virtual"] | None = None  # simulated
-    sandbox: str | None = None  # process (bubblewrap), container (podman)
-    command: list[str] | None = None  # process, container: the executable only
-    pid: int | None = None  # process, container
-    ready_after_s: float | None = None  # process, container
-    slurm: dict[str, Any] | None = None  # slurm: the job's layout (docs/pipeline.md "Slurm")
-    image: str | None = None  # container: the image pulled and run, by digest
-    pull_s: float | None = None  # container: time to pull the image
-
-
 class ReplayedDataset(Contract):
     """What was really replayed: verification compares it with the recorded digest."""
 
@@ -400,13 +422,14 @@ class Heartbeat(Contract):
 
 
 class Check(Contract):
-    """A qualification probe (runner/verification/probes.py): its evidence as measured."""
+    """A qualification probe (runner/verification/probes.py): its evidence as measured, a
+    JSON object whose keys each probe names (docs/verification.md)."""
 
     name: str
     status: Status
     summary: str
     fatal: bool
-    evidence: dict[str, Any]
+    evidence: dict[str, JsonValue]
 
 
 class QualificationReport(Contract):
@@ -423,7 +446,6 @@ class ArtifactRef(Contract):
 
 
 ShardTrialId = Annotated[str, Field(pattern=r"^t\d{1,4}a\d{1,3}$")]  # t<index>a<attempt>
-ShardIndex = Annotated[int, Field(ge=0, le=4095)]
 
 
 class UploadRequest(Contract):
@@ -448,7 +470,7 @@ class ShardReport(Contract):
 
     trial_id: ShardTrialId
     shard: ShardIndex
-    report: dict[str, Any]
+    report: ShardRunReport
     sha256: Sha256
     size: Positive
 
@@ -457,182 +479,6 @@ class RawRecordsRef(ArtifactRef):
     """A trial's raw request records (gzip JSONL) and how many there are."""
 
     count: Count
-
-
-class Complete(Contract):
-    """The contract's form of an engine model (agentperf/engine/): its fields, declared once in
-    the engine, each required here (the engine's defaults are for building one, not for
-    reading a document), under the contract's rules."""
-
-    @classmethod
-    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
-        super().__pydantic_init_subclass__(**kwargs)
-        for info in cls.model_fields.values():
-            info.default = PydanticUndefined
-            info.default_factory = None
-        cls.model_rebuild(force=True)
-
-
-class TierVerdict(Complete, EngineTierVerdict):
-    """One tier's verdict on one trial: the engine's own model (agentperf/engine/trial.py,
-    docs/engine.md), every field required; ``ttft_s`` is null in JSON when infinite."""
-
-    model_config = Contract.model_config
-
-    @classmethod
-    def of(cls, verdict: EngineTierVerdict) -> TierVerdict:
-        return cls.model_validate(verdict.to_dict())
-
-
-class ClientHealth(Complete, EngineClientHealth):
-    """The load generator's health over the window: the engine's own model
-    (agentperf.engine.metrics.ClientHealth), every field required."""
-
-    model_config = Contract.model_config
-
-
-class CacheCounters(Complete, EngineCacheCounters):
-    """The server's prefix-cache counters over a window against the requests' own cached
-    counts: the engine's model (agentperf.engine.cachetruth), every field required."""
-
-    model_config = Contract.model_config
-
-
-class CacheTruth(Complete, EngineCacheTruth):
-    """A trial's cache truth (agentperf.engine.cachetruth, docs/metrics.md "Cache truth"):
-    the engine's model, every field required."""
-
-    model_config = Contract.model_config
-
-    counters: CacheCounters | None
-
-
-class ModelledEnergy(Contract):
-    """A simulated trial's modelled power (runner/telemetry/modelled.py, docs/simulator.md);
-    never read for a measured result."""
-
-    modelled: Literal[True]
-    power_w: float
-    power_w_per_accelerator: float
-    idle_power_w_per_accelerator: float
-    dynamic_energy_j: float
-    accelerators: Positive
-    window_s: float
-    method: str
-
-
-class SessionShare(Contract):
-    """One tier's share of sessions that met it, with its session-bootstrap interval."""
-
-    met: Count
-    sessions: Count
-    share: float | None  # None: no session in the window
-    low: float | None
-    high: float | None
-    confidence: float
-
-
-class WholeTaskTime(Contract):
-    """Model time of whole trajectories (tool delays excluded), seconds: `sessions` ended,
-    `censored` still running at the trial's end; median and p90 by Kaplan–Meier over both
-    (None when too many were still running to tell; docs/metrics.md "Whole-task time")."""
-
-    sessions: Count
-    censored: Count = 0  # absent in trials recorded before censoring was counted
-    median: float | None
-    p90: float | None
-
-
-class SessionMetrics(Contract):
-    """A trial's session block (agentperf.engine.metrics.summarize_sessions)."""
-
-    sessions: Count
-    tiers: dict[str, SessionShare]
-    whole_task_model_time_s: WholeTaskTime
-
-
-class TrialMetrics(Contract, TrialSummary):
-    """``Trial.metrics``: the engine's TrialSummary (agentperf/engine/metrics.py, where its
-    fields are declared), strict, with the extra sections below: the trial's bootstrap
-    statistics, a sharded trial's load generator (docs/engine.md "Sharded trials"), the
-    measured window power and a simulated trial's modelled power."""
-
-    model_config = Contract.model_config
-
-    # As stored (JSON): an infinite percentile (failures) is null
-    ttft_s: dict[str, float | None]  # type: ignore[assignment]
-    client: ClientHealth
-    # engine.stats: {"intervals", "min_requests", "marginal"} (docs/verification.md)
-    statistics: dict[str, Any] | None = None
-    load_generator: dict[str, Any] | None = None
-    power_w: float | None = None  # measured over the window (TrialTelemetry.power_w)
-    modelled_energy: ModelledEnergy | None = None
-    # engine.metrics.summarize_sessions (docs/engine.md "Session SLOs"); None: a trial
-    # stored before sessions were summarised
-    sessions: SessionMetrics | None = None  # type: ignore[assignment]
-    # engine.cachetruth (docs/metrics.md "Cache truth"), with the window's counters where
-    # the worker scraped them; None: a trial stored before it was summarised
-    cache_truth: CacheTruth | None = None
-
-    @classmethod
-    def of(cls, summary: TrialSummary, **extra: Any) -> TrialMetrics:
-        """From the engine's own summary (and the extra sections, already JSON)."""
-        return cls.model_validate({**summary.to_dict(), **extra})
-
-    def interval(self, name: str) -> dict[str, Any] | None:
-        """The bootstrap interval of statistic ``name`` (engine.stats Interval.to_dict())."""
-        found = ((self.statistics or {}).get("intervals") or {}).get(name)
-        return found if isinstance(found, dict) else None
-
-
-class ServerMetrics(Contract):
-    """The server's /metrics at the window's start and end (counters the worker keeps), or
-    why a scrape failed (docs/verification.md)."""
-
-    start: dict[str, float] | None = None
-    end: dict[str, float] | None = None
-    start_error: str | None = None
-    end_error: str | None = None
-
-
-class EngineMetrics(Contract):
-    """The serving engine's own gauges and counters over a trial window, scraped from its
-    /metrics through the run (docs/pipeline.md "Engine metrics"): each series is (seconds
-    from the window's start, value); counters are cumulative from the server's start."""
-
-    source: str = Field(max_length=100)
-    # a floor rather than gt=0: OpenAPI 3.0's exclusiveMinimum is a flag, not a number
-    interval_s: float = Field(ge=0.1, le=3600)
-    counters: list[str] = Field(default_factory=list, max_length=20)
-    series: dict[str, list[Annotated[list[float], Field(min_length=2, max_length=2)]]] = Field(
-        max_length=20
-    )
-    failed_scrapes: Count = 0
-
-
-class TrialTelemetry(Contract):
-    """``Trial.telemetry``: power and energy measured on the runner host over the window
-    (runner/telemetry/power.py window_energy), or ``{"measured": false, "reason"}``; the
-    server's /metrics scrapes ride along (docs/pipeline.md "The contract")."""
-
-    measured: bool
-    reason: str | None = None
-    tool: str | None = None
-    method: str | None = None
-    denominator: str | None = None
-    accelerators: Count | None = None
-    accelerators_on_host: Count | None = None
-    accelerators_used: list[dict[str, Any]] | None = None
-    utilization_pct: float | None = None
-    power_w: float | None = None
-    energy_j: float | None = None
-    coverage: float | None = None
-    max_gap_s: float | None = None
-    samples: Count | None = None
-    per_accelerator: list[dict[str, Any]] | None = None
-    cross_check: dict[str, float] | None = None
-    server_metrics: ServerMetrics | None = None
-    engine_metrics: EngineMetrics | None = None
 
 
 class TrialReport(Contract):
@@ -645,69 +491,6 @@ class TrialReport(Contract):
     verdicts: dict[str, TierVerdict] = Field(min_length=1)
     telemetry: TrialTelemetry
     raw_records: RawRecordsRef
-
-
-class TierResult(Complete, EngineTierResult):
-    """One tier's search result: the engine's own model (agentperf.engine.search.TierResult),
-    under the contract's rules."""
-
-    model_config = Contract.model_config
-
-
-class SummaryTrial(Contract):
-    """A trial as the search saw it, without its data (stored on the Trial row)."""
-
-    index: Count
-    concurrency: Positive
-    phase: SearchPhase
-    verdicts: dict[str, bool]
-    marginal: list[str]
-
-
-class OpenLoopTier(Contract):
-    """One tier of the open-loop search (agentperf.engine.openloop.open_loop_summary)."""
-
-    max_rate_per_min: float  # 0: even the first rate failed
-    lowest_fail_rate_per_min: float | None
-    confirmed: bool
-    converged: bool
-    flags: list[str]
-    # concurrent sessions the trials at the max rate produced (None: no passing rate)
-    mean_concurrent_sessions: float | None
-    peak_concurrent_sessions: Count | None
-    ttft_s: dict[str, float | None]  # TTFT percentiles at the max rate ("p50".."p99")
-
-
-class OpenLoopSummary(Contract):
-    """``SearchSummary.open_loop``: the open-loop search run beside the closed one over the
-    same dataset (docs/engine.md "Arrival modes")."""
-
-    mode: Literal["open"]
-    rate_step_per_min: float
-    rate_cap_per_min: float
-    flags: list[str]
-    trials: Count
-    tiers: dict[str, OpenLoopTier]
-
-
-class SearchSummary(Contract):
-    """``BenchmarkRun.search_summary``: SearchResult.to_dict() without each trial's data
-    (docs/engine.md), and the open-loop search's summary when the run had one."""
-
-    cap: Positive
-    flags: list[str]
-    max_agents: dict[str, int]
-    tiers: dict[str, TierResult]
-    trials: list[SummaryTrial]
-    open_loop: OpenLoopSummary | None = None
-
-    @classmethod
-    def of(cls, result: SearchResult, open_loop: dict[str, Any] | None = None) -> SearchSummary:
-        doc = result.to_dict()
-        doc["trials"] = [{k: v for k, v in t.items() if k != "data"} for t in doc["trials"]]
-        if open_loop is not None:
-            doc["open_loop"] = open_loop
-        return cls.model_validate(doc)
 
 
 class AcceleratorInfo(Contract):
@@ -746,25 +529,7 @@ class FailureReport(Contract):
     logs: list[ArtifactRef] = Field(default_factory=list)
 
 
-# --- reading stored documents -----------------------------------------------------------
-
-_VERDICTS: TypeAdapter[dict[str, TierVerdict]] = TypeAdapter(dict[str, TierVerdict])
-
-
-def trial_verdicts(stored: Any) -> dict[str, TierVerdict]:
-    """``Trial.verdicts`` read back through the contract (raises on any other shape)."""
-    return _VERDICTS.validate_python(stored)
-
-
-def trial_metrics(stored: Any) -> TrialMetrics:
-    """``Trial.metrics`` read back through the contract (raises on any other shape)."""
-    return TrialMetrics.model_validate(stored)
-
-
-def search_summary(stored: Any) -> SearchSummary | None:
-    """``BenchmarkRun.search_summary`` read back through the contract; None for a run that
-    has not completed (``{}``)."""
-    return SearchSummary.model_validate(stored) if stored else None
+# --- validation errors -------------------------------------------------------------------
 
 
 def error_fields(exc: ValidationError) -> dict[str, list[str]]:

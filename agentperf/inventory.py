@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, with_config
+from typing_extensions import TypedDict
 
 from agentperf.verification.status import FAIL, PASS, WARN
 
@@ -104,6 +106,18 @@ class MachineRecord(_Doc):
     kernel: str | None = Field(default=None, max_length=200)
 
 
+@with_config(ConfigDict(extra="forbid", strict=True))
+class PeerTopology(TypedDict):
+    """How the accelerators connect, as NVML reports it (runner/worker/host_inventory.py):
+    NVLink links up per accelerator index, and each pair's (``"0-1"``) common PCIe
+    ancestor level (NVML's nvmlGpuTopologyLevel_t: 0 internal … 50 system). A typed dict:
+    read as the collector wrote it."""
+
+    source: str
+    nvlinks_up: dict[str, int]
+    common_ancestor: dict[str, int]
+
+
 class Inventory(_Doc):
     """What served the run, as the runner host read it."""
 
@@ -111,7 +125,7 @@ class Inventory(_Doc):
     driver_version: str | None = Field(default=None, max_length=100)
     cuda_version: str | None = Field(default=None, max_length=100)
     accelerators: list[AcceleratorRecord] = Field(max_length=1024)
-    topology: dict[str, Any] | None = None  # peer / NVLink matrix as the tool gave it
+    topology: PeerTopology | None = None  # NVLink links and PCIe ancestors (NVML only)
     runtime: RuntimeRecord | None = None
     server: ServerRecord | None = None
     machine: MachineRecord | None = None
@@ -314,6 +328,102 @@ def _result(status: str, summary: str, evidence: dict[str, Any]) -> dict[str, An
     }
 
 
+@dataclass(slots=True)
+class _Comparison:
+    """What ``check_inventory`` compared so far: each declared figure beside the inventory's,
+    what disagrees, and what the host did not report (never guessed)."""
+
+    compared: dict[str, Any] = field(default_factory=dict)
+    mismatches: list[str] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)
+
+
+def _compare_accelerators(
+    inv: Inventory, cmp: _Comparison, *, accelerator: str, accelerators_used: int | None
+) -> tuple[int, list[str]]:
+    """How many accelerators served and their names, against the config's count and the
+    catalog system's accelerator; a CPU system (the demo's local-cpu) has the machine as
+    its one "accelerator". Returns (served, names)."""
+    accs = inv.accelerators
+    cpu_system = _norm(accelerator) == "cpu"
+    cpu = inv.machine.cpu_model if inv.machine is not None else None
+    served = len(accs) if not cpu_system else (1 if cpu and not accs else len(accs))
+    if accelerators_used is not None:
+        cmp.compared["accelerators_used"] = {"declared": accelerators_used, "inventory": served}
+        if served != accelerators_used:
+            cmp.mismatches.append(
+                f"the config uses {accelerators_used} accelerators; the inventory lists {served}"
+            )
+    names = sorted({a.name for a in accs})
+    if cpu_system and cpu and not accs:
+        names = [f"CPU: {cpu}"]
+    cmp.compared["accelerator"] = {"catalog": accelerator or None, "inventory": names}
+    if cpu_system and accs:
+        cmp.mismatches.append(f"the hardware system is a CPU; the inventory lists {names}")
+    elif accelerator and accs:
+        wrong = [n for n in names if _norm(accelerator) not in _norm(n)]
+        if wrong:
+            cmp.mismatches.append(
+                f"the hardware system has {accelerator}; the inventory lists {wrong}"
+            )
+    return served, names
+
+
+def _compare_clocks(
+    accs: list[AcceleratorRecord], clocks: Mapping[str, Any], cmp: _Comparison
+) -> None:
+    """The declared power cap and clock locks against what each accelerator holds."""
+    cap = clocks.get("power_cap_w")
+    if cap is not None:
+        limits = [a.power_limit_w for a in accs]
+        cmp.compared["power_cap_w"] = {"declared": cap, "inventory": limits}
+        if any(v is None for v in limits) or not accs:
+            cmp.unchecked.append("power limit not reported")
+        elif any(abs(float(v) - float(cap)) > POWER_TOLERANCE_W for v in limits if v is not None):
+            cmp.mismatches.append(
+                f"power cap declared {cap} W; the accelerators' limits are {limits} W"
+            )
+    for key, kind in (("gpu_clock_mhz", "sm"), ("memory_clock_mhz", "memory")):
+        declared = clocks.get(key)
+        if declared is None:
+            continue
+        held = [_locked(a, kind) for a in accs]
+        cmp.compared[key] = {"declared": declared, "inventory": held}
+        if any(v is None for v in held) or not accs:
+            cmp.unchecked.append(f"{kind} clock lock not reported")
+        elif any(abs(v - int(declared)) > CLOCK_TOLERANCE_MHZ for v in held if v is not None):
+            cmp.mismatches.append(
+                f"{kind} clock locked at {declared} MHz declared; held: {held} MHz"
+            )
+
+
+def _compare_engine(
+    server: ServerRecord | None, engine: Mapping[str, Any], cmp: _Comparison
+) -> None:
+    """The declared engine's name and version against what the server says it is."""
+    if server is None or (server.engine_name is None and server.engine_version is None):
+        cmp.unchecked.append("the server reported no engine name or version")
+        return
+    cmp.compared["engine"] = {
+        "declared": {"name": engine.get("name"), "version": engine.get("version")},
+        "server": {"name": server.engine_name, "version": server.engine_version},
+        "source": server.source,
+    }
+    if server.engine_name and engine.get("name"):
+        if _norm(str(engine["name"])) not in _norm(server.engine_name):
+            cmp.mismatches.append(
+                f"engine {engine['name']!r} declared; the server says {server.engine_name!r}"
+            )
+    if engine.get("version") and not server.engine_version:
+        cmp.unchecked.append("the server reported no engine version")
+    if server.engine_version and engine.get("version"):
+        if _version(server.engine_version) != _version(str(engine["version"])):
+            cmp.mismatches.append(
+                f"engine version {engine['version']!r} declared; the server reports "
+                f"{server.engine_version!r}"
+            )
+
+
 def check_inventory(
     inventory: Mapping[str, Any] | None,
     config: Mapping[str, Any],
@@ -330,99 +440,34 @@ def check_inventory(
             {"inventory": None},
         )
     inv = Inventory.model_validate(inventory)
-    accs = inv.accelerators
-    mismatches: list[str] = []
-    unchecked: list[str] = []
-    compared: dict[str, Any] = {}
-
-    # a CPU hardware system (the demo's local-cpu): the machine is its one "accelerator"
-    cpu_system = _norm(accelerator) == "cpu"
-    cpu = inv.machine.cpu_model if inv.machine is not None else None
-    served = len(accs) if not cpu_system else (1 if cpu and not accs else len(accs))
-    if accelerators_used is not None:
-        compared["accelerators_used"] = {"declared": accelerators_used, "inventory": served}
-        if served != accelerators_used:
-            mismatches.append(
-                f"the config uses {accelerators_used} accelerators; the inventory lists {served}"
-            )
-    names = sorted({a.name for a in accs})
-    if cpu_system and cpu and not accs:
-        names = [f"CPU: {cpu}"]
-    compared["accelerator"] = {"catalog": accelerator or None, "inventory": names}
-    if cpu_system and accs:
-        mismatches.append(f"the hardware system is a CPU; the inventory lists {names}")
-    elif accelerator and accs:
-        wrong = [n for n in names if _norm(accelerator) not in _norm(n)]
-        if wrong:
-            mismatches.append(f"the hardware system has {accelerator}; the inventory lists {wrong}")
-
-    clocks = config.get("clocks") or {}
-    cap = clocks.get("power_cap_w")
-    if cap is not None:
-        limits = [a.power_limit_w for a in accs]
-        compared["power_cap_w"] = {"declared": cap, "inventory": limits}
-        if any(v is None for v in limits) or not accs:
-            unchecked.append("power limit not reported")
-        elif any(abs(float(v) - float(cap)) > POWER_TOLERANCE_W for v in limits if v is not None):
-            mismatches.append(
-                f"power cap declared {cap} W; the accelerators' limits are {limits} W"
-            )
-    for key, kind in (("gpu_clock_mhz", "sm"), ("memory_clock_mhz", "memory")):
-        declared = clocks.get(key)
-        if declared is None:
-            continue
-        held = [_locked(a, kind) for a in accs]
-        compared[key] = {"declared": declared, "inventory": held}
-        if any(v is None for v in held) or not accs:
-            unchecked.append(f"{kind} clock lock not reported")
-        elif any(abs(v - int(declared)) > CLOCK_TOLERANCE_MHZ for v in held if v is not None):
-            mismatches.append(f"{kind} clock locked at {declared} MHz declared; held: {held} MHz")
-
-    engine = config.get("engine") or {}
-    server = inv.server
-    if server is None or (server.engine_name is None and server.engine_version is None):
-        unchecked.append("the server reported no engine name or version")
-    else:
-        compared["engine"] = {
-            "declared": {"name": engine.get("name"), "version": engine.get("version")},
-            "server": {"name": server.engine_name, "version": server.engine_version},
-            "source": server.source,
-        }
-        if server.engine_name and engine.get("name"):
-            if _norm(str(engine["name"])) not in _norm(server.engine_name):
-                mismatches.append(
-                    f"engine {engine['name']!r} declared; the server says {server.engine_name!r}"
-                )
-        if engine.get("version") and not server.engine_version:
-            unchecked.append("the server reported no engine version")
-        if server.engine_version and engine.get("version"):
-            if _version(server.engine_version) != _version(str(engine["version"])):
-                mismatches.append(
-                    f"engine version {engine['version']!r} declared; the server reports "
-                    f"{server.engine_version!r}"
-                )
+    cmp = _Comparison()
+    served, names = _compare_accelerators(
+        inv, cmp, accelerator=accelerator, accelerators_used=accelerators_used
+    )
+    _compare_clocks(inv.accelerators, config.get("clocks") or {}, cmp)
+    _compare_engine(inv.server, config.get("engine") or {}, cmp)
     declared = declared_settings(config)
     if declared:
         settings_compared, wrong, missing = compare_settings(
-            declared, server.settings if server is not None else None
+            declared, inv.server.settings if inv.server is not None else None
         )
-        compared["settings"] = settings_compared
-        mismatches += wrong
-        unchecked += missing
+        cmp.compared["settings"] = settings_compared
+        cmp.mismatches += wrong
+        cmp.unchecked += missing
     evidence = {
-        "compared": compared,
-        "mismatches": mismatches,
-        "not_reported": unchecked,
+        "compared": cmp.compared,
+        "mismatches": cmp.mismatches,
+        "not_reported": cmp.unchecked,
         "tool": inv.tool,
         "driver_version": inv.driver_version,
-        "uuids": [a.uuid for a in accs],
+        "uuids": [a.uuid for a in inv.accelerators],
         "notes": inv.notes,
     }
-    if mismatches:
-        return _result(FAIL, "; ".join(mismatches), evidence)
-    if unchecked:
+    if cmp.mismatches:
+        return _result(FAIL, "; ".join(cmp.mismatches), evidence)
+    if cmp.unchecked:
         return _result(
-            WARN, "matches where reported; not reported: " + ", ".join(unchecked), evidence
+            WARN, "matches where reported; not reported: " + ", ".join(cmp.unchecked), evidence
         )
     return _result(PASS, f"{served} × {', '.join(names)} as declared ({inv.tool})", evidence)
 
