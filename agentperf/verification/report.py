@@ -7,8 +7,9 @@ verification harness builds it from a run's documents.
 The report's own checks, each with its evidence: qualification probes, request accounting
 (sent = ok + failed, raw records complete), output lengths honoured, error rate, raw records
 stored, private test set used; then every check of `agentperf.verification.checks` (token
-counts, cache honesty and truth, speculative decoding, model identity, quality,
-repeatability, statistics, load generator, accelerators, power) and the inventory's.
+counts, speculative decoding, model identity, quality), `.cache` (cache honesty and truth)
+and `.measurement` (repeatability, statistics, load generator, accelerators, power), and
+the inventory's.
 """
 
 from __future__ import annotations
@@ -20,22 +21,23 @@ from typing import Any
 from agentperf import contract
 from agentperf.engine.trajectory import Trajectory
 from agentperf.inventory import check_inventory, check_slurm_nodes
+from agentperf.verification.cache import check_cache_honesty, check_cache_truth
 from agentperf.verification.checks import (
     TrialData,
-    check_accelerators,
-    check_cache_honesty,
-    check_cache_truth,
-    check_load_generator,
     check_model_identity,
-    check_power,
     check_quality_distribution,
     check_quality_task,
-    check_repeatability,
     check_speculative,
-    check_statistics,
     check_token_counts,
 )
 from agentperf.verification.fingerprint import load_reference
+from agentperf.verification.measurement import (
+    check_accelerators,
+    check_load_generator,
+    check_power,
+    check_repeatability,
+    check_statistics,
+)
 from agentperf.verification.status import FAIL, PASS, WARN, worst_status
 
 

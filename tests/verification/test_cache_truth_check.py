@@ -7,7 +7,8 @@ from __future__ import annotations
 from agentperf.engine import cachetruth as ct
 from agentperf.engine.metrics import RequestRecord
 from agentperf.engine.trajectory import Trajectory, Turn
-from agentperf.verification.checks import TrialData, check_cache_truth
+from agentperf.verification.cache import check_cache_truth
+from agentperf.verification.checks import TrialData
 from tests.support.records import request_record
 
 TRAJECTORY = Trajectory(

@@ -1,7 +1,8 @@
 """Repeatability: repeated trials at one N must agree, unless their disagreement is within
 the sampling noise that their session-bootstrap intervals show."""
 
-from agentperf.verification.checks import TrialData, check_repeatability
+from agentperf.verification.checks import TrialData
+from agentperf.verification.measurement import check_repeatability
 
 
 def trial(index: int, n: int, speed: float, low: float, high: float, ttft: float = 0.05):

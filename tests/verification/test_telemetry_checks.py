@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentperf.verification.checks import TrialData, check_accelerators, check_power
+from agentperf.verification.checks import TrialData
+from agentperf.verification.measurement import check_accelerators, check_power
 from runner.telemetry import TelemetrySampler, parse_nvidia_smi, power_coverage
 
 S = 1_000_000_000
