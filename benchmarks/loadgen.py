@@ -237,12 +237,8 @@ def _run_case(kind: str, port: int, case: dict[str, Any], core: int) -> dict[str
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
-    args_in = sys.argv[1:] if argv is None else argv
-    if any(a == "--shards" or a.startswith("--shards=") or a == "--memory" for a in args_in):
-        from benchmarks.shard_scaling import main as shards_main  # sharded trials: K side by side
-
-        return shards_main(args_in)
+def _parser() -> argparse.ArgumentParser:
+    """The command line (``--shards``/``--memory`` go to benchmarks/shard_scaling.py)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", default="", help="run only cases whose name contains this")
@@ -253,15 +249,86 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="also run the HttpTransport of this client.py (e.g. an older version), side by side",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _cases(quick: bool) -> list[tuple[str, dict[str, Any]]]:
+    """The cases, by name: fast streams at packs 1 and 8 and N = 1 to 256, a realistic
+    paced 256-agent load, and a 500 KB prompt's send time."""
+    cases: list[tuple[str, dict[str, Any]]] = []
+    for pack in (1, 8):
+        for c in (1, 8, 64, 256):
+            events = 200 if quick else 500
+            requests = max(c, (8 if quick else 24) * 1000 // events) if c < 64 else c * 2
+            cases.append(
+                (
+                    f"fast pack={pack} N={c}",
+                    {
+                        "concurrency": c,
+                        "requests": requests,
+                        "events": events,
+                        "pack": pack,
+                        "interval_s": 0.0,
+                        "ttft_s": None,
+                    },
+                )
+            )
+    cases.append(
+        (
+            "realistic 256 x 100 tok/s",
+            {
+                "concurrency": 256,
+                "requests": 256 * 3,
+                "events": 150 if quick else 300,
+                "ramp_s": 2.0,
+                "pack": 1,
+                "interval_s": 0.01,
+                "ttft_s": (0.02, 0.5),
+            },
+        )
+    )
+    cases.append(
+        (
+            "send 500 KB prompt (N=1)",
+            {
+                "concurrency": 1,
+                "requests": 10 if quick else 30,
+                "events": 2,
+                "pack": 1,
+                "interval_s": 0.0,
+                "ttft_s": None,
+                "prompt": "x" * 500_000,
+            },
+        )
+    )
+    return cases
+
+
+def _print_row(name: str, kind: str, r: dict[str, Any]) -> None:
+    """One case and client's figures, as the header lays them out."""
+    p50, p99, send = r["ttft_err_p50_ms"], r["ttft_err_p99_ms"], r["send_ms_median"]
+    label = "compare" if kind.startswith("file:") else kind
+    print(
+        f"{name:<34} {label:<9} {r['events_per_core_s']:>13,.0f} "
+        f"{r['cpu_percent']:>5.0f} {_fmt(p50):>12} {_fmt(p99):>9} {_fmt(send):>8}"
+        + (f"  errors: {r['errors']}" if r["errors"] else "")
+    )
+    sys.stdout.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args_in = sys.argv[1:] if argv is None else argv
+    if any(a == "--shards" or a.startswith("--shards=") or a == "--memory" for a in args_in):
+        from benchmarks.shard_scaling import main as shards_main  # sharded trials: K side by side
+
+        return shards_main(args_in)
+    args = _parser().parse_args(argv)
     kinds = ["ours", "aiohttp"] + ([f"file:{args.compare}"] if args.compare else [])
-    q = args.quick
     ctx = mp.get_context("spawn")
     port_queue = ctx.Queue()
     server = ctx.Process(target=_server_main, args=(port_queue, args.server_core), daemon=True)
     server.start()
     port = port_queue.get(timeout=60)
-    rows: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
     try:
         print(f"server pid {server.pid} on core {args.server_core}; clients on {args.client_core}")
         header = (
@@ -269,66 +336,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{'ttft err p50':>12} {'p99 (ms)':>9} {'send ms':>8}"
         )
         print(header)
-        cases: list[tuple[str, dict[str, Any]]] = []
-        for pack in (1, 8):
-            for c in (1, 8, 64, 256):
-                events = 200 if q else 500
-                requests = max(c, (8 if q else 24) * 1000 // events) if c < 64 else c * 2
-                cases.append(
-                    (
-                        f"fast pack={pack} N={c}",
-                        {
-                            "concurrency": c,
-                            "requests": requests,
-                            "events": events,
-                            "pack": pack,
-                            "interval_s": 0.0,
-                            "ttft_s": None,
-                        },
-                    )
-                )
-        cases.append(
-            (
-                "realistic 256 x 100 tok/s",
-                {
-                    "concurrency": 256,
-                    "requests": 256 * 3,
-                    "events": 150 if q else 300,
-                    "ramp_s": 2.0,
-                    "pack": 1,
-                    "interval_s": 0.01,
-                    "ttft_s": (0.02, 0.5),
-                },
-            )
-        )
-        cases.append(
-            (
-                "send 500 KB prompt (N=1)",
-                {
-                    "concurrency": 1,
-                    "requests": 10 if q else 30,
-                    "events": 2,
-                    "pack": 1,
-                    "interval_s": 0.0,
-                    "ttft_s": None,
-                    "prompt": "x" * 500_000,
-                },
-            )
-        )
-        for name, case in cases:
+        for name, case in _cases(args.quick):
             if args.only not in name:
                 continue
             for kind in kinds:
-                r = _run_case(kind, port, case, args.client_core)
-                rows.append((name, case, r))
-                p50, p99, send = r["ttft_err_p50_ms"], r["ttft_err_p99_ms"], r["send_ms_median"]
-                label = "compare" if kind.startswith("file:") else kind
-                print(
-                    f"{name:<34} {label:<9} {r['events_per_core_s']:>13,.0f} "
-                    f"{r['cpu_percent']:>5.0f} {_fmt(p50):>12} {_fmt(p99):>9} {_fmt(send):>8}"
-                    + (f"  errors: {r['errors']}" if r["errors"] else "")
-                )
-                sys.stdout.flush()
+                _print_row(name, kind, _run_case(kind, port, case, args.client_core))
     finally:
         server.terminate()
         server.join(timeout=10)

@@ -199,7 +199,8 @@ def _lighthouse_once(url: str, out: Path) -> subprocess.CompletedProcess:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The command line (docs/benchmarks.md "Pages in the browser")."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=int, default=30)
     parser.add_argument("--shots", type=Path, help="save screenshots here")
@@ -218,7 +219,72 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=4)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _viewport(
+    browser: Any,
+    url: str,
+    name: str,
+    label: str,
+    size: tuple[int, int],
+    args: argparse.Namespace,
+    row: dict[str, Any],
+) -> None:
+    """Load the page at one viewport (three loads at the fold, for the median first paint)
+    and add its figures to ``row``; a screenshot at the two widths with --shots."""
+    w, h = size
+    context = browser.new_context(viewport={"width": w, "height": h})
+    page = context.new_page()
+    got = [measure(page, url) for _ in range(3 if label == "fold" else 1)]
+    m = got[-1]
+    row[f"{label} width"] = m["width"]
+    if label == "phone" and m["wide"]:
+        row["too wide at 390"] = " ".join(m["wide"])
+    if label == "fold":
+        row["fcp ms"] = statistics.median(g["fcp"] or 0 for g in got)
+        row["verdict end"] = (m["verdict"] or {}).get("bottom")
+        row["chart top"] = (m["chart"] or {}).get("top")
+        row["chart end"] = (m["chart"] or {}).get("bottom")
+        row["height"] = m["height"]
+        if args.axe:
+            row["axe"] = ", ".join(axe_violations(page)) or "0"
+    if args.shots and label in WIDTHS:
+        args.shots.mkdir(parents=True, exist_ok=True)
+        stem = name.replace(" ", "-").replace("(", "").replace(")", "")
+        stem = stem.replace(",", "")
+        page.screenshot(path=str(args.shots / f"{stem}-{w}.png"), full_page=True)
+    context.close()
+
+
+def _page_row(
+    browser: Any, base: str, name: str, path: str, args: argparse.Namespace, folder: Path
+) -> dict[str, Any]:
+    """One page's row: its HTML's size and chart blocks, each viewport's figures, and
+    Lighthouse's scores where asked."""
+    with urllib.request.urlopen(base + path, timeout=60) as response:
+        html = response.read()
+    if args.shots:
+        args.shots.mkdir(parents=True, exist_ok=True)
+        (args.shots / (name.replace(" ", "-") + ".html")).write_bytes(html)
+    row: dict[str, Any] = {
+        "page": name,
+        "kb": len(html) / 1024,
+        "charts": html.count(b'type="application/json"'),
+    }
+    for label, size in {**WIDTHS, "fold": FOLD}.items():
+        _viewport(browser, base + path, name, label, size, args, row)
+    if args.lighthouse and name in LIGHTHOUSE_PAGES:
+        scores = lighthouse(base + path, folder)
+        row["lighthouse perf"] = scores["performance"]
+        row["lighthouse a11y"] = scores["accessibility"]
+        for metric in ("fcp ms", "lcp ms", "tbt ms", "si ms", "cls"):
+            row[f"lighthouse {metric}"] = scores[metric]
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     for wanted, path in ((args.axe, AXE), (args.lighthouse, LIGHTHOUSE)):
         if wanted and not path.exists():
             print(f"{path} is missing (make browser)", file=sys.stderr)
@@ -239,49 +305,7 @@ def main(argv: list[str] | None = None) -> int:
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=["--headless=new"])
                 for name, path in paths.items():
-                    with urllib.request.urlopen(base + path, timeout=60) as response:
-                        html = response.read()
-                    if args.shots:
-                        args.shots.mkdir(parents=True, exist_ok=True)
-                        (args.shots / (name.replace(" ", "-") + ".html")).write_bytes(html)
-                    row: dict[str, Any] = {
-                        "page": name,
-                        "kb": len(html) / 1024,
-                        "charts": html.count(b'type="application/json"'),
-                    }
-                    for label, (w, h) in {**WIDTHS, "fold": FOLD}.items():
-                        context = browser.new_context(viewport={"width": w, "height": h})
-                        page = context.new_page()
-                        got = [
-                            measure(page, base + path) for _ in range(3 if label == "fold" else 1)
-                        ]
-                        m = got[-1]
-                        row[f"{label} width"] = m["width"]
-                        if label == "phone" and m["wide"]:
-                            row["too wide at 390"] = " ".join(m["wide"])
-                        if label == "fold":
-                            row["fcp ms"] = statistics.median(g["fcp"] or 0 for g in got)
-                            row["verdict end"] = (m["verdict"] or {}).get("bottom")
-                            row["chart top"] = (m["chart"] or {}).get("top")
-                            row["chart end"] = (m["chart"] or {}).get("bottom")
-                            row["height"] = m["height"]
-                            if args.axe:
-                                row["axe"] = ", ".join(axe_violations(page)) or "0"
-                        if args.shots and label in WIDTHS:
-                            args.shots.mkdir(parents=True, exist_ok=True)
-                            stem = name.replace(" ", "-").replace("(", "").replace(")", "")
-                            stem = stem.replace(",", "")
-                            page.screenshot(
-                                path=str(args.shots / f"{stem}-{w}.png"), full_page=True
-                            )
-                        context.close()
-                    if args.lighthouse and name in LIGHTHOUSE_PAGES:
-                        scores = lighthouse(base + path, folder)
-                        row["lighthouse perf"] = scores["performance"]
-                        row["lighthouse a11y"] = scores["accessibility"]
-                        for metric in ("fcp ms", "lcp ms", "tbt ms", "si ms", "cls"):
-                            row[f"lighthouse {metric}"] = scores[metric]
-                    rows.append(row)
+                    rows.append(_page_row(browser, base, name, path, args, folder))
                 browser.close()
         finally:
             _stop(server)
@@ -290,6 +314,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
+    """The rows as a Markdown table, one column per figure any page has ("—": none)."""
     columns = list(dict.fromkeys(k for row in rows for k in row))
     out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in rows:

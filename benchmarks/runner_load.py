@@ -19,6 +19,7 @@ it (`-w 2 --threads 4`). Then, at once:
 - `--readers` threads reading public pages and the public API;
 - `--vendors` threads submitting the simulated example through the vendor API.
 
+The site itself (environment, database, data, gunicorn) is benchmarks/runner_load_site.py.
 Every response's status comes from gunicorn's access log; "disagree" counts the runs whose
 final state on the site (run done, failed or cancelled) is not the one a worker's outcome
 reports (`run_status`, runner/worker/director.py), or that never reached a final state.
@@ -35,7 +36,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -46,207 +46,25 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+from benchmarks.runner_load_site import (
+    REPO,
+    free_port,
+    postgres_database,
+    prepare,
+    site_env,
+    start_site,
+    stop,
+    wait_site,
+)
+
 PROFILES = ("sqlite", "postgresql")
 DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/agentperf"
-# A small search on virtual time: a run is a few seconds of the worker's CPU.
-SEARCH = {
-    "warmup_s": 10.0,
-    "duration_s": 30.0,
-    "cap": 4,
-    "max_trials": 3,
-    "min_requests": 8,
-    "tool_delay_scale": 0.5,
-    "request_timeout_s": 600.0,
-    "max_loop_lag_ms": 1000.0,
-    "max_cpu_percent": 100.0,
-    "prime_cache": False,
-}
 RUNNER_PATH = re.compile(r"^/api/v1/runner/runs/\d+/(?P<what>[a-z]*)")
 SITE_SETTLED = ("published", "failed", "withdrawn", "rejected")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def site_env(
-    folder: Path, profile: str, port: int, database_url: str | None = None
-) -> dict[str, str]:
-    """The environment of the throwaway site (web server, driver and pool workers alike)."""
-    env = dict(os.environ)
-    for name in (
-        "CACHE_REDIS_URL",
-        "S3_ENDPOINT_URL",
-        "S3_ACCESS_KEY_ID",
-        "S3_SECRET_ACCESS_KEY",
-        "CELERY_BROKER_URL",
-        "CELERY_RESULT_BACKEND",
-        "DATABASE_URL",
-        "CELERY_TASK_ALWAYS_EAGER",
-    ):
-        env.pop(name, None)
-    env.update(
-        {
-            "DJANGO_SETTINGS_MODULE": "config.settings",
-            "AGENTPERF_VAR_DIR": str(folder / "var"),
-            "HTTPS": "0",
-            "RUNNER_API_BASE_URL": f"http://127.0.0.1:{port}",
-            "RUNNER_TOKEN_KEY": "runner-load-" + "k" * 32,  # pool hosts derive tokens with it
-            "RUN_HEARTBEAT_INTERVAL_S": "1",
-            "RUN_DATASET_TRAJECTORIES": "12",
-            "RUN_DATASET_SMALL_TRAJECTORIES": "12",
-            "RUN_SEARCH_OPTIONS_BY_POOL": json.dumps({"simulated-virtual": SEARCH}),
-            # the load is this script's own: no throttle stands between it and the database
-            "THROTTLE_ANON": "10000000/hour",
-            "THROTTLE_VENDOR": "10000000/hour",
-            "THROTTLE_VENDOR_SUBMIT": "10000000/hour",
-            "RECEIPT_SIGNING_KEY_FILE": str(folder / "receipt-key.pem"),
-            "PYTHONPATH": str(REPO),
-        }
-    )
-    if profile == "postgresql":
-        if not database_url:
-            raise ValueError("the postgresql profile needs a database URL")
-        env["DATABASE_URL"] = database_url
-    return env
-
-
-def postgres_database(server_url: str, create: bool, name: str) -> str:
-    """Create (or drop) database ``name`` on the server of ``server_url``; its URL."""
-    import psycopg
-
-    parts = urllib.parse.urlsplit(server_url)
-    admin = urllib.parse.urlunsplit(parts._replace(path="/postgres", query=""))
-    with psycopg.connect(admin, autocommit=True) as conn:
-        if create:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        else:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    return urllib.parse.urlunsplit(parts._replace(path=f"/{name}"))
-
-
-def prepare(folder: Path, runs: int) -> dict[str, Any]:
-    """Inside the site's Django: migrate, seed, publish a few results for the pages, make
-    `runs` runs through dispatch's own `run_prepare`, a vendor token and a reviewer; what
-    the load needs, also written to `folder/prepared.json`."""
-    import django
-
-    django.setup()
-    from django.contrib.auth import get_user_model
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0, interactive=False)
-    call_command("createcachetable", verbosity=0)
-    from catalog.services import catalog_seed
-    from demo.synthetic import make_hardware, make_model, make_org, make_published_result
-    from runs.dispatch import run_prepare, run_token_for
-    from submissions import constants as c
-    from submissions.models import Submission
-    from submissions.schema import parse_config
-    from submissions.services.tokens import api_token_create
-
-    catalog_seed()
-    model = make_model(slug="load-model", name="Load model")
-    systems = [make_hardware(name=f"Load system {i}") for i in range(2)]
-    bench_org = make_org("Load bench")
-    results = [
-        make_published_result(model=model, hardware=systems[i % 2], org=bench_org) for i in range(4)
-    ]
-    org = make_org("Load vendor")
-    _, vendor_token = api_token_create(org=org, name="runner load")
-    reviewer, _ = get_user_model().objects.get_or_create(
-        username="load-reviewer", defaults={"is_staff": True, "email": "reviewer@localhost"}
-    )
-    text = (REPO / "docs" / "examples" / "simulated.yaml").read_text()
-    config = parse_config(text, "application/yaml")
-    from catalog.models import AIModel, HardwareSystem
-
-    prepared = []
-    for _ in range(runs):
-        submission = Submission.objects.create(
-            org=org,
-            model=AIModel.objects.get(slug=config.model.id),
-            hardware=HardwareSystem.objects.get(slug=config.hardware),
-            config=config.model_dump(mode="json"),
-            status=c.VALIDATED,
-            is_simulated=True,
-        )
-        run, signature = run_prepare(submission=submission)  # nothing enqueued
-        submission.status = c.QUEUED
-        submission.save(update_fields=["status"])
-        spec = signature.args[0]
-        prepared.append(
-            {
-                "id": run.pk,
-                "submission_id": submission.pk,
-                "spec": spec,
-                "token": run_token_for(run, spec["api"]["seed"]),
-            }
-        )
-    last = results[-1]
-    document = {
-        "runs": prepared,
-        "vendor_token": vendor_token,
-        "reviewer": reviewer.username,
-        "config_text": text,
-        "paths": [
-            "/",
-            f"/models/{model.slug}/",
-            f"/results/{last.pk}/",
-            f"/api/v1/public/models/{model.slug}/",
-            f"/api/v1/public/results/{last.pk}/",
-        ],
-    }
-    (folder / "prepared.json").write_text(json.dumps(document))
-    return document
-
-
-def start_site(folder: Path, env: dict[str, str], port: int) -> subprocess.Popen:
-    """gunicorn as `make demo` starts it (demo/management/commands/demo.py), with an access
-    log of every response's status."""
-    cmd = [
-        sys.executable, "-m", "gunicorn", "config.wsgi", "-b", f"127.0.0.1:{port}",
-        "-w", "2", "--threads", "4", "--timeout", "120",
-        "--access-logfile", str(folder / "access.log"),
-        "--access-logformat", "%(m)s %(U)s %(s)s %(D)s",
-    ]  # fmt: skip
-    return subprocess.Popen(
-        cmd,
-        cwd=REPO,
-        env=env,
-        stdout=open(folder / "web.log", "ab"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-
-
-def wait_site(url: str, process: subprocess.Popen, log: Path) -> None:
-    """Until the site answers /health (or its process died: the log says why)."""
-    while process.poll() is None:
-        try:
-            with urllib.request.urlopen(url + "/health?format=json", timeout=10):
-                return
-        except urllib.error.HTTPError:
-            return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError(f"the site exited with {process.returncode}:\n{log.read_text()[-3000:]}")
-
-
-def stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
 
 
 # --- the pool worker's side: spawned processes, no Django ---------------------------------
@@ -475,17 +293,126 @@ def access_counts(log: Path) -> dict[str, Any]:
     }
 
 
+@dataclass
+class Load:
+    """What one load pass saw: each run's worker outcomes, the clients' statuses, the
+    reviewer's tally, and the set-up and load times."""
+
+    run_ids: list[int]
+    outcomes: dict[int, list]
+    reads: Counter
+    submissions: Counter
+    publishes: Counter
+    set_up_s: float
+    load_s: float
+
+
+def _profile_database(args: argparse.Namespace) -> tuple[tuple[str, str] | None, str | None]:
+    """The PostgreSQL profile's fresh database, made on `--database-url`'s server:
+    ((server URL, name) to drop after, its URL); (None, None) on SQLite."""
+    if args.one != "postgresql":
+        return None, None
+    name = f"agentperf_runner_load_{uuid.uuid4().hex[:8]}"
+    return (args.database_url, name), postgres_database(args.database_url, True, name)
+
+
+def _traffic(
+    args: argparse.Namespace,
+    base: str,
+    prepared: dict[str, Any],
+    reads: Counter,
+    submitted: Counter,
+) -> tuple[list[threading.Thread], threading.Event]:
+    """The readers' and vendors' threads (not started) and the event that stops them."""
+    done = threading.Event()
+    threads = [
+        threading.Thread(target=_reader, args=(base, prepared["paths"], done, reads))
+        for _ in range(args.readers)
+    ]
+    threads += [
+        threading.Thread(
+            target=_vendor,
+            args=(base, prepared["vendor_token"], prepared["config_text"], done, submitted),
+        )
+        for _ in range(args.vendors)
+    ]
+    return threads, done
+
+
+def _load(
+    args: argparse.Namespace, folder: Path, base: str, prepared: dict[str, Any], started: float
+) -> Load:
+    """Run every run through the pool workers while readers, vendors and the reviewer load
+    the site; wait (at most `--settle-s`) for the runs to settle, then stop the traffic."""
+    set_up_s = time.monotonic() - started
+    run_ids = [r["id"] for r in prepared["runs"]]
+    reads: Counter = Counter()
+    submissions: Counter = Counter()
+    publishes: Counter = Counter()
+    threads, done = _traffic(args, base, prepared, reads, submissions)
+    publisher_done = threading.Event()
+    publisher = threading.Thread(
+        target=_publisher, args=(run_ids, prepared["reviewer"], publisher_done, publishes)
+    )
+    load_started = time.monotonic()
+    for thread in [*threads, publisher]:
+        thread.start()
+    outcomes = _deliveries(prepared["runs"], args.kill, args.workers, folder)
+    deadline = time.monotonic() + args.settle_s
+    while not _settled(run_ids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    done.set()
+    publisher_done.set()
+    for thread in [*threads, publisher]:
+        thread.join()
+    load_s = time.monotonic() - load_started
+    return Load(run_ids, outcomes, reads, submissions, publishes, set_up_s, load_s)
+
+
+def _row(args: argparse.Namespace, load: Load, folder: Path) -> dict[str, Any]:
+    """One profile's figures: the access log's counts, the disagreements, the timings."""
+    disagree = disagreements(load.outcomes)
+    access = access_counts(folder / "access.log")
+    kinds = access["kinds"]
+    fivexx = sum(n for s, n in access["statuses"].items() if s >= 500)
+    return {
+        "profile": args.one,
+        "runs": len(load.run_ids),
+        "killed": args.kill,
+        "workers": args.workers,
+        "heartbeats": kinds.get("heartbeat", 0),
+        "uploads": kinds.get("uploads", 0) + kinds.get("blobs", 0),
+        "trials": kinds.get("trials", 0),
+        "completions": kinds.get("complete", 0),
+        "publishes": load.publishes["published"],
+        "publisher": dict(load.publishes),
+        "reads": kinds.get("reads", 0),
+        "submissions": load.submissions.get(201, 0) + load.submissions.get(200, 0),
+        "requests": sum(kinds.values()),
+        "5xx": fivexx,
+        "503": access["statuses"].get(503, 0),
+        "errors": access["errors"],
+        "write_p50_ms": round(access["writes_ms"]["p50"], 1),
+        "write_p99_ms": round(access["writes_ms"]["p99"], 1),
+        "write_max_ms": round(access["writes_ms"]["max"], 1),
+        "lock_timeout_s": args.lock_timeout,
+        "disagree": len(disagree),
+        "disagreements": disagree,
+        "outcomes": {str(k): v for k, v in load.outcomes.items()},
+        "client_statuses": {
+            "reads": dict(load.reads),
+            "submissions": dict(load.submissions),
+        },
+        "set_up_s": round(load.set_up_s, 1),
+        "load_s": round(load.load_s, 1),
+    }
+
+
 def one_profile(args: argparse.Namespace) -> dict[str, Any]:
     """Prepare the site, load it, count; run in its own process (one Django setup)."""
     folder = Path(args.folder)
     port = free_port()
-    database = None
-    if args.one == "postgresql":
-        name = f"agentperf_runner_load_{uuid.uuid4().hex[:8]}"
-        database = (args.database_url, name)
-        url = postgres_database(args.database_url, True, name)
-    else:
-        url = None
+    database, url = _profile_database(args)
     env = site_env(folder, args.one, port, url)
     env["DATABASE_LOCK_TIMEOUT_S"] = str(args.lock_timeout)
     os.environ.clear()  # the profile's settings only: none of the caller's services
@@ -504,82 +431,10 @@ def one_profile(args: argparse.Namespace) -> dict[str, Any]:
         base = f"http://127.0.0.1:{port}"
         try:
             wait_site(base, site, folder / "web.log")
-            set_up_s = time.monotonic() - started
-            run_ids = [r["id"] for r in prepared["runs"]]
-            done = threading.Event()
-            reads: Counter = Counter()
-            submissions: Counter = Counter()
-            publishes: Counter = Counter()
-            threads = [
-                threading.Thread(target=_reader, args=(base, prepared["paths"], done, reads))
-                for _ in range(args.readers)
-            ]
-            threads += [
-                threading.Thread(
-                    target=_vendor,
-                    args=(
-                        base,
-                        prepared["vendor_token"],
-                        prepared["config_text"],
-                        done,
-                        submissions,
-                    ),
-                )
-                for _ in range(args.vendors)
-            ]
-            publisher_done = threading.Event()
-            publisher = threading.Thread(
-                target=_publisher, args=(run_ids, prepared["reviewer"], publisher_done, publishes)
-            )
-            load_started = time.monotonic()
-            for thread in [*threads, publisher]:
-                thread.start()
-            outcomes = _deliveries(prepared["runs"], args.kill, args.workers, folder)
-            deadline = time.monotonic() + args.settle_s
-            while not _settled(run_ids) and time.monotonic() < deadline:
-                time.sleep(0.2)
-            done.set()
-            publisher_done.set()
-            for thread in [*threads, publisher]:
-                thread.join()
-            load_s = time.monotonic() - load_started
+            load = _load(args, folder, base, prepared, started)
         finally:
             stop(site)
-        disagree = disagreements(outcomes)
-        access = access_counts(folder / "access.log")
-        kinds = access["kinds"]
-        fivexx = sum(n for s, n in access["statuses"].items() if s >= 500)
-        return {
-            "profile": args.one,
-            "runs": len(run_ids),
-            "killed": args.kill,
-            "workers": args.workers,
-            "heartbeats": kinds.get("heartbeat", 0),
-            "uploads": kinds.get("uploads", 0) + kinds.get("blobs", 0),
-            "trials": kinds.get("trials", 0),
-            "completions": kinds.get("complete", 0),
-            "publishes": publishes["published"],
-            "publisher": dict(publishes),
-            "reads": kinds.get("reads", 0),
-            "submissions": submissions.get(201, 0) + submissions.get(200, 0),
-            "requests": sum(kinds.values()),
-            "5xx": fivexx,
-            "503": access["statuses"].get(503, 0),
-            "errors": access["errors"],
-            "write_p50_ms": round(access["writes_ms"]["p50"], 1),
-            "write_p99_ms": round(access["writes_ms"]["p99"], 1),
-            "write_max_ms": round(access["writes_ms"]["max"], 1),
-            "lock_timeout_s": args.lock_timeout,
-            "disagree": len(disagree),
-            "disagreements": disagree,
-            "outcomes": {str(k): v for k, v in outcomes.items()},
-            "client_statuses": {
-                "reads": dict(reads),
-                "submissions": dict(submissions),
-            },
-            "set_up_s": round(set_up_s, 1),
-            "load_s": round(load_s, 1),
-        }
+        return _row(args, load, folder)
     finally:
         if database is not None:
             from django.db import connections
@@ -628,7 +483,8 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The command line (docs/benchmarks.md "Runner API under load")."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--profile", choices=[*PROFILES, "both"], default="both")
     parser.add_argument("--runs", type=int, default=12)
@@ -654,12 +510,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--one", choices=PROFILES, help=argparse.SUPPRESS)
     parser.add_argument("--folder", help=argparse.SUPPRESS)
     parser.add_argument("--prepare-only", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.kill > args.runs:
-        parser.error("--kill cannot exceed --runs")
-    if args.one:
-        print(json.dumps(one_profile(args)), flush=True)
-        return 0
+    return parser
+
+
+def _run_profiles(args: argparse.Namespace) -> list[dict[str, Any]] | int:
+    """Each profile in a child process of its own (`--one`) in a temporary folder: its
+    row, or the first failing child's exit status (its output tail on stderr)."""
     profiles = PROFILES if args.profile == "both" else (args.profile,)
     rows = []
     for profile in profiles:
@@ -677,10 +533,11 @@ def main(argv: list[str] | None = None) -> int:
                 sys.stderr.write(done.stdout[-5000:] + done.stderr[-5000:])
                 return done.returncode
             rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    if args.json:
-        for row in rows:
-            print(json.dumps(row))
-        return 0
+    return rows
+
+
+def _report(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
+    """The set-up line, the table, then every 5xx, reviewer refusal and disagreement."""
     print(
         f"{args.runs} runs ({args.kill} killed mid-completion and delivered again) in "
         f"{args.workers} worker processes, {args.readers} readers, {args.vendors} vendors; "
@@ -696,6 +553,24 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{row['profile']}: reviewer {what} × {n}")
         for d in row["disagreements"]:
             print(f"{row['profile']}: run {d['run']} site {d['site']}, workers {d['workers']}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.kill > args.runs:
+        parser.error("--kill cannot exceed --runs")
+    if args.one:
+        print(json.dumps(one_profile(args)), flush=True)
+        return 0
+    rows = _run_profiles(args)
+    if isinstance(rows, int):
+        return rows
+    if args.json:
+        for row in rows:
+            print(json.dumps(row))
+        return 0
+    _report(args, rows)
     return 0 if all(r["5xx"] == 0 and r["disagree"] == 0 for r in rows) else 1
 
 

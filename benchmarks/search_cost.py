@@ -105,16 +105,21 @@ def _dataset(work: Path) -> Path:
 
 
 class Run:
+    """One tree's search, timed: call it (in a thread with --parallel), then ``report``
+    holds its wall, CPU, peak RSS and each trial's figures and hashes (also written to
+    ``<work>/<label>/cost.json``)."""
+
     def __init__(self, tree: Path, label: str, args: argparse.Namespace, dataset: Path) -> None:
         self.tree, self.label, self.args, self.dataset = tree, label, args, dataset
         self.out = Path(args.work) / label
         self.extra = shlex.split(dict(a.split("=", 1) for a in args.args).get(label, ""))
         self.report: dict[str, Any] = {}
 
-    def __call__(self) -> None:
+    def _command(self) -> list[str]:
+        """The tree's own engine CLI, searching the simulated target with this run's extras."""
         a = self.args
         tiers = Path(a.work) / "tiers.json"
-        cmd = [
+        return [
             sys.executable,
             "-c",
             TREE_MAIN,
@@ -138,6 +143,10 @@ class Run:
             str(self.out),
             *self.extra,
         ]
+
+    def _search(self, cmd: list[str]) -> tuple[float, Any, dict[int, float]]:
+        """Run the search: its wall time, its resource usage (os.wait4), and when each
+        trial's progress line appeared (seconds from the start, by trial index)."""
         env = dict(os.environ, PYTHONPATH=str(self.tree))
         started = time.monotonic()
         proc = subprocess.Popen(
@@ -157,7 +166,11 @@ class Run:
         proc.returncode = code
         if code != 0:
             raise SystemExit(f"{self.label}: search exited {code}:\n" + b"".join(tail).decode())
-        doc = json.loads((self.out / "search.json").read_text())
+        return wall, usage, ends
+
+    def _trials(self, doc: dict[str, Any], ends: dict[int, float]) -> list[dict[str, Any]]:
+        """Each trial's figures, wall time and hashes of trial.json and requests.jsonl (the
+        records deleted after unless --keep-records)."""
         trials = []
         previous = 0.0
         for t in doc["trials"]:
@@ -183,6 +196,13 @@ class Run:
             previous = end
             if not self.args.keep_records:
                 records.unlink()
+        return trials
+
+    def __call__(self) -> None:
+        cmd = self._command()
+        wall, usage, ends = self._search(cmd)
+        doc = json.loads((self.out / "search.json").read_text())
+        trials = self._trials(doc, ends)
         self.report = {
             "label": self.label,
             "tree": str(self.tree),

@@ -111,7 +111,8 @@ def _row(k: int, result: TrialResult, first: dict[str, int]) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    """The command line, with ``--memory``'s own defaults filled in."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
         "--shards", default=None, help="comma-separated K values (default 1,2; --memory: 1)"
@@ -129,14 +130,6 @@ def main(argv: list[str] | None = None) -> int:
         help="streams as fast as the stub writes (capacity: events/s is what the shards take)",
     )
     args = ap.parse_args(argv)
-    cpus = sorted(os.sched_getaffinity(0))
-    server_cores = _cores(args.server_cores) if args.server_cores else [cpus[-1]]
-    client_cores = [c for c in cpus if c not in server_cores] or cpus
-    work = Path(tempfile.mkdtemp(prefix="bench-shards-"))
-    dataset_path = _dataset(
-        ROOT / "var" / f"bench-synthetic-{args.trajectories}.jsonl.gz", args.trajectories
-    )
-    trajectories = load_dataset(dataset_path).trajectories
     if not args.memory:
         args.shards = args.shards or "1,2"
     else:
@@ -144,6 +137,11 @@ def main(argv: list[str] | None = None) -> int:
         args.agents, args.speed = 8192, 82.0
         args.shards = args.shards or "1"
         args.warmup, args.duration = max(args.warmup, 30.0), min(args.duration, 20.0)
+    return args
+
+
+def _start_stub(args: argparse.Namespace, server_cores: list[int]) -> tuple[mp.Process, str]:
+    """The loopback stub in its own process pinned to ``server_cores``; (process, base URL)."""
     pack = 256 if args.memory else 1
     pace = StubConfig(
         pack=pack, interval_s=0.0 if args.saturate else pack / args.speed, ttft_s=(0.02, 0.5)
@@ -153,56 +151,64 @@ def main(argv: list[str] | None = None) -> int:
     server = ctx.Process(target=serve, args=(ports, None, pace), daemon=True)
     server.start()
     os.sched_setaffinity(server.pid, set(server_cores))  # type: ignore[arg-type]
-    url = f"http://127.0.0.1:{ports.get(timeout=60)}/v1"
-    os.sched_setaffinity(0, set(client_cores))
-    speed = "as fast as it writes" if args.saturate else f"{args.speed:g} tok/s per stream"
-    print(
-        f"stub on cores {server_cores} ({speed}, TTFT 20-500 ms); "
-        f"clients on {client_cores}; {args.agents} agents, warm-up {args.warmup:g} s, "
-        f"window {args.duration:g} s"
+    return server, f"http://127.0.0.1:{ports.get(timeout=60)}/v1"
+
+
+def _trial_config(args: argparse.Namespace, k: int) -> TrialConfig:
+    """One K's trial: no tier, no health limits, the replay salted per K."""
+    return TrialConfig(
+        concurrency=args.agents,
+        warmup_s=args.warmup,
+        duration_s=args.duration,
+        accelerators=1,
+        min_requests=1,
+        max_loop_lag_ms=1e9,
+        max_cpu_percent=101.0,
+        replay=ReplayConfig(
+            model="stub",
+            seed=1,
+            ramp_s=args.warmup,
+            namespace_salt=f"k{k}",
+            count_output_tokens=False,
+        ),
     )
+
+
+def _measure(
+    args: argparse.Namespace, url: str, dataset_path: Path, client_cores: list[int]
+) -> list[dict[str, Any]]:
+    """One trial per K against the stub (K > 1, or ``--memory``: in local shard processes);
+    each K's row printed as JSON as it is measured."""
+    work = Path(tempfile.mkdtemp(prefix="bench-shards-"))
+    trajectories = load_dataset(dataset_path).trajectories
     rows = []
-    try:
-        for k in [int(x) for x in args.shards.split(",")]:
-            config = TrialConfig(
-                concurrency=args.agents,
-                warmup_s=args.warmup,
-                duration_s=args.duration,
-                accelerators=1,
-                min_requests=1,
-                max_loop_lag_ms=1e9,
-                max_cpu_percent=101.0,
-                replay=ReplayConfig(
-                    model="stub",
-                    seed=1,
-                    ramp_s=args.warmup,
-                    namespace_salt=f"k{k}",
-                    count_output_tokens=False,
+    for k in [int(x) for x in args.shards.split(",")]:
+        sharding = None
+        if k > 1 or args.memory:
+            sharding = Sharding(
+                executor=lambda k=k: LocalShards(
+                    dataset_path=dataset_path, work_dir=work / f"k{k}", cpus=client_cores
                 ),
+                shards=k,
+                always=True,
             )
-            sharding = None
-            if k > 1 or args.memory:
-                sharding = Sharding(
-                    executor=lambda k=k: LocalShards(
-                        dataset_path=dataset_path, work_dir=work / f"k{k}", cpus=client_cores
-                    ),
-                    shards=k,
-                    always=True,
-                )
-            _stats(url)  # clear the stub's log
-            result = trial_job(
-                target=Target(base_url=url),
-                trajectories=trajectories,
-                config=config,
-                sharding=sharding,
-            )
-            row = _row(k, result, _stats(url)["first"])
-            rows.append(row)
-            print(json.dumps(row))
-            sys.stdout.flush()
-    finally:
-        server.terminate()
-        server.join(timeout=10)
+        _stats(url)  # clear the stub's log
+        result = trial_job(
+            target=Target(base_url=url),
+            trajectories=trajectories,
+            config=_trial_config(args, k),
+            sharding=sharding,
+        )
+        row = _row(k, result, _stats(url)["first"])
+        rows.append(row)
+        print(json.dumps(row))
+        sys.stdout.flush()
+    return rows
+
+
+def _print_comparison(rows: list[dict[str, Any]], saturate: bool) -> None:
+    """Each K beside K = 1: events/s, the scaling ratio (saturated runs only), CPU per
+    shard, the TTFT error and the peak RSS."""
     one = next((r for r in rows if r["shards"] == 1), None)
     print(
         f"\n{'K':>3} {'events/s':>10} {'vs K x one':>10} {'CPU % per shard':>18} "
@@ -212,9 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         # paced streams: events/s is the offered load, the same at every K; only a saturated
         # run measures capacity, where K shards should take K times one shard's events
         ratio = (
-            r["events_per_s"] / (r["shards"] * one["events_per_s"])
-            if one and args.saturate
-            else None
+            r["events_per_s"] / (r["shards"] * one["events_per_s"]) if one and saturate else None
         )
         fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
         print(
@@ -222,6 +226,30 @@ def main(argv: list[str] | None = None) -> int:
             f"{','.join(str(c) for c in r['cpu_percent']):>18} {fmt(r['ttft_err_p50_ms']):>12} "
             f"{fmt(r['ttft_err_p99_ms']):>7} {','.join(str(m) for m in r['peak_rss_mib']):>10}"
         )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    cpus = sorted(os.sched_getaffinity(0))
+    server_cores = _cores(args.server_cores) if args.server_cores else [cpus[-1]]
+    client_cores = [c for c in cpus if c not in server_cores] or cpus
+    dataset_path = _dataset(
+        ROOT / "var" / f"bench-synthetic-{args.trajectories}.jsonl.gz", args.trajectories
+    )
+    server, url = _start_stub(args, server_cores)
+    os.sched_setaffinity(0, set(client_cores))
+    speed = "as fast as it writes" if args.saturate else f"{args.speed:g} tok/s per stream"
+    print(
+        f"stub on cores {server_cores} ({speed}, TTFT 20-500 ms); "
+        f"clients on {client_cores}; {args.agents} agents, warm-up {args.warmup:g} s, "
+        f"window {args.duration:g} s"
+    )
+    try:
+        rows = _measure(args, url, dataset_path, client_cores)
+    finally:
+        server.terminate()
+        server.join(timeout=10)
+    _print_comparison(rows, args.saturate)
     return 0
 
 

@@ -29,6 +29,7 @@ import re
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -39,7 +40,7 @@ from agentperf.engine.transport import RealClock
 from agentperf.engine.trial import TrialConfig, run_trial
 from agentperf.verification.speculative import scrape_metrics
 from runner.launchers import vllm_env
-from runner.launchers.base import free_port
+from runner.launchers.base import Endpoint, free_port
 from runner.launchers.process import ProcessLauncher
 
 REPO = Path(__file__).resolve().parents[1]
@@ -81,13 +82,19 @@ def pct(a: float, b: float) -> str:
     return f"{(a - b) / b * 100:+.1f}%" if b else "—"
 
 
-def main() -> int:
+def _parse() -> argparse.Namespace:
+    """The command line: agent counts, the trial's warm-up and window, the dataset's size."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--agents", default="1,2,4")
     ap.add_argument("--warmup", type=float, default=3.0)
     ap.add_argument("--duration", type=float, default=20.0)
     ap.add_argument("--trajectories", type=int, default=12)
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def _launcher() -> ProcessLauncher:
+    """vLLM as docs/examples/vllm-process.yaml launches it, from `make vllm`'s build and the
+    tiny recipe model, on a free port (not started)."""
     config = yaml.safe_load(EXAMPLE.read_text())
     os.environ.update(
         AGENTPERF_VLLM=str(vllm_env.ensure_venv().parent.parent),
@@ -95,7 +102,7 @@ def main() -> int:
         RUNNER_LAUNCH_VARS="AGENTPERF_VLLM,AGENTPERF_TINY_HF",
     )
     launch = config["launch"]
-    launcher = ProcessLauncher(
+    return ProcessLauncher(
         {
             "command": [launch["command"], *launch["args"]],
             "port": free_port(),
@@ -105,74 +112,78 @@ def main() -> int:
         },
         log_dir=tempfile.mkdtemp(prefix="vllm-ground-truth-"),
     )
-    dataset = generate_dataset(seed=7, trajectories=args.trajectories, params=SMALL)
-    rows = []
-    started = time.monotonic()
+
+
+def _trial_config(args: argparse.Namespace, n: int, model: str) -> TrialConfig:
+    """One trial of ``n`` agents: no health limits to speak of, no bootstrap."""
+    return TrialConfig(
+        concurrency=n,
+        warmup_s=args.warmup,
+        duration_s=args.duration,
+        accelerators=1,
+        min_requests=1,
+        max_loop_lag_ms=1000.0,
+        max_cpu_percent=100.0,
+        bootstrap_resamples=0,
+        replay=ReplayConfig(
+            model=model,
+            seed=n,
+            tool_delay_scale=0.3,
+            namespace_salt=f"ground-truth-{n}",
+        ),
+    )
+
+
+async def _measure(
+    endpoint: Endpoint, trajectories: list, trial: TrialConfig
+) -> tuple[dict[str, float], dict[str, float], list]:
+    """vLLM's counters just before the trial's first request and after its last answer,
+    and the trial's records: both sides count exactly the same requests."""
+    base = str(endpoint.base_url)
+
+    def scrape() -> dict[str, float]:
+        return counters(scrape_metrics(base, connect=endpoint.connect))
+
+    transport = HttpTransport(base, connect=endpoint.connect)
     try:
-        endpoint = launcher.start()
-        print(f"vLLM ready in {time.monotonic() - started:.0f} s at {endpoint.base_url}")
-        base = str(endpoint.base_url)
-
-        def scrape() -> dict[str, float]:
-            return counters(scrape_metrics(base, connect=endpoint.connect))
-
-        for n in [int(x) for x in args.agents.split(",")]:
-            trial = TrialConfig(
-                concurrency=n,
-                warmup_s=args.warmup,
-                duration_s=args.duration,
-                accelerators=1,
-                min_requests=1,
-                max_loop_lag_ms=1000.0,
-                max_cpu_percent=100.0,
-                bootstrap_resamples=0,
-                replay=ReplayConfig(
-                    model=endpoint.served_model_name,
-                    seed=n,
-                    tool_delay_scale=0.3,
-                    namespace_salt=f"ground-truth-{n}",
-                ),
-            )
-
-            async def measure(
-                trial: TrialConfig,
-            ) -> tuple[dict[str, float], dict[str, float], list]:
-                transport = HttpTransport(base, connect=endpoint.connect)
-                try:
-                    before = await asyncio.to_thread(scrape)
-                    result = await run_trial(transport, RealClock(), dataset.trajectories, trial)
-                    after = await asyncio.to_thread(scrape)
-                finally:
-                    await transport.aclose()
-                return before, after, result.records
-
-            before, after, records = asyncio.run(measure(trial))
-            delta = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in SERIES}
-            ok = [r for r in records if r.ok and r.t_first_ns is not None]
-            ttft = sum(r.ttft_s for r in ok) / len(ok)
-            tpots = [
-                (r.t_last_ns - r.t_first_ns) / 1e9 / (r.n_out - 1)
-                for r in ok
-                if r.n_out and r.n_out > 1 and r.t_last_ns and r.t_last_ns > r.t_first_ns
-            ]
-            tpot = sum(tpots) / len(tpots)
-            v_ttft = delta[SERIES[0]] / delta[SERIES[1]] if delta[SERIES[1]] else 0.0
-            v_tpot = delta[SERIES[2]] / delta[SERIES[3]] if delta[SERIES[3]] else 0.0
-            rows.append(
-                {
-                    "agents": n,
-                    "requests": len(records),
-                    "vllm_requests": int(delta[SERIES[4]]),
-                    "ttft": ttft,
-                    "vllm_ttft": v_ttft,
-                    "tpot": tpot,
-                    "vllm_tpot": v_tpot,
-                    "cached": sum(r.n_cached or 0 for r in records),
-                    "vllm_hits": int(delta["vllm:prefix_cache_hits_total"]),
-                }
-            )
+        before = await asyncio.to_thread(scrape)
+        result = await run_trial(transport, RealClock(), trajectories, trial)
+        after = await asyncio.to_thread(scrape)
     finally:
-        launcher.stop()
+        await transport.aclose()
+    return before, after, result.records
+
+
+def _compare(
+    n: int, before: dict[str, float], after: dict[str, float], records: list
+) -> dict[str, Any]:
+    """One agent count's engine figures beside the deltas of vLLM's own counters."""
+    delta = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in SERIES}
+    ok = [r for r in records if r.ok and r.t_first_ns is not None]
+    ttft = sum(r.ttft_s for r in ok) / len(ok)
+    tpots = [
+        (r.t_last_ns - r.t_first_ns) / 1e9 / (r.n_out - 1)
+        for r in ok
+        if r.n_out and r.n_out > 1 and r.t_last_ns and r.t_last_ns > r.t_first_ns
+    ]
+    tpot = sum(tpots) / len(tpots)
+    v_ttft = delta[SERIES[0]] / delta[SERIES[1]] if delta[SERIES[1]] else 0.0
+    v_tpot = delta[SERIES[2]] / delta[SERIES[3]] if delta[SERIES[3]] else 0.0
+    return {
+        "agents": n,
+        "requests": len(records),
+        "vllm_requests": int(delta[SERIES[4]]),
+        "ttft": ttft,
+        "vllm_ttft": v_ttft,
+        "tpot": tpot,
+        "vllm_tpot": v_tpot,
+        "cached": sum(r.n_cached or 0 for r in records),
+        "vllm_hits": int(delta["vllm:prefix_cache_hits_total"]),
+    }
+
+
+def _print_table(rows: list[dict[str, Any]]) -> None:
+    """The comparison as a Markdown table (docs/benchmarks.md "vLLM ground truth")."""
     print()
     print(
         "| agents | requests (engine / vLLM) | mean TTFT ms (engine / vLLM, diff) "
@@ -188,6 +199,24 @@ def main() -> int:
             f"| {1 / r['tpot']:.1f} / {1 / r['vllm_tpot'] if r['vllm_tpot'] else 0:.1f} "
             f"| {r['cached']:,} / {r['vllm_hits']:,} |"
         )
+
+
+def main() -> int:
+    args = _parse()
+    launcher = _launcher()
+    dataset = generate_dataset(seed=7, trajectories=args.trajectories, params=SMALL)
+    rows = []
+    started = time.monotonic()
+    try:
+        endpoint = launcher.start()
+        print(f"vLLM ready in {time.monotonic() - started:.0f} s at {endpoint.base_url}")
+        for n in [int(x) for x in args.agents.split(",")]:
+            trial = _trial_config(args, n, endpoint.served_model_name)
+            before, after, records = asyncio.run(_measure(endpoint, dataset.trajectories, trial))
+            rows.append(_compare(n, before, after, records))
+    finally:
+        launcher.stop()
+    _print_table(rows)
     return 0
 
 

@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -220,7 +221,24 @@ def _head(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[st
         return exc.code, dict(exc.headers), len(exc.read())
 
 
-def main(argv: list[str] | None = None) -> int:
+Row = tuple[str, dict, str]
+
+
+@dataclass
+class Servers:
+    """The servers under load: the bare app, the site and (unless --no-varnish) Varnish in
+    front of it, each a base URL and its process."""
+
+    bare: str
+    site: str
+    proxy: str | None
+    bare_server: subprocess.Popen
+    site_server: subprocess.Popen
+    varnish_server: subprocess.Popen | None
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The command line (docs/benchmarks.md "Web under load")."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=4, help="per row")
     parser.add_argument("--connections", type=int, default=32)
@@ -235,7 +253,78 @@ def main(argv: list[str] | None = None) -> int:
         help="serve the site from another checkout of the same schema (a before/after "
         "comparison: `git archive COMMIT | tar -x -C DIR`)",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _start_servers(
+    args: argparse.Namespace, folder: Path, processes: list[subprocess.Popen]
+) -> Servers:
+    """Start the bare app, the site and Varnish, each process added to ``processes`` as it
+    starts (the caller stops them), and wait until each answers."""
+    env = _env(folder)
+    bare_port, site_port = _free_port(), _free_port()
+    processes.append(
+        _gunicorn("benchmarks.web_load:bare_app", bare_port, args, env, folder / "b.log")
+    )
+    processes.append(
+        _gunicorn("config.wsgi", site_port, args, env, folder / "s.log", args.site_dir)
+    )
+    bare, site = f"http://127.0.0.1:{bare_port}", f"http://127.0.0.1:{site_port}"
+    proxy = None
+    if not args.no_varnish:
+        process, port = _varnish(folder, site_port)
+        processes.append(process)
+        proxy = f"http://127.0.0.1:{port}"
+    for base in [bare, site] + ([proxy] if proxy else []):
+        _wait(base + "/")
+    return Servers(bare, site, proxy, processes[0], processes[1], processes[2] if proxy else None)
+
+
+def _path_rows(name: str, path: str, servers: Servers, args: argparse.Namespace) -> list[Row]:
+    """One path's rows: direct (warmed first), a 304 revalidation with its ETag, and
+    through Varnish."""
+    site, proxy = servers.site, servers.proxy
+    code, headers, size = _head(site + path, {"Accept": "application/json"})
+    assert code == 200, (path, code)
+    etag = headers.get("ETag", '"none"')  # none before HTTP caching
+    for _ in range(3):  # warm every worker process's memo
+        _head(site + path, {"Accept": "application/json"})
+    kb = f"{size / 1024:.0f} KB"
+    json_accept = {"Accept": "application/json"}
+    rows: list[Row] = [
+        (f"{name} {path} ({kb})", wrk(site + path, args, json_accept, servers.site_server), "")
+    ]
+    revalidate = {**json_accept, "If-None-Match": etag}
+    rows.append(("  same, 304", wrk(site + path, args, revalidate, servers.site_server), ""))
+    if proxy:
+        _head(proxy + path, json_accept)
+        rows.append(
+            ("  through Varnish", wrk(proxy + path, args, json_accept, servers.varnish_server), "")
+        )
+    return rows
+
+
+def _print_rows(rows: list[Row]) -> None:
+    """Each row beside the bare app (the first row): req/s and the server's CPU per request.
+
+    req/s depends on what else the machine runs; the server's own CPU time per request much
+    less (its share of the bare app's is the ceiling on a quiet box)."""
+    base_rps, base_cpu = rows[0][1]["rps"], rows[0][1]["cpu_us"]
+    print(
+        f"{'path':52} {'req/s':>7} {'of bare':>7} {'p50 ms':>7} {'p99 ms':>7} "
+        f"{'CPU us/req':>10} {'bare/it':>7}"
+    )
+    for name, r, _ in rows:
+        note = f" {r['bad']} non-2xx/3xx" if r["bad"] else ""
+        print(
+            f"{name:52} {r['rps']:7.0f} {r['rps'] / base_rps:7.0%} "
+            f"{r['p50']:7.1f} {r['p99']:7.1f} {r['cpu_us']:10.0f} "
+            f"{base_cpu / max(r['cpu_us'], 1e-9):7.0%}{note}"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     if not shutil.which("wrk"):
         print("wrk is not installed (make varnish)", file=sys.stderr)
         return 2
@@ -244,76 +333,17 @@ def main(argv: list[str] | None = None) -> int:
         folder = Path(tmp)
         try:
             paths = _fill(folder, args.results)
-            env = _env(folder)
-            bare_port, site_port = _free_port(), _free_port()
-            processes.append(
-                _gunicorn("benchmarks.web_load:bare_app", bare_port, args, env, folder / "b.log")
-            )
-            processes.append(
-                _gunicorn("config.wsgi", site_port, args, env, folder / "s.log", args.site_dir)
-            )
-            bare, site = f"http://127.0.0.1:{bare_port}", f"http://127.0.0.1:{site_port}"
-            proxy = None
-            if not args.no_varnish:
-                process, port = _varnish(folder, site_port)
-                processes.append(process)
-                proxy = f"http://127.0.0.1:{port}"
-            for base in [bare, site] + ([proxy] if proxy else []):
-                _wait(base + "/")
+            servers = _start_servers(args, folder, processes)
             print(
                 f"gunicorn -w {args.workers} --threads {args.threads}; wrk -t1 "
                 f"-c{args.connections} -d{args.seconds}s; {os.cpu_count()} CPUs, load "
                 f"{os.getloadavg()[0]:.1f}; {args.results} results (SQLite, database cache)\n"
             )
-            bare_server, site_server = processes[0], processes[1]
-            varnish_server = processes[2] if proxy else None
-            rows = [("bare WSGI app (5.5 KB)", wrk(bare + "/", args, server=bare_server), "")]
+            bare_row = wrk(servers.bare + "/", args, server=servers.bare_server)
+            rows: list[Row] = [("bare WSGI app (5.5 KB)", bare_row, "")]
             for name, path in paths.items():
-                code, headers, size = _head(site + path, {"Accept": "application/json"})
-                assert code == 200, (path, code)
-                etag = headers.get("ETag", '"none"')  # none before HTTP caching
-                for _ in range(3):  # warm every worker process's memo
-                    _head(site + path, {"Accept": "application/json"})
-                kb = f"{size / 1024:.0f} KB"
-                json_accept = {"Accept": "application/json"}
-                rows.append(
-                    (f"{name} {path} ({kb})", wrk(site + path, args, json_accept, site_server), "")
-                )
-                rows.append(
-                    (
-                        "  same, 304",
-                        wrk(
-                            site + path,
-                            args,
-                            {**json_accept, "If-None-Match": etag},
-                            site_server,
-                        ),
-                        "",
-                    )
-                )
-                if proxy:
-                    _head(proxy + path, json_accept)
-                    rows.append(
-                        (
-                            "  through Varnish",
-                            wrk(proxy + path, args, json_accept, varnish_server),
-                            "",
-                        )
-                    )
-            base_rps, base_cpu = rows[0][1]["rps"], rows[0][1]["cpu_us"]
-            # req/s depends on what else the machine runs; the server's own CPU time per
-            # request much less (its share of the bare app's is the ceiling on a quiet box)
-            print(
-                f"{'path':52} {'req/s':>7} {'of bare':>7} {'p50 ms':>7} {'p99 ms':>7} "
-                f"{'CPU us/req':>10} {'bare/it':>7}"
-            )
-            for name, r, _ in rows:
-                note = f" {r['bad']} non-2xx/3xx" if r["bad"] else ""
-                print(
-                    f"{name:52} {r['rps']:7.0f} {r['rps'] / base_rps:7.0%} "
-                    f"{r['p50']:7.1f} {r['p99']:7.1f} {r['cpu_us']:10.0f} "
-                    f"{base_cpu / max(r['cpu_us'], 1e-9):7.0%}{note}"
-                )
+                rows += _path_rows(name, path, servers, args)
+            _print_rows(rows)
         finally:
             for process in reversed(processes):
                 _stop(process)

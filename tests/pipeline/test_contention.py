@@ -133,7 +133,7 @@ class _TableLock:
 def sqlite_site(tmp_path):
     """benchmarks/runner_load.py's site on the embedded profile in its own gunicorn, its
     lock timeout 1 s; one prepared run. Yields (base URL, database file, prepared run)."""
-    from benchmarks.runner_load import site_env, start_site, stop, wait_site
+    from benchmarks.runner_load_site import site_env, start_site, stop, wait_site
 
     folder = tmp_path / "site"
     folder.mkdir()
