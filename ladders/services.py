@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
@@ -210,15 +211,13 @@ def _reusable(org: Organization, sha: str, workload: str) -> Submission | None:
     return None
 
 
-def ladder_create(*, org: Organization, body: Any, created_by: Any = None) -> Ladder:
-    """Validate the whole ladder (every rung of every order) and create its rungs'
-    submissions; nothing is written when any rung is invalid."""
-    from submissions.services.submissions import config_resolve_catalog, submission_create
-
+def _validated_body(org: Organization, body: Any) -> LadderBody:
+    """The body as the ladder document, or a LadderError naming every field at fault (a
+    well-formed baseline naming no result of the org among them)."""
     if isinstance(body, dict):
         _no_clear_secrets(body)
     try:
-        doc = LadderBody.model_validate(body)
+        return LadderBody.model_validate(body)
     except ValidationError as exc:
         fields = ladder_body_errors(exc)
         raw = body.get("baseline") if isinstance(body, dict) else None
@@ -233,13 +232,35 @@ def ladder_create(*, org: Organization, body: Any, created_by: Any = None) -> La
                 fields = {**(missing.fields or {}), **fields}
         first = next(iter(fields))
         raise LadderError(f"{first}: {fields[first][0]}", fields=fields) from None
-    name, description, orders, speeds = doc.name, doc.description, doc.orders, doc.speeds
-    baseline, baseline_name, baseline_workload = _baseline(org, doc.baseline)
-    changes = _changes(doc.changes)
+
+
+@dataclass(frozen=True)
+class _PlannedRung:
+    """One rung of one order, validated before anything is written."""
+
+    order: str
+    index: int
+    name: str
+    description: str
+    change: int | None
+    applied: list[int]
+    config: dict[str, Any]
+    workload: str
+
+
+def _planned_rungs(
+    orders: list[str],
+    baseline: dict[str, Any],
+    baseline_name: str,
+    baseline_workload: str,
+    changes: list[dict[str, Any]],
+) -> list[_PlannedRung]:
+    """Every rung of every order with its validated config, all on the baseline's hardware
+    (identical conditions)."""
     hardware = parse_config(
         json.dumps(_rung_config(baseline, changes, [])), "application/json"
     ).hardware
-    planned: list[tuple[str, int, str, str, int | None, list[int], dict[str, Any], str]] = []
+    planned: list[_PlannedRung] = []
     for order in orders:
         for k, (kind, _, change, applied) in enumerate(_applied_for(order, len(changes))):
             config = _rung_config(baseline, changes, applied, hardware)
@@ -253,65 +274,90 @@ def ladder_create(*, org: Organization, body: Any, created_by: Any = None) -> La
                 rung_name = ch["name"] if kind == "change" else f"all but {ch['name']}"
                 desc = ch["description"]
             workload = _rung_workload(baseline_workload, changes, applied)
-            planned.append((order, k, rung_name, desc, change, applied, config, workload))
-    parsed = parse_config(json.dumps(planned[0][6]), "application/json")
+            planned.append(
+                _PlannedRung(order, k, rung_name, desc, change, applied, config, workload)
+            )
+    return planned
+
+
+def _create_rungs(
+    ladder: Ladder, org: Organization, planned: list[_PlannedRung], created_by: Any
+) -> int:
+    """The ladder's rungs, one submission per distinct (config, workload): equal rungs share
+    a run, and a config already verified for the org reuses its submission. Returns the
+    number of submissions the rungs name."""
+    from submissions.services.submissions import submission_create
+
+    by_sha: dict[tuple[str, str], tuple[Submission, bool]] = {}
+    for rung in planned:
+        sha = _sha(rung.config)
+        # what identifies a rung's measurement: its config, and its workload when not
+        # the benchmark's (a workload change alone leaves the config as it was)
+        digest = sha if rung.workload == WORKLOAD_CODING else _sha([rung.config, rung.workload])
+        if (sha, rung.workload) not in by_sha:
+            prior = _reusable(org, sha, rung.workload)
+            if prior is not None:
+                by_sha[sha, rung.workload] = (prior, True)
+            else:
+                sub = submission_create(
+                    org=org,
+                    config_text=json.dumps(rung.config),
+                    content_type="application/json",
+                    created_by=created_by,
+                    workload=rung.workload,
+                )
+                by_sha[sha, rung.workload] = (sub, False)
+        sub, reused = by_sha[sha, rung.workload]
+        LadderRung.objects.create(
+            ladder=ladder,
+            order=rung.order,
+            index=rung.index,
+            name=rung.name,
+            description=rung.description,
+            change=rung.change,
+            applied=rung.applied,
+            config=rung.config,
+            config_sha256=digest,
+            submission=sub,
+            reused=reused,
+        )
+    return len(by_sha)
+
+
+def ladder_create(*, org: Organization, body: Any, created_by: Any = None) -> Ladder:
+    """Validate the whole ladder (every rung of every order) and create its rungs'
+    submissions; nothing is written when any rung is invalid."""
+    from submissions.services.submissions import config_resolve_catalog
+
+    doc = _validated_body(org, body)
+    baseline, baseline_name, baseline_workload = _baseline(org, doc.baseline)
+    changes = _changes(doc.changes)
+    planned = _planned_rungs(doc.orders, baseline, baseline_name, baseline_workload, changes)
+    parsed = parse_config(json.dumps(planned[0].config), "application/json")
     model, hardware = config_resolve_catalog(config=parsed, org=org)
     with transaction.atomic():
         ladder = Ladder.objects.create(
             org=org,
             model=model,
             hardware=hardware,
-            name=name,
-            description=description,
+            name=doc.name,
+            description=doc.description,
             is_simulated=parsed.is_simulated,
             document={
                 "baseline": {"name": baseline_name, "config": baseline},
                 "rungs": changes,
             },
-            orders=orders,
-            speeds=[float(s) for s in speeds],
+            orders=doc.orders,
+            speeds=[float(s) for s in doc.speeds],
             created_by=created_by if getattr(created_by, "pk", None) else None,
         )
-        # one submission per distinct (config, workload): equal rungs share a run
-        by_sha: dict[tuple[str, str], tuple[Submission, bool]] = {}
-        for order, k, rung_name, desc, change, applied, config, workload in planned:
-            sha = _sha(config)
-            # what identifies a rung's measurement: its config, and its workload when not
-            # the benchmark's (a workload change alone leaves the config as it was)
-            digest = sha if workload == WORKLOAD_CODING else _sha([config, workload])
-            if (sha, workload) not in by_sha:
-                prior = _reusable(org, sha, workload)
-                if prior is not None:
-                    by_sha[sha, workload] = (prior, True)
-                else:
-                    sub = submission_create(
-                        org=org,
-                        config_text=json.dumps(config),
-                        content_type="application/json",
-                        created_by=created_by,
-                        workload=workload,
-                    )
-                    by_sha[sha, workload] = (sub, False)
-            sub, reused = by_sha[sha, workload]
-            LadderRung.objects.create(
-                ladder=ladder,
-                order=order,
-                index=k,
-                name=rung_name,
-                description=desc,
-                change=change,
-                applied=applied,
-                config=config,
-                config_sha256=digest,
-                submission=sub,
-                reused=reused,
-            )
+        submissions = _create_rungs(ladder, org, planned, created_by)
         audit_record(
             actor=created_by,
             obj=ladder,
             action="create",
             to_state=Ladder.STATUS_RUNNING,
-            data={"rungs": len(planned), "submissions": len(by_sha)},
+            data={"rungs": len(planned), "submissions": submissions},
         )
     return ladder
 
