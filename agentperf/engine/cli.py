@@ -13,6 +13,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, TextIO
@@ -35,7 +36,7 @@ from agentperf.engine.openloop import (
 from agentperf.engine.preflight import check_context, http_fetch
 from agentperf.engine.replay import ARRIVAL_CLOSED, ARRIVAL_OPEN, ARRIVALS, ReplayConfig
 from agentperf.engine.report import add_report_command, print_max_agents
-from agentperf.engine.search import SearchTrial
+from agentperf.engine.search import SearchResult, SearchTrial
 from agentperf.engine.shard_cli import add_shard_commands, add_shard_option, build_sharding
 from agentperf.engine.targets import UnknownTarget
 from agentperf.engine.trajectory import Dataset, DatasetError, Trajectory, load_dataset
@@ -435,58 +436,107 @@ def cmd_trial(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _prior_trials(log_path: Path, resume: bool) -> list[SearchTrial]:
+    """The trials a resumed search already ran (its trials.jsonl); a fresh one starts the
+    log anew."""
+    if resume and log_path.exists():
+        return [
+            SearchTrial.from_dict(orjson.loads(line))
+            for line in log_path.read_bytes().splitlines()
+            if line.strip()
+        ]
+    if log_path.exists():
+        log_path.unlink()
+    return []
+
+
+@dataclass(slots=True)
+class _SearchLog:
+    """A search's trials as they finish: appended to trials.jsonl and reported, with each
+    load as a concurrency N or, in open loop, an arrival rate λ."""
+
+    log_path: Path
+    reporter: Reporter
+    rate_step: float | None
+    max_trials: int
+
+    def _load(self, point: int) -> str:
+        unit = "N" if self.rate_step is None else "λ"
+        load = point if self.rate_step is None else f"{rate_of(point, self.rate_step):g}/min"
+        return f"{unit}={load}"
+
+    def on_trial(self, trial: SearchTrial) -> None:
+        with open(self.log_path, "ab") as fh:
+            fh.write(orjson.dumps(trial.to_dict()) + b"\n")
+        summary = trial.data.get("summary", {})
+        verdicts = " ".join(f"{k}={'pass' if v else 'fail'}" for k, v in trial.verdicts.items())
+        self.reporter.line(
+            f"trial {trial.index} [{trial.phase}] {self._load(trial.concurrency)}: "
+            f"p25_speed={summary.get('p25_output_speed', 0):.1f} tok/s "
+            f"errors={summary.get('error_rate', 0):.1%} {verdicts}"
+        )
+        if summary.get("failed"):
+            for line in reason_lines(TrialSummary.from_dict(summary)):
+                self.reporter.line(line)
+
+    def progress(self, phase: str, index: int, concurrency: int) -> None:
+        self.reporter.bar(
+            f"trial {index} [{phase}] {self._load(concurrency)}", index, self.max_trials
+        )
+
+
+def _write_search(
+    out: TextIO,
+    reporter: Reporter,
+    result: SearchResult,
+    doc: dict[str, Any],
+    step: float | None,
+    out_dir: Path,
+) -> None:
+    """search.json and each tier's answer: max agents, or in open loop the max arrival rate
+    (docs/engine.md "Arrival modes")."""
+    if step is not None:
+        # max_agents and the trials' "concurrency" are search steps here; "arrival" says
+        # what they mean (docs/engine.md "Arrival modes")
+        doc["arrival"] = open_loop_summary(result, step)
+    (out_dir / "search.json").write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+    if step is not None:
+        for name, tier in doc["arrival"]["tiers"].items():
+            flags = f" ({', '.join(tier['flags'])})" if tier["flags"] else ""
+            mean, peak = tier["mean_concurrent_sessions"], tier["peak_concurrent_sessions"]
+            at = "" if mean is None else f", {mean:.1f} sessions at once on average, peak {peak}"
+            reporter.line(f"tier {name}: max rate {tier['max_rate_per_min']:g}/min{at}{flags}")
+        reporter.line(f"wrote {out_dir / 'search.json'} ({len(result.trials)} trials)")
+        return
+    for name, t in result.tiers.items():
+        flags = f" ({', '.join(t.flags)})" if t.flags else ""
+        reporter.line(f"tier {name}: max agents {t.max_agents}{flags}")
+    reporter.line(f"wrote {out_dir / 'search.json'} ({len(result.trials)} trials)")
+    print_max_agents(out, doc)
+
+
 def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
     _resolve_search_defaults(args)
     target = _target(args)
     mean_field = _mean_field(args)
     dataset, tiers = _load(args)
     base = _trial_config(args, 1)
-    open_loop = args.arrival == ARRIVAL_OPEN
     cap = args.cap
     step: float | None = None
-    if open_loop:
+    if args.arrival == ARRIVAL_OPEN:
         base.replay.arrival = ARRIVAL_OPEN
         step = args.rate_step or auto_rate_step(
             dataset.trajectories, base.duration_s, base.min_requests
         )
         cap = steps_for(args.rate_cap, step)
-    unit = "λ" if open_loop else "N"
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    log_path = out_dir / "trials.jsonl"
-    prior: list[SearchTrial] = []
-    if args.resume and log_path.exists():
-        prior = [
-            SearchTrial.from_dict(orjson.loads(line))
-            for line in log_path.read_bytes().splitlines()
-            if line.strip()
-        ]
-    elif log_path.exists():
-        log_path.unlink()
-    reporter = Reporter(out)
+    log = _SearchLog(out_dir / "trials.jsonl", Reporter(out), step, args.max_trials)
+    prior = _prior_trials(log.log_path, args.resume)
+    reporter = log.reporter
     if prior:
         reporter.line(f"resuming after {len(prior)} stored trials")
     _preflight(args, target, dataset.trajectories, base.replay, reporter)
-
-    def on_trial(trial: SearchTrial) -> None:
-        with open(log_path, "ab") as fh:
-            fh.write(orjson.dumps(trial.to_dict()) + b"\n")
-        summary = trial.data.get("summary", {})
-        verdicts = " ".join(f"{k}={'pass' if v else 'fail'}" for k, v in trial.verdicts.items())
-        load = trial.concurrency if step is None else f"{rate_of(trial.concurrency, step):g}/min"
-        reporter.line(
-            f"trial {trial.index} [{trial.phase}] {unit}={load}: "
-            f"p25_speed={summary.get('p25_output_speed', 0):.1f} tok/s "
-            f"errors={summary.get('error_rate', 0):.1%} {verdicts}"
-        )
-        if summary.get("failed"):
-            for line in reason_lines(TrialSummary.from_dict(summary)):
-                reporter.line(line)
-
-    def progress(phase: str, index: int, concurrency: int) -> None:
-        load = concurrency if step is None else f"{rate_of(concurrency, step):g}/min"
-        reporter.bar(f"trial {index} [{phase}] {unit}={load}", index, args.max_trials)
-
     result = search_job(
         target=target,
         trajectories=dataset.trajectories,
@@ -495,8 +545,8 @@ def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
         cap=cap,
         out_dir=out_dir,
         prior_trials=prior,
-        on_trial=on_trial,
-        progress=progress,
+        on_trial=log.on_trial,
+        progress=log.progress,
         max_trials=args.max_trials,
         sharding=build_sharding(args, tiers, work_dir=out_dir / "shards"),
         on_attempt_failed=lambda i, a, why: reporter.line(f"trial {i} attempt {a} failed: {why}"),
@@ -507,24 +557,7 @@ def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
     doc["simulated"] = args.target is not None
     doc["tier_definitions"] = [t.to_dict() for t in tiers]
     doc["dataset"] = {"name": dataset.name, "version": dataset.version, "path": args.dataset}
-    if step is not None:
-        # max_agents and the trials' "concurrency" are search steps here; "arrival" says
-        # what they mean (docs/engine.md "Arrival modes")
-        doc["arrival"] = open_loop_summary(result, step)
-        (out_dir / "search.json").write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
-        for name, tier in doc["arrival"]["tiers"].items():
-            flags = f" ({', '.join(tier['flags'])})" if tier["flags"] else ""
-            mean, peak = tier["mean_concurrent_sessions"], tier["peak_concurrent_sessions"]
-            at = "" if mean is None else f", {mean:.1f} sessions at once on average, peak {peak}"
-            reporter.line(f"tier {name}: max rate {tier['max_rate_per_min']:g}/min{at}{flags}")
-        reporter.line(f"wrote {out_dir / 'search.json'} ({len(result.trials)} trials)")
-        return 0
-    (out_dir / "search.json").write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
-    for name, tier in result.tiers.items():
-        flags = f" ({', '.join(tier.flags)})" if tier.flags else ""
-        reporter.line(f"tier {name}: max agents {tier.max_agents}{flags}")
-    reporter.line(f"wrote {out_dir / 'search.json'} ({len(result.trials)} trials)")
-    print_max_agents(out, doc)
+    _write_search(out, reporter, result, doc, step, out_dir)
     return 0
 
 

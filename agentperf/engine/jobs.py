@@ -297,58 +297,33 @@ def search_job(
     (``agentperf.engine.meanfield``; an approximation, recorded in each such trial).
     """
     check_mean_field(mean_field, simulated=target.simulated, arrival=base.replay.arrival)
-    names = [t.name for t in tiers]
     step = rate_step
     if step is None and base.replay.arrival == ARRIVAL_OPEN:
         step = auto_rate_step(trajectories, base.duration_s, base.min_requests)
+    trials = _SearchTrials(
+        target=target,
+        trajectories=trajectories,
+        tiers=tiers,
+        base=base,
+        rate_step=step,
+        out_dir=out_dir,
+        on_trial_result=on_trial_result,
+        on_window=on_window,
+        sharding=sharding,
+        on_attempt_failed=on_attempt_failed,
+        mean_field=mean_field,
+    )
 
     async def main(transport: Transport, clock: Clock) -> SearchResult:
         writer = TrialWriter(background=clock.is_virtual)
 
         async def execute(n: int, phase: str, index: int) -> TrialOutcome:
-            config = config_for_trial(base, n, index)
-            if step is not None:
-                config = open_trial_config(config, n, step)
-            served, config, record = slice_trial(
-                transport, config, mean_field, virtual=clock.is_virtual
-            )
-            marks = None
-            if on_window is not None:
-                hook = on_window
-
-                def marks(mark: str, t_ns: int) -> None:
-                    hook(index, mark, t_ns, served)
-
-            result, _ = await _one_trial(
-                served,
-                clock,
-                target,
-                trajectories,
-                config,
-                tiers,
-                sharding,
-                index=index,
-                on_window=marks,
-                on_attempt_failed=on_attempt_failed,
-            )
-            result.mean_field = record
-            data = result.to_dict()
-            if out_dir is not None:
-                folder = trial_dir(out_dir, index, n)
-                writer.write(folder, result)
-                data["dir"] = str(folder)
-            if on_trial_result is not None:
-                on_trial_result(result)
-            return TrialOutcome(
-                {k: v.passed for k, v in result.verdicts.items()},
-                data,
-                sorted(k for k, v in result.verdicts.items() if v.marginal),
-            )
+            return await trials.run(transport, clock, writer, n, index)
 
         try:
             return await run_search(
                 execute,
-                names,
+                [t.name for t in tiers],
                 cap=cap,
                 prior_trials=prior_trials,
                 on_trial=on_trial,
@@ -359,3 +334,70 @@ def search_job(
             writer.wait()
 
     return run_on_target(target, main)
+
+
+@dataclass(slots=True)
+class _SearchTrials:
+    """How the search runs each trial it asks for: its config (an arrival rate in open
+    loop, a slice of the deployment under a mean field), on shards when asked, written to
+    ``out_dir`` and handed to ``on_trial_result``."""
+
+    target: Target
+    trajectories: Sequence[Trajectory]
+    tiers: Sequence[Tier]
+    base: TrialConfig
+    rate_step: float | None
+    out_dir: str | os.PathLike[str] | None
+    on_trial_result: OnTrialResult | None
+    on_window: Callable[[int, str, int, Transport], None] | None
+    sharding: Sharding | None
+    on_attempt_failed: OnAttemptFailed | None
+    mean_field: MeanField | None
+
+    async def run(
+        self, transport: Transport, clock: Clock, writer: TrialWriter, n: int, index: int
+    ) -> TrialOutcome:
+        """Trial ``index`` at search point ``n``: its verdicts, data and marginal tiers."""
+        config = config_for_trial(self.base, n, index)
+        if self.rate_step is not None:
+            config = open_trial_config(config, n, self.rate_step)
+        served, config, record = slice_trial(
+            transport, config, self.mean_field, virtual=clock.is_virtual
+        )
+        result, _ = await _one_trial(
+            served,
+            clock,
+            self.target,
+            self.trajectories,
+            config,
+            self.tiers,
+            self.sharding,
+            index=index,
+            on_window=self._marks(index, served),
+            on_attempt_failed=self.on_attempt_failed,
+        )
+        result.mean_field = record
+        data = result.to_dict()
+        if self.out_dir is not None:
+            folder = trial_dir(self.out_dir, index, n)
+            writer.write(folder, result)
+            data["dir"] = str(folder)
+        if self.on_trial_result is not None:
+            self.on_trial_result(result)
+        return TrialOutcome(
+            {k: v.passed for k, v in result.verdicts.items()},
+            data,
+            sorted(k for k, v in result.verdicts.items() if v.marginal),
+        )
+
+    def _marks(self, index: int, served: Transport) -> Callable[[str, int], None] | None:
+        """The trial's window marks as ``on_window`` takes them (with its index and the
+        transport it was served on)."""
+        hook = self.on_window
+        if hook is None:
+            return None
+
+        def marks(mark: str, t_ns: int) -> None:
+            hook(index, mark, t_ns, served)
+
+        return marks

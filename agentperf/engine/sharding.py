@@ -467,14 +467,7 @@ async def run_sharded_trial(
     marks: asyncio.Future[None] | None = None
     try:
         await executor.launch(specs)
-        ready_by = time.monotonic() + READY_TIMEOUT_S
-        while not sync.wait_ready(0):
-            executor.check()
-            _check_silent(sync)
-            if time.monotonic() > ready_by:
-                missing = sorted(set(range(shards)) - sync.ready)
-                raise ShardFailed(f"shards {missing} not ready within {READY_TIMEOUT_S:g} s")
-            await asyncio.sleep(0.02)
+        await _all_ready(executor, sync, shards)
         start = clock.now_ns() + int(START_LEAD_S * NS)
         sync.set_start(start)
         w0 = start + int(config.warmup_s * NS)
@@ -505,6 +498,18 @@ async def run_sharded_trial(
         trajectory_turns=trajectory_turns,
         trajectories=trajectories,
     )
+
+
+async def _all_ready(executor: ShardExecutor, sync: clocksync.SyncServer, shards: int) -> None:
+    """Every shard has checked in (a shard lost on the way fails the trial at once)."""
+    ready_by = time.monotonic() + READY_TIMEOUT_S
+    while not sync.wait_ready(0):
+        executor.check()
+        _check_silent(sync)
+        if time.monotonic() > ready_by:
+            missing = sorted(set(range(shards)) - sync.ready)
+            raise ShardFailed(f"shards {missing} not ready within {READY_TIMEOUT_S:g} s")
+        await asyncio.sleep(0.02)
 
 
 def _check_silent(sync: clocksync.SyncServer) -> None:
@@ -541,6 +546,68 @@ def read_records(path: Path, offset_ns: int = 0) -> Iterator[RequestRecord]:
         yield record
 
 
+def _shard_problems(rep: dict[str, Any], config: TrialConfig) -> tuple[list[str], int, int]:
+    """What makes one shard's measurement unsure (its client health, its clock offset's
+    uncertainty or drift over 1 ms), with that uncertainty and drift in ns."""
+    h = rep.get("health") or {}
+    judged = judge_client_health(
+        h.get("loop_lag_p99_ms"),
+        h.get("cpu_percent"),
+        h.get("stamp_delay_p99_ms"),
+        max_loop_lag_ms=config.max_loop_lag_ms,
+        max_cpu_percent=config.max_cpu_percent,
+    )
+    problems = [judged.reason] if not judged.healthy else []
+    start, end = rep["clock"]["start"], rep["clock"]["end"]
+    uncertainty = max(int(start["uncertainty_ns"]), int(end["uncertainty_ns"]))
+    drift = abs(int(end["offset_ns"]) - int(start["offset_ns"]))
+    if uncertainty > clocksync.MAX_UNCERTAINTY_NS:
+        problems.append(f"clock offset uncertain by {uncertainty / 1e6:.2f} ms > 1 ms")
+    if drift > clocksync.MAX_UNCERTAINTY_NS:
+        problems.append(f"clock drifted {drift / 1e6:.2f} ms during the trial > 1 ms")
+    return problems, uncertainty, drift
+
+
+def _merge_shard(
+    out: ShardOutput, config: TrialConfig, records: list[RequestRecord]
+) -> tuple[dict[str, Any], list[str]]:
+    """One shard's records added to ``records`` on the coordinator's clock; its row of the
+    load-generator section and the reasons it makes the trial unhealthy."""
+    rep = out.report
+    s = int(rep["shard"])
+    problems, uncertainty, drift = _shard_problems(rep, config)
+    reasons = [f"shard {s}: {p}" for p in problems]
+    # Same kernel: the same monotonic clock, so the offset is exactly 0 and the probe's
+    # few-microsecond estimate would only add its error.
+    same_clock = rep.get("boot_id") is not None and rep.get("boot_id") == boot_id()
+    measured = int(rep["clock"]["start"]["offset_ns"])
+    offset = 0 if same_clock else measured
+    before = len(records)
+    records.extend(read_records(out.records_path, offset))
+    if len(records) - before != int(rep["records"]):
+        reasons.append(
+            f"shard {s}: {len(records) - before} records read, {rep['records']} reported"
+        )
+    row = {
+        "shard": s,
+        "host": rep.get("host"),
+        "agents": int(rep["agents"]),
+        "records": int(rep["records"]),
+        "health": rep.get("health") or {},
+        "healthy": not problems,
+        "problems": problems,
+        "cpu_s": rep.get("cpu_s"),
+        "peak_rss_mib": rep.get("peak_rss_mib"),
+        "cpus": rep.get("cpus"),
+        "clock_offset_ns": offset,
+        "clock_measured_offset_ns": measured,
+        "same_clock": same_clock,
+        "clock_uncertainty_ns": uncertainty,
+        "clock_drift_ns": drift,
+    }
+    return row, reasons
+
+
 def merge_outputs(
     outputs: Sequence[ShardOutput], config: TrialConfig
 ) -> tuple[list[RequestRecord], dict[str, Any], ClientHealth]:
@@ -550,66 +617,14 @@ def merge_outputs(
     records: list[RequestRecord] = []
     per_shard: list[dict[str, Any]] = []
     reasons: list[str] = []
-    worst: dict[str, float | None] = {
-        "loop_lag_p99_ms": None,
-        "cpu_percent": None,
-        "stamp_delay_p99_ms": None,
-    }
     for out in sorted(outputs, key=lambda o: int(o.report["shard"])):
-        rep = out.report
-        s = int(rep["shard"])
-        h = rep.get("health") or {}
-        judged = judge_client_health(
-            h.get("loop_lag_p99_ms"),
-            h.get("cpu_percent"),
-            h.get("stamp_delay_p99_ms"),
-            max_loop_lag_ms=config.max_loop_lag_ms,
-            max_cpu_percent=config.max_cpu_percent,
-        )
-        problems = [judged.reason] if not judged.healthy else []
-        start = rep["clock"]["start"]
-        end = rep["clock"]["end"]
-        uncertainty = max(int(start["uncertainty_ns"]), int(end["uncertainty_ns"]))
-        drift = abs(int(end["offset_ns"]) - int(start["offset_ns"]))
-        if uncertainty > clocksync.MAX_UNCERTAINTY_NS:
-            problems.append(f"clock offset uncertain by {uncertainty / 1e6:.2f} ms > 1 ms")
-        if drift > clocksync.MAX_UNCERTAINTY_NS:
-            problems.append(f"clock drifted {drift / 1e6:.2f} ms during the trial > 1 ms")
-        reasons.extend(f"shard {s}: {p}" for p in problems)
-        for key in worst:
-            value = h.get(key)
-            if value is not None:
-                current = worst[key]
-                worst[key] = value if current is None else max(current, value)
-        # Same kernel: the same monotonic clock, so the offset is exactly 0 and the probe's
-        # few-microsecond estimate would only add its error.
-        same_clock = rep.get("boot_id") is not None and rep.get("boot_id") == boot_id()
-        offset = 0 if same_clock else int(start["offset_ns"])
-        before = len(records)
-        records.extend(read_records(out.records_path, offset))
-        if len(records) - before != int(rep["records"]):
-            reasons.append(
-                f"shard {s}: {len(records) - before} records read, {rep['records']} reported"
-            )
-        per_shard.append(
-            {
-                "shard": s,
-                "host": rep.get("host"),
-                "agents": int(rep["agents"]),
-                "records": int(rep["records"]),
-                "health": h,
-                "healthy": not problems,
-                "problems": problems,
-                "cpu_s": rep.get("cpu_s"),
-                "peak_rss_mib": rep.get("peak_rss_mib"),
-                "cpus": rep.get("cpus"),
-                "clock_offset_ns": offset,
-                "clock_measured_offset_ns": int(start["offset_ns"]),
-                "same_clock": same_clock,
-                "clock_uncertainty_ns": uncertainty,
-                "clock_drift_ns": drift,
-            }
-        )
+        row, shard_reasons = _merge_shard(out, config, records)
+        per_shard.append(row)
+        reasons.extend(shard_reasons)
+    worst = {  # the worst figure of any shard
+        key: max((v for p in per_shard if (v := p["health"].get(key)) is not None), default=None)
+        for key in ("loop_lag_p99_ms", "cpu_percent", "stamp_delay_p99_ms")
+    }
     agents = sum(p["agents"] for p in per_shard)
     if agents != config.concurrency:
         reasons.append(f"shards ran {agents} agents, the trial has {config.concurrency}")

@@ -33,7 +33,14 @@ from pathlib import Path
 from typing import Any
 
 from agentperf.engine.tokens import TokenCounter
-from agentperf.engine.trajectory import Dataset, DatasetError, Message, Trajectory, Turn
+from agentperf.engine.trajectory import (
+    Dataset,
+    DatasetError,
+    Message,
+    Trajectory,
+    Turn,
+    common_prefix_length,
+)
 
 _NON_TEXT = ("reasoning", "tool", "step-start", "step-finish")
 
@@ -118,6 +125,52 @@ def _tool_span_s(step: list[dict[str, Any]]) -> float:
     return max(0.0, (max(ends) - min(starts)) / 1000.0)
 
 
+def _step_turn(
+    step: list[dict[str, Any]],
+    minfo: dict[str, Any],
+    single: bool,
+    keep: int,
+    new: tuple[Message, ...],
+    pending: list[dict[str, Any]],
+    counter: TokenCounter | None,
+) -> Turn:
+    """One model call as a turn: its recorded output and prompt tokens (input net of the
+    cache, as OpenCode reports them), its tools' wall span, and the export messages it
+    first sends."""
+    tokens = _tokens_of(step, minfo, single=single)
+    cache = tokens.get("cache") or {}
+    prompt_tokens = None
+    if "input" in tokens:
+        prompt_tokens = (
+            int(tokens.get("input", 0)) + int(cache.get("read", 0)) + int(cache.get("write", 0))
+        )
+    return Turn(
+        keep_messages=keep,
+        new_messages=new,
+        target_output_tokens=max(1, int(tokens.get("output", 0) or 0)),
+        tool_delay_s=_tool_span_s(step),
+        recorded_prompt_tokens=prompt_tokens,
+        recorded_cached_tokens=int(cache["read"]) if "read" in cache else None,
+        message_tokens=counter.count_messages(new) if counter is not None else None,
+        metadata={
+            "opencode_messages": pending,
+            "reasoning_tokens": int(tokens.get("reasoning", 0) or 0),
+            "message_id": minfo.get("id"),
+        },
+    )
+
+
+def _with_user(history: list[Message], minfo: dict[str, Any], parts: list[Any]) -> None:
+    """A user message joins the conversation, after the session's recorded system prompt
+    when it carries one and the conversation is empty."""
+    system = minfo.get("system")
+    if isinstance(system, str) and system and not history:
+        history.append({"role": "system", "content": system})
+    user = _user_message(parts)
+    if user is not None:
+        history.append(user)
+
+
 def trajectory_from_export(
     export: dict[str, Any], *, counter: TokenCounter | None = None
 ) -> Trajectory:
@@ -138,49 +191,16 @@ def trajectory_from_export(
         pending.append(message)
         role = minfo.get("role")
         if role == "user":
-            system = minfo.get("system")
-            if isinstance(system, str) and system and not history:
-                history.append({"role": "system", "content": system})
-            user = _user_message(parts)
-            if user is not None:
-                history.append(user)
+            _with_user(history, minfo, parts)
             continue
         if role != "assistant":
             continue
         model = str(minfo.get("modelID") or model or "")
         steps = _steps(parts)
         for step in steps:
-            tokens = _tokens_of(step, minfo, single=len(steps) == 1)
-            cache = tokens.get("cache") or {}
-            prompt_tokens = None
-            if "input" in tokens:
-                prompt_tokens = (
-                    int(tokens.get("input", 0))
-                    + int(cache.get("read", 0))
-                    + int(cache.get("write", 0))
-                )
-            keep = 0
-            for a, b in zip(previous, history, strict=False):
-                if a != b:
-                    break
-                keep += 1
+            keep = common_prefix_length(previous, history)
             new = tuple(history[keep:])
-            turns.append(
-                Turn(
-                    keep_messages=keep,
-                    new_messages=new,
-                    target_output_tokens=max(1, int(tokens.get("output", 0) or 0)),
-                    tool_delay_s=_tool_span_s(step),
-                    recorded_prompt_tokens=prompt_tokens,
-                    recorded_cached_tokens=int(cache["read"]) if "read" in cache else None,
-                    message_tokens=counter.count_messages(new) if counter is not None else None,
-                    metadata={
-                        "opencode_messages": pending,
-                        "reasoning_tokens": int(tokens.get("reasoning", 0) or 0),
-                        "message_id": minfo.get("id"),
-                    },
-                )
-            )
+            turns.append(_step_turn(step, minfo, len(steps) == 1, keep, new, pending, counter))
             pending = []
             previous = list(history)
             history.extend(_assistant_messages(step))

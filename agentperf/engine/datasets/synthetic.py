@@ -207,26 +207,12 @@ def _message_tokens(counter: TokenCounter, role: str, content_tokens: int) -> in
     return MESSAGE_OVERHEAD + counter.count(role) + content_tokens
 
 
-def generate_trajectory(
-    *,
-    corpus: Corpus,
-    counter: TokenCounter,
-    seed: int,
-    index: int,
-    language: str,
-    params: ShapeParams = ShapeParams(),
-) -> Trajectory:
-    """One session; depends only on (seed, index, language, params, corpus)."""
-    rng = random.Random(f"{seed}:{index}")
-    lang = corpus.language(language)
-    session = _Session(rng, lang, counter)
-    repo_file = lang.files[rng.randrange(len(lang.files))].path
-    repo = f"synthetic/{language}-{repo_file.split('/')[0].split('.')[0].strip('_') or 'repo'}"
-
-    n_turns = round(_lognormal(rng, params.turns_median, params.turns_sigma, 2, MAX_TURNS))
-    initial = rng.randint(params.initial_min, params.initial_max)
-    with_reminder = rng.random() < params.reminder_probability
-
+def _opening(
+    session: _Session, language: str, repo: str, initial: int
+) -> tuple[tuple[Message, ...], tuple[int, ...]]:
+    """The first prompt, about ``initial`` tokens: a system prompt (instructions and a
+    repository map, filled to 45 %) and a task quoting code; with each message's count."""
+    lang, counter, rng = session.lang, session.counter, session.rng
     system = _Text()
     system.add(*session.header(_SYSTEM_INTRO.format(language=language, repo=repo)))
     for f in lang.files:
@@ -236,28 +222,92 @@ def generate_trajectory(
     task_path = rng.choice(lang.files).path
     task.add(*session.header(_TASK_INTRO.format(path=task_path)))
     session.fill(task, max(1, initial - system.tokens - task.tokens))
-
-    first = (
+    messages: tuple[Message, ...] = (
         {"role": "system", "content": system.text()},
         {"role": "user", "content": task.text()},
     )
-    first_counts = (
+    counts = (
         _message_tokens(counter, "system", system.tokens),
         _message_tokens(counter, "user", task.tokens),
     )
+    return messages, counts
+
+
+def _output_tokens(rng: random.Random, params: ShapeParams) -> int:
+    hi = max(8192, params.output_max)
+    output = round(
+        _lognormal(rng, params.output_median, params.output_sigma, params.output_min, hi)
+    )
+    return min(output, params.output_max)
+
+
+def _reminder(
+    session: _Session, k: int, n_turns: int
+) -> tuple[tuple[Message, ...], tuple[int, ...]]:
+    """The ephemeral trailing user reminder of turn ``k`` (the next turn drops it)."""
+    text, n = session.header(f"Step {k + 1} of at most {n_turns}. Stay on the task.")
+    return ({"role": "user", "content": text},), (_message_tokens(session.counter, "user", n),)
+
+
+def _agent_step(
+    session: _Session, params: ShapeParams, index: int, k: int, output: int
+) -> tuple[tuple[Message, ...], tuple[int, ...]]:
+    """What the agent "said" at turn ``k`` (recorded output of about ``output`` tokens,
+    never the live one) with one tool call, and the tool's result; with their counts."""
+    rng, lang, counter = session.rng, session.lang, session.counter
+    assistant = _Text()
+    path = rng.choice(lang.files).path
+    assistant.add(*session.header(_PROSE.format(path=path)))
+    if output > assistant.tokens:
+        session.fill(assistant, output - assistant.tokens)
+    verb = _VERBS[rng.randrange(len(_VERBS))]
+    call_id = f"call_{index}_{k}"
+    arguments = json.dumps({"path": path} if verb != "bash" else {"command": f"cat {path}"})
+    call_tokens = TOOL_CALL_OVERHEAD + counter.count(verb) + counter.count(arguments)
+    result = _Text()
+    result.add(*session.header(f"{verb}: {path}"))
+    size = round(_lognormal(rng, params.result_median, params.result_sigma, 16, 1e9))
+    session.fill(result, min(size, params.result_max))
+    call = {"id": call_id, "type": "function", "function": {"name": verb, "arguments": arguments}}
+    messages: tuple[Message, ...] = (
+        {"role": "assistant", "content": assistant.text(), "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call_id, "content": result.text()},
+    )
+    counts = (
+        _message_tokens(counter, "assistant", assistant.tokens) + call_tokens,
+        _message_tokens(counter, "tool", result.tokens) + counter.count(call_id),
+    )
+    return messages, counts
+
+
+def generate_trajectory(
+    *,
+    corpus: Corpus,
+    counter: TokenCounter,
+    seed: int,
+    index: int,
+    language: str,
+    params: ShapeParams = ShapeParams(),
+) -> Trajectory:
+    """One session; depends only on (seed, index, language, params, corpus). Every draw
+    comes from one ``random.Random`` in a fixed order, so the session is byte for byte."""
+    rng = random.Random(f"{seed}:{index}")
+    lang = corpus.language(language)
+    session = _Session(rng, lang, counter)
+    repo_file = lang.files[rng.randrange(len(lang.files))].path
+    repo = f"synthetic/{language}-{repo_file.split('/')[0].split('.')[0].strip('_') or 'repo'}"
+
+    n_turns = round(_lognormal(rng, params.turns_median, params.turns_sigma, 2, MAX_TURNS))
+    initial = rng.randint(params.initial_min, params.initial_max)
+    with_reminder = rng.random() < params.reminder_probability
+    new_messages, new_counts = _opening(session, language, repo, initial)
 
     turns: list[Turn] = []
     prompt_len = 2  # messages in the current prompt
-    prompt_tokens = sum(first_counts)
-    new_messages: tuple[Message, ...] = first
-    new_counts: tuple[int, ...] = first_counts
+    prompt_tokens = sum(new_counts)
     keep = 0
     for k in range(n_turns):
-        hi = max(8192, params.output_max)
-        output = round(
-            _lognormal(rng, params.output_median, params.output_sigma, params.output_min, hi)
-        )
-        output = min(output, params.output_max)
+        output = _output_tokens(rng, params)
         if prompt_tokens + output > params.context_tokens:
             break
         last = k == n_turns - 1
@@ -266,12 +316,7 @@ def generate_trajectory(
             if last
             else round(_lognormal(rng, params.delay_median_s, params.delay_sigma, 0.05, 60), 3)
         )
-        reminder: tuple[Message, ...] = ()
-        reminder_counts: tuple[int, ...] = ()
-        if with_reminder:
-            text, n = session.header(f"Step {k + 1} of at most {n_turns}. Stay on the task.")
-            reminder = ({"role": "user", "content": text},)
-            reminder_counts = (_message_tokens(counter, "user", n),)
+        reminder, reminder_counts = _reminder(session, k, n_turns) if with_reminder else ((), ())
         turns.append(
             Turn(
                 keep_messages=keep,
@@ -284,39 +329,8 @@ def generate_trajectory(
         )
         if last:
             break
-        # What the agent "said" (recorded output, never the live one) and the tool result.
         keep = prompt_len
-        assistant = _Text()
-        path = rng.choice(lang.files).path
-        assistant.add(*session.header(_PROSE.format(path=path)))
-        if output > assistant.tokens:
-            session.fill(assistant, output - assistant.tokens)
-        verb = _VERBS[rng.randrange(len(_VERBS))]
-        call_id = f"call_{index}_{k}"
-        arguments = json.dumps({"path": path} if verb != "bash" else {"command": f"cat {path}"})
-        call_tokens = TOOL_CALL_OVERHEAD + counter.count(verb) + counter.count(arguments)
-        result = _Text()
-        result.add(*session.header(f"{verb}: {path}"))
-        size = round(_lognormal(rng, params.result_median, params.result_sigma, 16, 1e9))
-        session.fill(result, min(size, params.result_max))
-        new_messages = (
-            {
-                "role": "assistant",
-                "content": assistant.text(),
-                "tool_calls": [
-                    {
-                        "id": call_id,
-                        "type": "function",
-                        "function": {"name": verb, "arguments": arguments},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": call_id, "content": result.text()},
-        )
-        new_counts = (
-            _message_tokens(counter, "assistant", assistant.tokens) + call_tokens,
-            _message_tokens(counter, "tool", result.tokens) + counter.count(call_id),
-        )
+        new_messages, new_counts = _agent_step(session, params, index, k, output)
         prompt_len += 2
         prompt_tokens += sum(new_counts)
     return Trajectory(
