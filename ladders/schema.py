@@ -1,17 +1,17 @@
 """The body of a ladder submission (docs/ladders.md) as a pydantic model, :class:`LadderBody`:
 the ladder document (``agentperf.ladder.document.LadderDocument``, the shape the engine's
 ladder file fills in too) with the platform's baseline (a deployment config or a published
-result), its changes as ``rungs`` and its limits. Its JSON Schema, generated from the model: served at /api/v1/schema/ladder.json, the
-``LadderBody`` component of the OpenAPI document (ladders/openapi.py) and committed as
-docs/ladder.schema.json (``python manage.py shell -c "import ladders.schema as s;
+result), its changes as ``rungs`` and its limits. Its JSON Schema, generated from the model,
+is served at /api/v1/schema/ladder.json, is the ``LadderBody`` component of the OpenAPI
+document (ladders/openapi.py) and is committed as docs/ladder.schema.json (``python manage.py shell -c "import ladders.schema as s;
 s.main([])"`` writes it; tests/ladders/test_openapi.py checks that the file is the generated
 one). ``baseline.config`` is a deployment config (its own schema at
 /api/v1/schema/deployment-config.json) and each rung's patch a JSON Merge Patch of one.
 
-The model checks the body's shape: an unknown key, a missing field or a value of another
-type is refused by its path (``rungs.1.description``, :func:`error_fields`). What needs
-the database or the deployment-config schema (the baseline result, each rung's config,
-names shared by two rungs, the fixed paths) is checked by ``ladders.services.ladder_create``.
+The model checks the body's shape: an unknown key, a missing field, a value of another type
+or a name two rungs share is refused by its path (``rungs.1.description``,
+:func:`error_fields`). What needs the database or the deployment-config schema (the baseline
+result, each rung's config, the fixed paths) is checked by ``ladders.services.ladder_create``.
 """
 
 from __future__ import annotations
