@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from django.db import models
 from django.db.models import Q
 
 from catalog.models import WORKLOAD_CHOICES, WORKLOAD_CODING, AIModel, HardwareSystem, SloTierSet
+from leaderboard import result_documents
 from leaderboard.cache import cached
 from leaderboard.points import PublishedPoint, published_points
+from leaderboard.result_documents import ModelledPower, TierBracket
+
+if TYPE_CHECKING:
+    from agentperf.engine.frontier import Point
 
 CHART_FIELDS = (
     "label",
@@ -164,15 +172,56 @@ class Result(models.Model):
         """``points`` as models (leaderboard/points.py), parsed once."""
         return published_points(self.points)
 
-    def frontier_points(self) -> list:
+    @cached_property
+    def tier_brackets(self) -> dict[str, TierBracket]:
+        """``brackets`` as models (leaderboard/result_documents.py), parsed once."""
+        return result_documents.tier_brackets(self.brackets)
+
+    @cached_property
+    def modelled(self) -> ModelledPower | None:
+        """``modelled_power`` as a model, parsed once; None on a measured result."""
+        return result_documents.modelled_power(self.modelled_power)
+
+    @cached_property
+    def receipt_statement(self) -> dict[str, Any] | None:
+        """The in-toto Statement the receipt signed (docs/verification.md "Receipt"): the
+        DSSE payload decoded, its signature unchecked (agentperf.receipt checks it); None
+        without a receipt or with an unreadable one."""
+        return envelope_statement(self.receipt)
+
+    @property
+    def receipt_keyid(self) -> str:
+        """The id of the key that signed the receipt ("" when unsigned)."""
+        signatures = (self.receipt or {}).get("signatures") or [{}]
+        return str(signatures[0].get("keyid", ""))
+
+    @cached_property
+    def status_predicate(self) -> dict[str, Any] | None:
+        """The predicate of the latest status Statement (superseded / invalidated); None while
+        published or when unreadable."""
+        statement = envelope_statement(self.receipt_status)
+        return statement.get("predicate") if statement is not None else None
+
+    def frontier_points(self) -> list[Point]:
+        """The points as the engine's frontier reads them (agentperf.engine.frontier)."""
         from agentperf.engine.frontier import Point
 
         return [
-            Point(
-                int(p["concurrency"]), float(p["p25_speed"]), float(p["throughput_per_accelerator"])
-            )
-            for p in self.points
+            Point(p.concurrency, p.p25_speed, p.throughput_per_accelerator)
+            for p in self.published_points
         ]
+
+
+def envelope_statement(envelope: Any) -> dict[str, Any] | None:
+    """The Statement a stored DSSE envelope carries, decoded (agentperf.receipt.sign wrote
+    it); None when there is none or it is not a JSON object."""
+    if not envelope:
+        return None
+    try:
+        doc = json.loads(base64.b64decode(envelope["payload"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 class TwinAccuracy(models.Model):

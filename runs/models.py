@@ -3,19 +3,26 @@
 The JSON documents a run and its trials store are the contract's (agentperf/contract.py,
 docs/pipeline.md "The contract"); read them through the accessors, which parse each
 document once per instance: ``run.spec`` (RunSpec), ``run.summary`` (SearchSummary),
-``trial.summary`` (TrialMetrics) and ``trial.tier_verdicts`` (TierVerdict per tier). A
-stored document does not change after ingest, so the parsed one stays valid.
+``run.inventory`` (what served it), ``trial.summary`` (TrialMetrics),
+``trial.tier_verdicts`` (TierVerdict per tier), ``trial.window_telemetry``
+(TrialTelemetry) and ``report.results`` (CheckResult per check). A stored document does not
+change after ingest, so the parsed one stays valid; the run's progress does (every
+heartbeat), so ``run.last_progress`` parses it on each read. No reader outside this module
+takes a stored document apart as a dict (tests/foundation/test_typed_reads.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import cached_property
+from typing import Any
 
 from django.db import models
 from django.db.models import Q
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from agentperf import contract
+from agentperf.inventory import Inventory
 from agentperf.verification.status import FAIL, PASS, STATUSES, WARN
 
 
@@ -110,6 +117,26 @@ class BenchmarkRun(models.Model):
         """The search summary through the contract; None until the run completes."""
         return contract.search_summary(self.search_summary)
 
+    @property
+    def last_progress(self) -> contract.Progress | None:
+        """The worker's last progress through the contract, parsed on each read (every
+        heartbeat rewrites it); None before the first."""
+        return contract.Progress.model_validate(self.progress) if self.progress else None
+
+    @cached_property
+    def inventory(self) -> Inventory | dict[str, Any] | None:
+        """What served the run as the runner recorded it with its completion
+        (``CompletionReport.telemetry.inventory``, agentperf/inventory.py): the model, or
+        the document as stored where an older runner stored another shape; None when the
+        runner recorded none (docs/verification.md "inventory")."""
+        stored = self.telemetry.get("inventory") if isinstance(self.telemetry, dict) else None
+        if not stored:
+            return None
+        try:
+            return Inventory.model_validate(stored)
+        except ValidationError:
+            return dict(stored)
+
 
 class Trial(models.Model):
     """One trial at one concurrency; stored as soon as it finishes so a run can resume."""
@@ -160,6 +187,50 @@ class Trial(models.Model):
         return contract.TrialTelemetry.model_validate(self.telemetry)
 
 
+class CheckResult(BaseModel):
+    """One check of a stored verification report (agentperf.verification ``result()``):
+    its name, status, summary, rule and evidence. The evidence is the check's own
+    (docs/verification.md has each); the ones the public pages read have a model here."""
+
+    name: str
+    status: str = ""
+    summary: str = ""
+    rule: str = ""
+    evidence: dict[str, Any] = Field(default_factory=dict)
+
+    def quality(self) -> QualityEvidence:
+        """The evidence of ``quality_distribution``."""
+        return QualityEvidence.model_validate(self.evidence)
+
+    def inventory(self) -> InventoryEvidence:
+        """The evidence of ``inventory``."""
+        return InventoryEvidence.model_validate(self.evidence)
+
+
+class QualityLimits(BaseModel):
+    class_: str | None = Field(default=None, alias="class")
+
+
+class QualityEvidence(BaseModel):
+    """``quality_distribution``'s evidence (docs/verification.md "quality_distribution"):
+    mean KL and top-1 agreement against the reference deployment, within the limits of the
+    deployment's precision class."""
+
+    mean_kl: float | None = None
+    top1_agreement: float | None = None
+    limits: QualityLimits | None = None
+    deployment: Any = None  # the reference deployment, as its record names it
+
+
+class InventoryEvidence(BaseModel):
+    """``inventory``'s evidence: what differs between the inventory and the config."""
+
+    mismatches: list[str] = Field(default_factory=list)
+
+
+CHECKS: TypeAdapter[list[CheckResult]] = TypeAdapter(list[CheckResult])
+
+
 class VerificationReport(models.Model):
     STATUS_PASS, STATUS_WARN, STATUS_FAIL = PASS, WARN, FAIL
     STATUS_CHOICES = [(s, s) for s in STATUSES]
@@ -179,3 +250,12 @@ class VerificationReport(models.Model):
 
     def __str__(self) -> str:
         return f"verification of run #{self.run_id}: {self.status}"
+
+    @cached_property
+    def results(self) -> list[CheckResult]:
+        """The stored checks as models, parsed once."""
+        return CHECKS.validate_python(self.checks or [])
+
+    def result(self, name: str) -> CheckResult | None:
+        """The check called ``name``; None when the report has none."""
+        return next((c for c in self.results if c.name == name), None)
