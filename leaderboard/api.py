@@ -13,7 +13,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agentperf import contract
 from agentperf.engine import frontier
 from catalog.models import AIModel, HardwareSystem, SloTier, SloTierSet
 from catalog.services import default_tier_set_for
@@ -222,7 +221,7 @@ class ResultDetailOut(ResultSummaryOut):
             "run_finished_at": run.finished_at,
             "dataset_sha256": obj.dataset_sha256 or None,
             "dataset": str(run.dataset) if run.dataset_id else None,
-            "search_flags": s.flags if (s := contract.search_summary(run.search_summary)) else [],
+            "search_flags": run.summary.flags if run.summary else [],
         }
 
     def get_config(self, obj: Result) -> dict | None:

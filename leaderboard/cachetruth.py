@@ -26,23 +26,23 @@ def result_cache_truth(result: Result) -> dict[str, Any] | None:
         truth = point.cache_truth
         if truth is None:
             continue
-        counters = truth.get("counters") or {}
+        counters = truth.counters
         rows.append(
             {
                 "index": point.index,
                 "concurrency": point.concurrency,
-                "theoretical_tokens": truth.get("theoretical_tokens"),
-                "observed_tokens": truth.get("observed_tokens"),
-                "ratio": truth.get("ratio"),
-                "verdict": truth.get("verdict"),
-                "counters": counters.get("status"),
-                "counter_hit_share": counters.get("hit_share"),
+                "theoretical_tokens": truth.theoretical_tokens,
+                "observed_tokens": truth.observed_tokens,
+                "ratio": truth.ratio,
+                "verdict": truth.verdict,
+                "counters": counters.status if counters is not None else None,
+                "counter_hit_share": counters.hit_share if counters is not None else None,
             }
         )
-        theoretical += int(truth.get("theoretical_tokens") or 0)
-        prompt += int(truth.get("prompt_tokens") or 0)
-        if truth.get("observed_tokens") is not None:
-            observed = (observed or 0) + int(truth["observed_tokens"])
+        theoretical += truth.theoretical_tokens
+        prompt += truth.prompt_tokens
+        if truth.observed_tokens is not None:
+            observed = (observed or 0) + truth.observed_tokens
     if not rows:
         return None
     return {

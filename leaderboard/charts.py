@@ -17,6 +17,8 @@ from typing import Any
 import orjson
 import plotly.graph_objects as go
 
+from leaderboard.points import PublishedPoint, by_concurrency, published_points
+
 # Okabe & Ito (2008), most distinct first; yellow last (low contrast on white).
 OKABE_ITO = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"]
 SYMBOLS = ["circle", "square", "diamond", "triangle-up", "triangle-down", "x", "cross", "star"]
@@ -35,27 +37,27 @@ HOVER = (
 )
 
 
-def _bounds(point: dict, key: str) -> tuple[float | None, float | None]:
-    interval = (point.get("intervals") or {}).get(key) or {}
-    return interval.get("low"), interval.get("high")
-
-
-def compact_points(points: list[dict]) -> list[list]:
+def compact_points(points: Sequence[PublishedPoint] | list[dict[str, Any]]) -> list[list]:
     """[N, p25 speed, throughput/accel., TTFT p75, agents/accel., TTFT text, [speed low,
     speed high, throughput low, throughput high]] per point, by concurrency (the hover text
-    is formatted here once, not on every page build; a bound is None when not measured)."""
-    ordered = sorted(points, key=lambda p: (p["concurrency"], p.get("index", 0)))
+    is formatted here once, not on every page build; a bound is None when not measured).
+
+    ``points``: the models (``Result.published_points``), or the stored points document,
+    read here through the model (leaderboard.pages.common's cache fill passes that)."""
+    models = [p for p in points if isinstance(p, PublishedPoint)]
+    if len(models) != len(points):
+        models = published_points(points)
     return [
         [
-            p["concurrency"],
-            p["p25_speed"],
-            p["throughput_per_accelerator"],
-            p.get("ttft_p75_s"),
-            p.get("agents_per_accelerator"),
-            _ttft_text(p.get("ttft_p75_s")),
-            [*_bounds(p, "p25_speed"), *_bounds(p, "throughput_per_accelerator")],
+            p.concurrency,
+            p.p25_speed,
+            p.throughput_per_accelerator,
+            p.ttft_p75_s,
+            p.agents_per_accelerator,
+            _ttft_text(p.ttft_p75_s),
+            [*p.interval("p25_speed"), *p.interval("throughput_per_accelerator")],
         ]
-        for p in ordered
+        for p in by_concurrency(models)
     ]
 
 
@@ -107,7 +109,7 @@ def result_series(
         # "quarantined" / "admitted" for a simulated result (docs/simulator.md "Accuracy")
         "twin": result.twin_status,
         "status": result.status,
-        "points": points if points is not None else compact_points(result.points),
+        "points": points if points is not None else compact_points(result.published_points),
     }
     if band and result.is_simulated:
         series["band"] = band_curve(series["points"], band)

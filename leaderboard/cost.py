@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from agentperf.engine import frontier
 from catalog.models import HardwarePrice
 from leaderboard.energy import MEASURED, MODELLED, point_power_w
+from leaderboard.points import PublishedPoint, point_at
 
 HOURS_PER_YEAR = 8760.0
 CLASSES = (HardwarePrice.CLASS_ON_DEMAND, HardwarePrice.CLASS_NEOCLOUD, HardwarePrice.CLASS_OWNED)
@@ -81,11 +82,11 @@ def hourly_cost(
     return capital + power / 1000.0 * pue * kwh
 
 
-def _point_power(result: Any, point: dict) -> tuple[float | None, str | None]:
+def _point_power(result: Any, point: PublishedPoint) -> tuple[float | None, str | None]:
     """(watts, "measured" | "modelled") of one point; (None, None) when neither."""
     if result.is_simulated:
-        block = point.get("modelled_energy")
-        power = _num(block.get("power_w")) if isinstance(block, dict) else None
+        block = point.modelled_energy
+        power = _num(block.power_w) if block is not None else None
         return (power, MODELLED) if power is not None else (None, None)
     power = _num(point_power_w(point))
     return (power, MEASURED) if power is not None else (None, None)
@@ -97,11 +98,6 @@ def _per_million(hourly: float | None, tok_s: float | None) -> float | None:
     return hourly / (tok_s * 3600.0) * 1e6
 
 
-def _point_at(points: Sequence[dict], n: int) -> dict | None:
-    at = [p for p in points if p.get("concurrency") == n]
-    return at[-1] if at else None
-
-
 def result_cost(result: Any, prices: Iterable[HardwarePrice] | None = None) -> dict:
     """Per tier at its max agents, per price class: the three cost figures, the $/h they
     come from and the power's label; plus each class's catalog price (None: the catalog
@@ -111,14 +107,14 @@ def result_cost(result: Any, prices: Iterable[HardwarePrice] | None = None) -> d
     by_class = {p.price_class: p for p in prices}
     accelerators = int(result.accelerators_used)
     per_system = getattr(result.hardware, "accelerators_per_system", None)
-    points = list(result.points or [])
+    points = result.published_points
     tiers: dict[str, dict] = {}
     for name, n in (result.max_agents or {}).items():
-        point = _point_at(points, n) if n else None
+        point = point_at(points, n)
         if point is None:
             continue
-        throughput = _num(point.get("throughput_per_accelerator"))
-        output = _num(point.get("output_throughput_per_accelerator"))
+        throughput = _num(point.throughput_per_accelerator)
+        output = _num(point.output_throughput_per_accelerator)
         total_tok_s = throughput * accelerators if throughput is not None else None
         output_tok_s = output * accelerators if output is not None else None
         power_w, power_label = _point_power(result, point)
@@ -158,12 +154,9 @@ def _power_at_speed(result: Any, speed: float) -> float | None:
     speed between the result's Pareto-frontier points (the points iso-speed reads), each
     with its measured or, simulated, modelled power; None outside the measured range or
     when a frontier point near it has no power."""
-    by_key = {}
-    for p in result.points or []:
-        point = frontier.Point(
-            int(p["concurrency"]), float(p["p25_speed"]), float(p["throughput_per_accelerator"])
-        )
-        by_key[point] = p
+    by_key: dict[frontier.Point, PublishedPoint] = {}
+    for p in result.published_points:
+        by_key[frontier.Point(p.concurrency, p.p25_speed, p.throughput_per_accelerator)] = p
     line = frontier.pareto_frontier(by_key)
     xs = [pt.speed for pt in line]
     if not xs or not xs[0] <= speed <= xs[-1]:

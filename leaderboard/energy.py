@@ -13,9 +13,12 @@ and tokens per joule are not computed (they would flatter the deployment).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from agentperf.contract import TrialMetrics, TrialTelemetry
+from leaderboard.points import MeasuredEnergy, ModelledEnergy, PublishedPoint, UnmeasuredEnergy
+from leaderboard.result_documents import ModelledPower, TierModelledPower
 
 MEASURED_TOOLS = ("nvml", "nvidia-smi", "amd-smi")
 
@@ -26,75 +29,83 @@ def _num(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def trial_energy(tel: TrialTelemetry, *, accelerators: int, throughput_tok_s: float | None) -> dict:
-    """The energy block of one frontier point: {"measured": False, "reason"} or the
-    measured power with its provenance and, when complete, tokens per joule. ``tel`` is
-    the trial's telemetry read through the contract (docs/pipeline.md "The contract")."""
+def trial_energy(
+    tel: TrialTelemetry, *, accelerators: int, throughput_tok_s: float | None
+) -> MeasuredEnergy | UnmeasuredEnergy:
+    """The energy block of one frontier point: why nothing was measured, or the measured
+    power with its provenance and, when complete, tokens per joule. ``tel`` is the trial's
+    telemetry read through the contract (docs/pipeline.md "The contract")."""
     power = _num(tel.power_w)
     if not tel.measured or tel.tool not in MEASURED_TOOLS or not power:
-        return {"measured": False, "reason": tel.reason or "not measured"}
+        return UnmeasuredEnergy(measured=False, reason=tel.reason or "not measured")
     measured = tel.accelerators or 0
-    block = {
-        "measured": True,
-        "tool": tel.tool,
-        "method": tel.method or "",
-        "denominator": tel.denominator or "",
-        "coverage": _num(tel.coverage),
-        "max_gap_s": _num(tel.max_gap_s),
-        "power_w": power,
-        "energy_j": _num(tel.energy_j),
-        "accelerators_measured": measured,
-        "accelerators_used": accelerators,
-        "complete": measured >= accelerators,
-        "tokens_per_joule": None,
-    }
-    if block["complete"] and throughput_tok_s:
-        block["tokens_per_joule"] = throughput_tok_s / power
-    return block
+    complete = measured >= accelerators
+    return MeasuredEnergy(
+        measured=True,
+        tool=tel.tool,
+        method=tel.method or "",
+        denominator=tel.denominator or "",
+        coverage=_num(tel.coverage),
+        max_gap_s=_num(tel.max_gap_s),
+        power_w=power,
+        energy_j=_num(tel.energy_j),
+        accelerators_measured=measured,
+        accelerators_used=accelerators,
+        complete=complete,
+        tokens_per_joule=throughput_tok_s / power if complete and throughput_tok_s else None,
+    )
 
 
-def point_power_w(point: dict) -> float | None:
+def point_power_w(point: PublishedPoint) -> float | None:
     """The power agents per MW may use: measured over all the accelerators used."""
-    energy = point.get("energy") or {}
-    return energy.get("power_w") if energy.get("measured") and energy.get("complete") else None
+    return point.energy.full_power_w
 
 
-def result_energy(result: Any) -> dict:
+def _tier_energy(n: int, at: list[PublishedPoint]) -> dict[str, Any]:
+    """One tier's measured energy at its max agents ``n`` (the last point there)."""
+    energy = at[-1].energy if at else None
+    if not isinstance(energy, MeasuredEnergy):
+        return {"max_agents": n, "measured": False}
+    power = energy.full_power_w
+    return {
+        "max_agents": n,
+        "measured": True,
+        "complete": energy.complete,
+        "power_w": energy.power_w,
+        "agents_per_mw": n / (power / 1e6) if power else None,
+        "tokens_per_joule": energy.tokens_per_joule,
+        "coverage": energy.coverage,
+    }
+
+
+def result_energy(result: Any) -> dict[str, Any]:
     """Per tier, at its max agents: measured power, agents per MW, tokens per joule, and
     how they were measured. {"measured": False, "reason"} when no point was."""
-    points = list(result.points or [])
-    measured = [p for p in points if (p.get("energy") or {}).get("measured")]
+    points: list[PublishedPoint] = result.published_points
+    measured = [p for p in points if isinstance(p.energy, MeasuredEnergy)]
     if not measured:
         reasons = sorted(
-            {str((p.get("energy") or {}).get("reason") or "not measured") for p in points}
+            {
+                p.energy.reason or "not measured"
+                for p in points
+                if isinstance(p.energy, UnmeasuredEnergy)
+            }
         )
         return {"measured": False, "reason": "; ".join(reasons) or "not measured"}
-    tiers: dict[str, dict] = {}
-    for name, n in (result.max_agents or {}).items():
-        at = [p for p in measured if p.get("concurrency") == n]
-        if not at:
-            tiers[name] = {"max_agents": n, "measured": False}
-            continue
-        e = at[-1]["energy"]
-        power = point_power_w(at[-1])
-        tiers[name] = {
-            "max_agents": n,
-            "measured": True,
-            "complete": e["complete"],
-            "power_w": e["power_w"],
-            "agents_per_mw": n / (power / 1e6) if power else None,
-            "tokens_per_joule": e.get("tokens_per_joule"),
-            "coverage": e.get("coverage"),
-        }
-    coverages = [c for p in measured if (c := p["energy"].get("coverage")) is not None]
+    blocks = [b for p in measured if isinstance(b := p.energy, MeasuredEnergy)]
+    tiers = {
+        name: _tier_energy(n, [p for p in measured if p.concurrency == n])
+        for name, n in (result.max_agents or {}).items()
+    }
+    coverages = [b.coverage for b in blocks if b.coverage is not None]
     return {
         "measured": True,
-        "tools": sorted({p["energy"]["tool"] for p in measured}),
-        "methods": sorted({p["energy"]["method"] for p in measured}),
-        "denominators": sorted({p["energy"]["denominator"] for p in measured}),
+        "tools": sorted({b.tool for b in blocks}),
+        "methods": sorted({b.method for b in blocks}),
+        "denominators": sorted({b.denominator for b in blocks}),
         "accelerators_used": result.accelerators_used,
-        "accelerators_measured": max(p["energy"]["accelerators_measured"] for p in measured),
-        "complete": all(p["energy"]["complete"] for p in measured),
+        "accelerators_measured": max(b.accelerators_measured for b in blocks),
+        "complete": all(b.complete for b in blocks),
         "coverage_min": min(coverages) if coverages else None,
         "trials_measured": len(measured),
         "trials": len(points),
@@ -110,7 +121,7 @@ MEASURED = "measured"
 
 def trial_modelled_energy(
     metrics: TrialMetrics, *, simulated: bool, throughput_tok_s: float | None
-) -> dict | None:
+) -> ModelledEnergy | None:
     """The modelled-power block of a simulated trial's point: the simulator's own power model
     over the window (runner/telemetry/modelled.py, `metrics.modelled_energy`) and tokens
     per joule from it, labelled "modelled". None for a measured result, whatever its
@@ -121,46 +132,48 @@ def trial_modelled_energy(
     power = _num(block.power_w)
     if not power or power <= 0:
         return None
-    return {
-        "modelled": True,
-        "label": MODELLED,
-        "power_w": power,
-        "power_w_per_accelerator": _num(block.power_w_per_accelerator),
-        "accelerators": block.accelerators,
-        "method": block.method,
-        "tokens_per_joule": throughput_tok_s / power if throughput_tok_s else None,
-    }
+    return ModelledEnergy(
+        modelled=True,
+        label=MODELLED,
+        power_w=power,
+        power_w_per_accelerator=_num(block.power_w_per_accelerator),
+        accelerators=block.accelerators,
+        method=block.method,
+        tokens_per_joule=throughput_tok_s / power if throughput_tok_s else None,
+    )
 
 
-def result_modelled_power(*, simulated: bool, max_agents: dict, points: list[dict]) -> dict | None:
+def result_modelled_power(
+    *, simulated: bool, max_agents: dict[str, int], points: Sequence[PublishedPoint]
+) -> ModelledPower | None:
     """Per tier, at its max agents: modelled power, agents per MW and tokens per joule, from
     the points' modelled blocks (`Result.modelled_power`). None for a measured result or
     when the simulated profile models no power."""
     if not simulated:
         return None
-    modelled = [p for p in points if isinstance(p.get("modelled_energy"), dict)]
+    modelled = [(p, p.modelled_energy) for p in points if p.modelled_energy is not None]
     if not modelled:
         return None
-    tiers: dict[str, dict] = {}
+    tiers: dict[str, TierModelledPower] = {}
     for name, n in (max_agents or {}).items():
-        at = [p["modelled_energy"] for p in modelled if p.get("concurrency") == n]
+        at = [block for p, block in modelled if p.concurrency == n]
         if not at:
             continue
-        power = sum(b["power_w"] for b in at) / len(at)
-        tpj = [b["tokens_per_joule"] for b in at if b.get("tokens_per_joule")]
-        tiers[name] = {
-            "max_agents": n,
-            "power_w": power,
-            "agents_per_mw": n / (power / 1e6),
-            "tokens_per_joule": sum(tpj) / len(tpj) if tpj else None,
-        }
-    return {
-        "label": MODELLED,
-        "method": modelled[0]["modelled_energy"].get("method", ""),
-        "trials_modelled": len(modelled),
-        "trials": len(points),
-        "tiers": tiers,
-    }
+        power = sum(b.power_w for b in at) / len(at)
+        tpj = [b.tokens_per_joule for b in at if b.tokens_per_joule]
+        tiers[name] = TierModelledPower(
+            max_agents=n,
+            power_w=power,
+            agents_per_mw=n / (power / 1e6),
+            tokens_per_joule=sum(tpj) / len(tpj) if tpj else None,
+        )
+    return ModelledPower(
+        label=MODELLED,
+        method=modelled[0][1].method,
+        trials_modelled=len(modelled),
+        trials=len(points),
+        tiers=tiers,
+    )
 
 
 def power_source(result: Any) -> str | None:

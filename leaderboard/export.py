@@ -30,11 +30,13 @@ from django.core.files.storage import Storage, storages
 from django.db.models import Prefetch
 from django.utils import timezone
 
+from agentperf import contract
 from catalog.models import SloTier
 from leaderboard.cost import CLASSES as COST_CLASSES
 from leaderboard.cost import COST_COLUMNS
 from leaderboard.cost import FIGURES as COST_FIGURES
 from leaderboard.models import Result
+from leaderboard.points import MeasuredEnergy, PublishedPoint
 
 FORMAT = "agentperf-public-results"
 FORMAT_VERSION = 1
@@ -145,13 +147,28 @@ def _session_cells(sessions: dict, tier: str) -> dict[str, Any]:
 
 
 def _cache_cells(truth: dict | None) -> dict[str, Any]:
-    """A result's or a trial's cache truth (leaderboard.cachetruth, PublishedPoint)."""
+    """A result's cache truth over its trials (leaderboard.cachetruth)."""
     truth = truth or {}
     return {
         "cache_theoretical_tokens": truth.get("theoretical_tokens"),
         "cache_observed_tokens": truth.get("observed_tokens"),
         "cache_ratio": truth.get("ratio"),
         "cache_verdict": truth.get("verdict"),
+    }
+
+
+def _point_cache_cells(truth: contract.CacheTruth | None) -> dict[str, Any]:
+    """A trial's cache truth as its point stored it (PublishedPoint.cache_truth)."""
+    if truth is None:
+        return dict.fromkeys(
+            ("cache_theoretical_tokens", "cache_observed_tokens", "cache_ratio", "cache_verdict")
+        ) | {"cache_counter_hit_share": None}
+    return {
+        "cache_theoretical_tokens": truth.theoretical_tokens,
+        "cache_observed_tokens": truth.observed_tokens,
+        "cache_ratio": truth.ratio,
+        "cache_verdict": truth.verdict,
+        "cache_counter_hit_share": truth.counters.hit_share if truth.counters else None,
     }
 
 
@@ -188,88 +205,95 @@ def _csv(columns: tuple[str, ...], rows: list[dict[str, Any]]) -> bytes:
     return out.getvalue().encode()
 
 
+def result_rows(result: Result, doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """``results.csv``: one row per tier of ``result``; ``doc`` is its API detail (the
+    energy, sessions, cost and cache truth derived when read)."""
+    energy = (doc.get("energy") or {}).get("tiers") or {}
+    modelled = result.modelled.tiers if result.modelled else {}
+    rows = []
+    for tier in result.tier_set.tiers.all():
+        bracket = result.tier_brackets.get(tier.name)
+        at = modelled.get(tier.name)
+        rows.append(
+            {
+                "result_id": result.pk,
+                "label": result.label,
+                "status": result.status,
+                "is_simulated": result.is_simulated,
+                "model": result.model.slug,
+                "hardware": result.hardware.slug,
+                "tier": tier.name,
+                "max_agents": (result.max_agents or {}).get(tier.name),
+                "highest_pass": bracket.highest_pass if bracket else None,
+                "lowest_fail": bracket.lowest_fail if bracket else None,
+                "agents_per_accelerator": (result.agents_per_accelerator or {}).get(tier.name),
+                "agents_per_mw": (result.agents_per_mw or {}).get(tier.name),
+                "tokens_per_joule": (energy.get(tier.name) or {}).get("tokens_per_joule"),
+                "accelerators_used": result.accelerators_used,
+                "accelerators_in_system": result.accelerators_in_system,
+                "engine": result.engine_name,
+                "engine_version": result.engine_version,
+                "dataset_sha256": result.dataset_sha256,
+                "published_at": result.published_at.isoformat(),
+                "url": doc.get("url"),
+                "power_source": doc.get("power_source"),
+                "modelled_agents_per_mw": at.agents_per_mw if at else None,
+                "modelled_tokens_per_joule": at.tokens_per_joule if at else None,
+                **_session_cells(doc.get("sessions") or {}, tier.name),
+                **_cost_cells(doc.get("cost") or {}, tier.name),
+                **_cache_cells(doc.get("cache_truth")),
+            }
+        )
+    return rows
+
+
+POINT_FIELDS = set(POINT_COLUMNS) & set(PublishedPoint.model_fields)
+
+
+def point_rows(result: Result) -> list[dict[str, Any]]:
+    """``points.csv``: one row per published point (trial) of ``result``."""
+    rows = []
+    for p in result.published_points:
+        low, high = p.interval("p25_speed")
+        energy = p.energy if isinstance(p.energy, MeasuredEnergy) else None
+        modelled = p.modelled_energy
+        rows.append(
+            {
+                **p.model_dump(include=POINT_FIELDS),
+                "result_id": result.pk,
+                "p25_speed_low": low,
+                "p25_speed_high": high,
+                "power_tool": energy.tool if energy else None,
+                "power_coverage": energy.coverage if energy else None,
+                "tokens_per_joule": energy.tokens_per_joule if energy else None,
+                "is_simulated": result.is_simulated,
+                "modelled_power_w": modelled.power_w if modelled else None,
+                "modelled_tokens_per_joule": modelled.tokens_per_joule if modelled else None,
+                **_point_cache_cells(p.cache_truth),
+            }
+        )
+    return rows
+
+
 def bundle_files(*, now: dt.datetime) -> tuple[dict[str, bytes], dict[str, int]]:
     """The bundle's files (name → bytes) and its counts, from the database."""
     from leaderboard.api import ResultDetailOut
 
-    documents, result_rows, point_rows = [], [], []
+    documents, results, points = [], [], []
     for result in _results():
         doc = ResultDetailOut(result).data
         documents.append(doc)
-        energy = doc.get("energy") or {}
-        modelled = (doc.get("modelled_power") or {}).get("tiers") or {}
-        for tier in result.tier_set.tiers.all():
-            bracket = (result.brackets or {}).get(tier.name) or {}
-            result_rows.append(
-                {
-                    "result_id": result.pk,
-                    "label": result.label,
-                    "status": result.status,
-                    "is_simulated": result.is_simulated,
-                    "model": result.model.slug,
-                    "hardware": result.hardware.slug,
-                    "tier": tier.name,
-                    "max_agents": (result.max_agents or {}).get(tier.name),
-                    "highest_pass": bracket.get("highest_pass"),
-                    "lowest_fail": bracket.get("lowest_fail"),
-                    "agents_per_accelerator": (result.agents_per_accelerator or {}).get(tier.name),
-                    "agents_per_mw": (result.agents_per_mw or {}).get(tier.name),
-                    "tokens_per_joule": ((energy.get("tiers") or {}).get(tier.name) or {}).get(
-                        "tokens_per_joule"
-                    ),
-                    "accelerators_used": result.accelerators_used,
-                    "accelerators_in_system": result.accelerators_in_system,
-                    "engine": result.engine_name,
-                    "engine_version": result.engine_version,
-                    "dataset_sha256": result.dataset_sha256,
-                    "published_at": result.published_at.isoformat(),
-                    "url": doc.get("url"),
-                    "power_source": doc.get("power_source"),
-                    "modelled_agents_per_mw": modelled.get(tier.name, {}).get("agents_per_mw"),
-                    "modelled_tokens_per_joule": modelled.get(tier.name, {}).get(
-                        "tokens_per_joule"
-                    ),
-                    **_session_cells(doc.get("sessions") or {}, tier.name),
-                    **_cost_cells(doc.get("cost") or {}, tier.name),
-                    **_cache_cells(doc.get("cache_truth")),
-                }
-            )
-        for p in result.points or []:
-            interval = (p.get("intervals") or {}).get("p25_speed") or {}
-            e = p.get("energy") or {}
-            point_rows.append(
-                {
-                    **{k: p.get(k) for k in POINT_COLUMNS},
-                    "result_id": result.pk,
-                    "p25_speed_low": interval.get("low"),
-                    "p25_speed_high": interval.get("high"),
-                    "power_tool": e.get("tool"),
-                    "power_coverage": e.get("coverage"),
-                    "tokens_per_joule": e.get("tokens_per_joule"),
-                    "is_simulated": result.is_simulated,
-                    "modelled_power_w": (p.get("modelled_energy") or {}).get("power_w"),
-                    "modelled_tokens_per_joule": (p.get("modelled_energy") or {}).get(
-                        "tokens_per_joule"
-                    ),
-                    **_cache_cells(p.get("cache_truth")),
-                    "cache_counter_hit_share": (
-                        (p.get("cache_truth") or {}).get("counters") or {}
-                    ).get("hit_share"),
-                }
-            )
+        results += result_rows(result, doc)
+        points += point_rows(result)
     header = {"format": FORMAT, "format_version": FORMAT_VERSION, "generated_at": now.isoformat()}
     files = {
         "results.json": json.dumps(
             {**header, "results": documents}, default=_json_default, indent=1, sort_keys=True
         ).encode(),
-        "results.csv": _csv(RESULT_COLUMNS, result_rows),
-        "points.csv": _csv(POINT_COLUMNS, point_rows),
+        "results.csv": _csv(RESULT_COLUMNS, results),
+        "points.csv": _csv(POINT_COLUMNS, points),
     }
-    counts = {
-        "results": len(documents),
-        "result_tier_rows": len(result_rows),
-        "points": len(point_rows),
-    }
+    counts = {"results": len(documents), "result_tier_rows": len(results), "points": len(points)}
     return files, counts
 
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ValidationError
-
 from agentperf.inventory import NAME, Inventory
 from leaderboard.models import Result
 
@@ -24,22 +22,21 @@ def public_inventory(result: Result) -> dict[str, Any] | None:
     if result.is_simulated:
         return None
     run = result.run
-    stored = (run.telemetry or {}).get("inventory")
+    recorded = run.inventory
     report = getattr(run, "verification", None)
-    check = next((c for c in (report.checks if report else []) if c.get("name") == NAME), None)
-    out: dict[str, Any] = {"recorded": bool(stored)}
-    if not stored:
+    check = report.result(NAME) if report is not None else None
+    out: dict[str, Any] = {"recorded": recorded is not None}
+    if recorded is None:
         out["reason"] = "the runner recorded no inventory of what served this run"
-    else:
-        try:
-            out["document"] = Inventory.model_validate(stored).model_dump(mode="json")
-        except ValidationError:  # stored by an older runner under another shape: as stored
-            out["document"] = stored
+    elif isinstance(recorded, Inventory):
+        out["document"] = recorded.model_dump(mode="json")
+    else:  # stored by an older runner under another shape: as stored
+        out["document"] = recorded
     if check is not None:
         out["check"] = {
-            "status": check.get("status"),
-            "summary": check.get("summary"),
-            "mismatches": (check.get("evidence") or {}).get("mismatches") or [],
+            "status": check.status,
+            "summary": check.summary,
+            "mismatches": check.inventory().mismatches,
         }
     return out
 

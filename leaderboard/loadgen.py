@@ -9,6 +9,7 @@ from typing import Any
 
 from agentperf import contract
 from leaderboard.tables import Column, Table
+from runs.models import Trial
 
 COLUMNS = [
     Column("trial", "Trial", "int"),
@@ -28,42 +29,49 @@ COLUMNS = [
 ]
 
 
-def load_generator_rows(trials: Iterable[Any]) -> list[dict[str, Any]]:
-    """One row per shard of every sharded trial (``Trial.metrics["load_generator"]``), from
+def _trial_metrics(trial: Trial | dict[str, Any]) -> tuple[int, int, contract.TrialMetrics]:
+    """(index, concurrency, metrics) of a Trial row (its metrics parsed once,
+    ``Trial.summary``) or of a dict with a Trial's keys (the review console's trial list)."""
+    if isinstance(trial, Trial):
+        return trial.index, trial.concurrency, trial.summary
+    return trial["index"], trial["concurrency"], contract.trial_metrics(trial["metrics"])
+
+
+def _shard_status(shard: contract.ShardRow, retried: int) -> str:
+    status = "healthy" if shard.healthy else "; ".join(shard.problems or ["unhealthy"])
+    if retried:
+        status += f" (after {retried} failed attempt{'s' if retried > 1 else ''})"
+    return status
+
+
+def load_generator_rows(trials: Iterable[Trial | dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per shard of every sharded trial (``TrialMetrics.load_generator``), from
     Trial rows or dicts with their keys."""
     rows = []
     for t in trials:
-        row = (
-            t
-            if isinstance(t, dict)
-            else {k: getattr(t, k) for k in ("index", "concurrency", "metrics")}
-        )
-        lg = contract.trial_metrics(row["metrics"]).load_generator or {}
-        retried = len(lg.get("failed_attempts") or [])
-        for p in lg.get("per_shard") or []:
-            health = p.get("health") or {}
-            status = (
-                "healthy" if p.get("healthy") else "; ".join(p.get("problems") or ["unhealthy"])
-            )
-            if retried:
-                status += f" (after {retried} failed attempt{'s' if retried > 1 else ''})"
+        index, concurrency, metrics = _trial_metrics(t)
+        lg = metrics.load_generator
+        if lg is None:
+            continue
+        retried = len(lg.failed_attempts or [])
+        for shard in lg.per_shard:
             rows.append(
                 {
-                    "trial": row["index"],
-                    "concurrency": row["concurrency"],
-                    "shards": lg.get("shards"),
-                    "shard": p.get("shard"),
-                    "host": p.get("host"),
-                    "agents": p.get("agents"),
-                    "records": p.get("records"),
-                    "cpu_percent": health.get("cpu_percent"),
-                    "loop_lag_p99_ms": health.get("loop_lag_p99_ms"),
-                    "stamp_delay_p99_ms": health.get("stamp_delay_p99_ms"),
-                    "clock_offset_us": (p.get("clock_offset_ns") or 0) / 1e3,
-                    "clock_uncertainty_us": (p.get("clock_uncertainty_ns") or 0) / 1e3,
-                    "peak_rss_mib": p.get("peak_rss_mib"),
-                    "status": status,
-                    "_class": "" if p.get("healthy") else "unhealthy",
+                    "trial": index,
+                    "concurrency": concurrency,
+                    "shards": lg.shards,
+                    "shard": shard.shard,
+                    "host": shard.host,
+                    "agents": shard.agents,
+                    "records": shard.records,
+                    "cpu_percent": shard.health.cpu_percent,
+                    "loop_lag_p99_ms": shard.health.loop_lag_p99_ms,
+                    "stamp_delay_p99_ms": shard.health.stamp_delay_p99_ms,
+                    "clock_offset_us": shard.clock_offset_ns / 1e3,
+                    "clock_uncertainty_us": shard.clock_uncertainty_ns / 1e3,
+                    "peak_rss_mib": shard.peak_rss_mib,
+                    "status": _shard_status(shard, retried),
+                    "_class": "" if shard.healthy else "unhealthy",
                 }
             )
     return rows

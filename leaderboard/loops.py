@@ -2,7 +2,7 @@
 
 A run whose search options had ``arrival: open`` carries, beside its closed-loop search
 (N agents held), the open-loop search over the same dataset (sessions arriving at a rate):
-``BenchmarkRun.search_summary["open_loop"]`` (agentperf/contract.py ``OpenLoopSummary``). The
+``run.summary.open_loop`` (agentperf/contract.py ``OpenLoopSummary``). The
 result page and the compare page draw, per tier, the closed loop's max agents and its TTFT
 distribution at that N against the open loop's max rate, the concurrent sessions that rate
 produced (mean, peak) and its TTFT distribution.
@@ -14,18 +14,17 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from agentperf import contract
+from runs.models import BenchmarkRun, Trial
 
 from .tables import Column, Table
 
 TTFT_KEYS = ("p50", "p75", "p90", "p99")
 
 
-def open_loop(search_summary: dict[str, Any] | None) -> contract.OpenLoopSummary | None:
-    """The run's open-loop summary read back through the contract (None: no open loop)."""
-    stored = (search_summary or {}).get("open_loop")
-    if not stored:
-        return None
-    return contract.OpenLoopSummary.model_validate(stored)
+def open_loop(run: BenchmarkRun) -> contract.OpenLoopSummary | None:
+    """The run's open-loop summary, from its search summary read through the contract
+    (``run.summary``); None: no open loop."""
+    return run.summary.open_loop if run.summary is not None else None
 
 
 def _ttft_text(ttft: dict[str, Any] | None) -> str | None:
@@ -35,19 +34,20 @@ def _ttft_text(ttft: dict[str, Any] | None) -> str | None:
     return " · ".join(parts) + " s" if parts else None
 
 
-def closed_ttft(trials: Iterable[Any], max_agents: int | None) -> dict[str, Any] | None:
-    """The TTFT percentiles of the last trial at the closed loop's max agents."""
+def closed_ttft(trials: Iterable[Trial], max_agents: int | None) -> dict[str, Any] | None:
+    """The TTFT percentiles of the last trial at the closed loop's max agents (its metrics
+    through the contract, ``Trial.summary``)."""
     if not max_agents:
         return None
     found = None
     for trial in trials:
         if trial.concurrency == max_agents:
-            found = (trial.metrics or {}).get("ttft_s")
+            found = dict(trial.summary.ttft_s) if trial.metrics else None
     return found
 
 
 def loops_rows(result: Any, trials: Sequence[Any], tier_names: Sequence[str]) -> list[dict]:
-    summary = open_loop(result.run.search_summary)
+    summary = open_loop(result.run)
     if summary is None:
         return []
     rows = []
@@ -112,11 +112,9 @@ def compare_loops_table(results: Sequence[Any], tier_names: Sequence[str]) -> Ta
     rows = []
     # only the results whose run had an open loop: their trials in one query (the closed
     # loop's TTFT at N), none when no result has one
-    with_open = [r for r in results if open_loop(r.run.search_summary) is not None]
+    with_open = [r for r in results if open_loop(r.run) is not None]
     trials: dict[int, list[Any]] = {r.run_id: [] for r in with_open}
     if with_open:
-        from runs.models import Trial
-
         for t in Trial.objects.filter(run_id__in=list(trials)).only(
             "run_id", "index", "concurrency", "metrics"
         ):

@@ -22,18 +22,14 @@ from django.utils import timezone
 from agentperf import contract
 from agentperf.engine import frontier
 from agentperf.engine.search import SearchTrial, tier_results
-from agentperf.verification.status import WARN
+from agentperf.verification.status import FAIL, WARN
 from catalog.models import SloTierSet
 from catalog.services import default_tier_set_for
 from leaderboard import receipts
-from leaderboard.energy import (
-    point_power_w,
-    result_modelled_power,
-    trial_energy,
-    trial_modelled_energy,
-)
+from leaderboard.energy import result_modelled_power, trial_energy, trial_modelled_energy
 from leaderboard.models import Result
-from leaderboard.points import PublishedPoint
+from leaderboard.points import Interval, MeasuredEnergy, PublishedPoint, UnmeasuredEnergy
+from leaderboard.result_documents import TierBracket
 from leaderboard.tasks import result_pages_changed
 from runs.models import BenchmarkRun, Trial, VerificationReport
 from submissions import constants as c
@@ -54,10 +50,10 @@ def _num(value: Any) -> float | None:
 def _trial_power_w(trial: Trial) -> float | None:
     """Power measured over this trial's window on the runner host, over every accelerator
     the deployment used (leaderboard.energy); None otherwise. Never a modelled figure."""
-    return point_power_w({"energy": _trial_energy(trial, trial.summary.accelerators)})
+    return _trial_energy(trial, trial.summary.accelerators).full_power_w
 
 
-def _trial_energy(trial: Trial, accelerators: int) -> dict:
+def _trial_energy(trial: Trial, accelerators: int) -> MeasuredEnergy | UnmeasuredEnergy:
     throughput = _num(trial.summary.throughput_per_accelerator)
     return trial_energy(
         trial.window_telemetry,
@@ -66,11 +62,11 @@ def _trial_energy(trial: Trial, accelerators: int) -> dict:
     )
 
 
-def point_intervals(metrics: contract.TrialMetrics) -> dict[str, dict]:
+def point_intervals(metrics: contract.TrialMetrics) -> dict[str, Interval]:
     """A trial's session-bootstrap intervals of its frontier point's x and y (engine.stats):
     {"p25_speed": {"low", "high", "confidence"}, "throughput_per_accelerator": {...}}; a
     statistic without a finite interval is left out (trials run with resamples = 0)."""
-    out: dict[str, dict] = {}
+    out: dict[str, Interval] = {}
     pairs = (
         ("p25_speed", "p25_output_speed"),
         ("throughput_per_accelerator", "throughput_per_accelerator"),
@@ -79,10 +75,10 @@ def point_intervals(metrics: contract.TrialMetrics) -> dict[str, dict]:
         interval = metrics.interval(name)
         if interval is None:
             continue
-        low, high = _num(interval.get("low")), _num(interval.get("high"))
+        low, high = _num(interval.low), _num(interval.high)
         if low is None or high is None or low > high:
             continue
-        out[key] = {"low": low, "high": high, "confidence": _num(interval.get("confidence"))}
+        out[key] = Interval(low=low, high=high, confidence=_num(interval.confidence))
     return out
 
 
@@ -103,12 +99,15 @@ def _marginal_tiers(trial: Any) -> set[str]:
     return {name for name, v in _verdicts(trial).items() if v.marginal}
 
 
-def tier_brackets(summary: dict, trials: Iterable[Any], tier_names: list[str]) -> dict[str, dict]:
+def tier_brackets(
+    summary: contract.SearchSummary | None, trials: Iterable[Any], tier_names: list[str]
+) -> dict[str, dict]:
     """Per tier, the search's bracket around its max agents and how sure it is:
     {"highest_pass", "lowest_fail" (None: never failed), "confirmed", "marginal", "flags"}.
 
-    From the search summary's tiers (engine SearchResult.to_dict()) where stored, else
-    recomputed from the trials. ``marginal``: a trial at the highest pass or the lowest
+    The stored document (TierBracket.dump() per tier, leaderboard/result_documents.py).
+    From the search summary's tiers (``run.summary``) where stored, else recomputed from
+    the trials. ``marginal``: a trial at the highest pass or the lowest
     fail had its verdict for this tier marginal (its bootstrap interval straddled the
     threshold, docs/verification.md "Statistics"). ``trials`` need ``concurrency``,
     ``index``, ``phase`` and ``verdicts`` (a Trial row or the migration's historical one).
@@ -116,7 +115,7 @@ def tier_brackets(summary: dict, trials: Iterable[Any], tier_names: list[str]) -
     trials = list(trials)
     found: dict[str, contract.TierResult]
     if summary:
-        found = contract.SearchSummary.model_validate(summary).tiers
+        found = summary.tiers
     else:
         search_trials = [
             SearchTrial(
@@ -146,13 +145,13 @@ def tier_brackets(summary: dict, trials: Iterable[Any], tier_names: list[str]) -
         marginal = bool(marginal_at.get(name, set()) & {entry.max_agents, entry.lowest_fail})
         if marginal and "marginal" not in flags:
             flags.append("marginal")
-        out[name] = {
-            "highest_pass": entry.max_agents,
-            "lowest_fail": entry.lowest_fail,
-            "confirmed": entry.confirmed,
-            "marginal": marginal,
-            "flags": flags,
-        }
+        out[name] = TierBracket(
+            highest_pass=entry.max_agents,
+            lowest_fail=entry.lowest_fail,
+            confirmed=entry.confirmed,
+            marginal=marginal,
+            flags=flags,
+        ).dump()
     return out
 
 
@@ -173,7 +172,9 @@ def trial_point(
     energy = _trial_energy(trial, accelerators)
     if simulated:
         power_w = None
-        energy = {"measured": False, "reason": "simulated: power is modelled, not measured"}
+        energy = UnmeasuredEnergy(
+            measured=False, reason="simulated: power is modelled, not measured"
+        )
     ttft = {k: _num(v) for k, v in m.ttft_s.items()}
     return PublishedPoint(
         index=trial.index,
@@ -201,10 +202,10 @@ def trial_point(
         verdicts=_passed(trial),
         intervals=point_intervals(m),
         # the trial's session SLOs (docs/engine.md "Session SLOs"); None: not summarised
-        sessions=m.sessions.dump() if m.sessions is not None else None,
+        sessions=m.sessions,
         # theoretical and observed cached tokens, ratio, verdict (docs/metrics.md "Cache
         # truth"); None: a trial stored before it was summarised
-        cache_truth=m.cache_truth.dump() if m.cache_truth is not None else None,
+        cache_truth=m.cache_truth,
     )
 
 
@@ -244,26 +245,19 @@ def quality_of(report: VerificationReport | None, *, simulated: bool) -> dict[st
     """The result's quality figures from its verification report's quality_distribution."""
     if simulated:
         return {"status": "simulated", "summary": "simulated: a twin has no weights to degrade"}
-    check = next(
-        (
-            ch
-            for ch in (report.checks if report else None) or []
-            if ch.get("name") == "quality_distribution"
-        ),
-        None,
-    )
+    check = report.result("quality_distribution") if report is not None else None
     if check is None:
         return {"status": "not_measured", "summary": "quality: not measured"}
-    evidence = check.get("evidence") or {}
-    if check.get("status") == WARN and "no reference" in str(check.get("summary")):
-        return {"status": "no_reference", "summary": check.get("summary")}
+    if check.status == WARN and "no reference" in check.summary:
+        return {"status": "no_reference", "summary": check.summary}
+    evidence = check.quality()
     return {
-        "status": check.get("status"),
-        "summary": check.get("summary"),
-        "mean_kl": evidence.get("mean_kl"),
-        "top1_agreement": evidence.get("top1_agreement"),
-        "class": (evidence.get("limits") or {}).get("class"),
-        "reference": evidence.get("deployment"),
+        "status": check.status,
+        "summary": check.summary,
+        "mean_kl": evidence.mean_kl,
+        "top1_agreement": evidence.top1_agreement,
+        "class": evidence.limits.class_ if evidence.limits is not None else None,
+        "reference": evidence.deployment,
     }
 
 
@@ -299,7 +293,7 @@ def publication_prepare(*, submission: Submission, run: BenchmarkRun) -> Publica
     # Every publishing path (review console, admin, demo) refuses a failed verification.
     report = VerificationReport.objects.filter(run=run).first()
     if report is not None and report.status == VerificationReport.STATUS_FAIL:
-        failed = [ch.get("name", "?") for ch in report.checks if ch.get("status") == "fail"]
+        failed = [check.name for check in report.results if check.status == FAIL]
         raise PublishError(
             "verification failed (" + ", ".join(failed) + "); reject or re-run instead"
         )
@@ -336,8 +330,10 @@ def publication_prepare(*, submission: Submission, run: BenchmarkRun) -> Publica
     on_frontier = set(frontier.pareto_frontier(candidates.values()))
     for p in published:
         p.frontier = candidates[id(p)] in on_frontier
-    points = [p.dump() for p in published]
     max_agents = max_agents_of(run, trials, tier_names)
+    modelled = result_modelled_power(
+        simulated=submission.is_simulated, max_agents=max_agents, points=published
+    )
     engine_name, engine_version = engine_of(submission.config)
     try:  # raw files hashed as stored (docs/verification.md "Receipt")
         prepared = receipts.prepare(run)
@@ -349,14 +345,12 @@ def publication_prepare(*, submission: Submission, run: BenchmarkRun) -> Publica
         tier_set=tier_set,
         accelerators=accelerators,
         in_system=in_system,
-        points=points,
+        points=[p.dump() for p in published],
         max_agents=max_agents,
-        brackets=tier_brackets(run.search_summary or {}, trials, tier_names),
+        brackets=tier_brackets(run.summary, trials, tier_names),
         per_accel={name: n / accelerators for name, n in max_agents.items()},
-        agents_per_mw=_agents_per_mw(max_agents, points),
-        modelled_power=result_modelled_power(
-            simulated=submission.is_simulated, max_agents=max_agents, points=points
-        ),
+        agents_per_mw=_agents_per_mw(max_agents, published),
+        modelled_power=modelled.dump() if modelled is not None else None,
         engine_name=engine_name,
         engine_version=engine_version,
         receipt=prepared,
@@ -456,16 +450,18 @@ def simulated_band(submission: Submission) -> dict | None:
     return result_band(spec.get("profile"), spec.get("overrides"))
 
 
-def _agents_per_mw(max_agents: dict[str, int], points: list[dict]) -> dict | None:
+def _agents_per_mw(
+    max_agents: dict[str, int], points: list[PublishedPoint]
+) -> dict[str, float | None] | None:
     """Agents per MW per tier from the power measured at that tier's max agents.
 
     None ("not measured") when no trial has measured power; never estimated.
     """
-    if not any(p.get("power_w") for p in points):
+    if not any(p.power_w for p in points):
         return None
     out: dict[str, float | None] = {}
     for name, n in max_agents.items():
-        watts = [p["power_w"] for p in points if p["concurrency"] == n and p.get("power_w")]
+        watts = [w for p in points if p.concurrency == n and (w := p.power_w)]
         out[name] = n / (sum(watts) / len(watts) / 1e6) if watts else None
     return out
 

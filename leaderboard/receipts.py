@@ -14,10 +14,8 @@ a config changed after publish no longer matches its signed digest.
 
 from __future__ import annotations
 
-import base64
 import functools
 import hashlib
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -347,14 +345,12 @@ def sign_status(
     is invalidated or withdrawn (`configview.config_withheld`). `verify` lets no other file
     be missing."""
     key = signing_key()
-    row = Result.objects.filter(pk=result_id).values("receipt", "receipt_status").first()
-    if key is None or not row or not row["receipt"]:
+    stored = Result.objects.select_related("submission").filter(pk=result_id).first()
+    if key is None or stored is None or not stored.receipt:
         return
-    stored = Result.objects.select_related("submission").get(pk=result_id)
     _, why = published_config(stored)
-    if config_redacted is None and row["receipt_status"]:
-        previous = json.loads(base64.b64decode(row["receipt_status"]["payload"]))["predicate"]
-        config_redacted = previous.get("config_redacted")
+    if config_redacted is None and stored.status_predicate is not None:
+        config_redacted = stored.status_predicate.get("config_redacted")
     predicate: dict[str, Any] = {
         "result_id": result_id,
         "status": to,
@@ -365,7 +361,7 @@ def sign_status(
     }
     if config_redacted is not None:
         predicate["config_redacted"] = config_redacted
-    doc = rc.status_statement(row["receipt"], predicate)
+    doc = rc.status_statement(stored.receipt, predicate)
     Result.objects.filter(pk=result_id).update(receipt_status=rc.sign(doc, key))
 
 
@@ -410,24 +406,15 @@ def receipt_bundle(result: Result, *, absolute: Any) -> dict[str, Any]:
 
 def summary(result: Result) -> dict[str, Any] | None:
     """For the result page: key id, subjects and status statement; None without a receipt."""
-    if not result.receipt:
+    doc = result.receipt_statement
+    if doc is None:
         return None
-    try:
-        doc = json.loads(base64.b64decode(result.receipt["payload"]))
-    except (KeyError, ValueError):
-        return None
-    signatures = result.receipt.get("signatures") or [{}]
-    status = None
-    if result.receipt_status:
-        try:
-            status = json.loads(base64.b64decode(result.receipt_status["payload"]))["predicate"]
-        except (KeyError, ValueError):
-            status = None
+    predicate = doc.get("predicate") or {}
     return {
-        "keyid": signatures[0].get("keyid", ""),
+        "keyid": result.receipt_keyid,
         "subjects": doc.get("subject") or [],
         "predicate_type": doc.get("predicateType"),
-        "image": (doc.get("predicate") or {}).get("image") or {},
-        "inventory": (doc.get("predicate") or {}).get("inventory") or {},
-        "status": status,
+        "image": predicate.get("image") or {},
+        "inventory": predicate.get("inventory") or {},
+        "status": result.status_predicate,
     }

@@ -43,9 +43,9 @@ def search_flags(search: SearchOptions) -> list[str]:
     return flags
 
 
-def reproduce_command(run_spec: dict) -> str:
-    """The shell lines that repeat the run's search, one flag group per line."""
-    spec = RunSpec.model_validate(run_spec)
+def reproduce_command(spec: RunSpec) -> str:
+    """The shell lines that repeat the run's search (``run.spec``), one flag group per
+    line."""
     launcher = spec.launcher
     tiers = json.dumps([t.model_dump() for t in spec.tiers], indent=1)
     if isinstance(launcher, SimulatedLauncher):

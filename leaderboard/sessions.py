@@ -6,33 +6,26 @@ from __future__ import annotations
 
 from typing import Any
 
-
-def _point_at(points: list[dict], n: int | None) -> dict | None:
-    if not n:
-        return None
-    at = [p for p in points if p.get("concurrency") == n]
-    return at[-1] if at else None
+from leaderboard.points import point_at
 
 
-def result_sessions(result: Any) -> dict:
+def result_sessions(result: Any) -> dict[str, Any]:
     """{"criterion", "min_session_share", "tiers": {tier: {"max_agents", "met", "sessions",
     "share", "low", "high", "confidence", "whole_task_model_time_s"}}}; a tier whose point
     has no session block (a trial stored before them) is left out."""
     tier_set = result.tier_set
-    points = list(result.points or [])
-    tiers: dict[str, dict] = {}
+    points = result.published_points
+    tiers: dict[str, dict[str, Any]] = {}
     for name, n in (result.max_agents or {}).items():
-        point = _point_at(points, n)
-        block = point.get("sessions") if point else None
-        if not isinstance(block, dict):
-            continue
-        share = (block.get("tiers") or {}).get(name)
-        if not isinstance(share, dict):
+        point = point_at(points, n)
+        block = point.sessions if point is not None else None
+        share = block.tiers.get(name) if block is not None else None
+        if block is None or share is None:
             continue
         tiers[name] = {
             "max_agents": n,
-            **share,
-            "whole_task_model_time_s": block.get("whole_task_model_time_s"),
+            **share.dump(),
+            "whole_task_model_time_s": block.whole_task_model_time_s.dump(),
         }
     return {
         "criterion": getattr(tier_set, "criterion", "requests"),

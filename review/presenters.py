@@ -113,7 +113,6 @@ def tier_outcomes(search_summary: dict[str, Any], tiers: list[dict[str, Any]]) -
 def trial_chart(rows: list[TrialRow], tiers: list[dict[str, Any]]) -> dict[str, Any]:
     """A Plotly figure (as a JSON-ready dict): concurrency against p25 output speed (top) and
     TTFT at each tier percentile (bottom), markers by search phase, dotted tier lines."""
-    import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
     fig = make_subplots(
@@ -123,9 +122,35 @@ def trial_chart(rows: list[TrialRow], tiers: list[dict[str, Any]]) -> dict[str, 
         vertical_spacing=0.08,
         subplot_titles=("p25 output speed per agent (tok/s)", "TTFT (s)"),
     )
-    by_n = sorted(rows, key=lambda r: (r.concurrency, r.index))
     percentiles = sorted({int(t.get("ttft_percentile") or 75) for t in tiers} or {75})
+    _speed_line(fig, rows)
+    for phase in dict.fromkeys(r.phase for r in rows):
+        _phase_markers(fig, phase, [r for r in rows if r.phase == phase], percentiles)
+    _tier_lines(fig, tiers)
+    fig.update_xaxes(type="log", dtick=math.log10(2), title_text="concurrency (agents)", row=2)
+    fig.update_xaxes(type="log", dtick=math.log10(2), row=1)
+    fig.update_yaxes(rangemode="tozero", row=1)
+    fig.update_yaxes(rangemode="tozero", row=2)
+    fig.update_layout(
+        height=560,
+        margin={"l": 60, "r": 20, "t": 40, "b": 50},
+        legend={"orientation": "h", "y": 1.08, "x": 1, "xanchor": "right"},
+        template="plotly_white",
+        hovermode="closest",
+    )
+    return figure_json(fig)
 
+
+def figure_json(fig: Any) -> dict[str, Any]:
+    """A Plotly figure as plain JSON data (its own serialiser turns arrays into lists)."""
+    return json.loads(fig.to_json())
+
+
+def _speed_line(fig: Any, rows: list[TrialRow]) -> None:
+    """The grey line through every trial's p25 speed, by concurrency (top panel)."""
+    import plotly.graph_objects as go
+
+    by_n = sorted(rows, key=lambda r: (r.concurrency, r.index))
     fig.add_trace(
         go.Scatter(
             x=[r.concurrency for r in by_n],
@@ -138,46 +163,58 @@ def trial_chart(rows: list[TrialRow], tiers: list[dict[str, Any]]) -> dict[str, 
         row=1,
         col=1,
     )
-    phases = list(dict.fromkeys(r.phase for r in rows))
-    for phase in phases:
-        color, symbol = PHASE_STYLE.get(phase, _OTHER_PHASE)
-        mine = [r for r in rows if r.phase == phase]
+
+
+def _phase_markers(fig: Any, phase: str, mine: list[TrialRow], percentiles: list[int]) -> None:
+    """One search phase's trials: their p25 speed (top) and TTFT at each percentile
+    (bottom), in the phase's colour and symbol."""
+    import plotly.graph_objects as go
+
+    color, symbol = PHASE_STYLE.get(phase, _OTHER_PHASE)
+    name = phase or "trial"
+    marker = {"color": color, "symbol": symbol, "size": 9}
+    customdata = [[r.index] for r in mine]
+    fig.add_trace(
+        go.Scatter(
+            x=[r.concurrency for r in mine],
+            y=[r.p25_speed for r in mine],
+            mode="markers",
+            name=name,
+            legendgroup=phase,
+            marker=marker,
+            customdata=customdata,
+            hovertemplate="trial %{customdata[0]}<br>N=%{x}<br>p25 %{y:.1f} tok/s"
+            "<extra>" + name + "</extra>",
+        ),
+        row=1,
+        col=1,
+    )
+    for p in percentiles:
+        key = f"p{p}"
         fig.add_trace(
             go.Scatter(
                 x=[r.concurrency for r in mine],
-                y=[r.p25_speed for r in mine],
+                y=[r.ttft.get(key) for r in mine],
                 mode="markers",
-                name=phase or "trial",
+                name=f"{name} TTFT {key}",
                 legendgroup=phase,
-                marker={"color": color, "symbol": symbol, "size": 9},
-                customdata=[[r.index] for r in mine],
-                hovertemplate="trial %{customdata[0]}<br>N=%{x}<br>p25 %{y:.1f} tok/s"
-                "<extra>" + (phase or "trial") + "</extra>",
+                showlegend=False,
+                marker=marker,
+                customdata=customdata,
+                hovertemplate="trial %{customdata[0]}<br>N=%{x}<br>TTFT "
+                + key
+                + " %{y:.2f} s<extra>"
+                + name
+                + "</extra>",
             ),
-            row=1,
+            row=2,
             col=1,
         )
-        for p in percentiles:
-            key = f"p{p}"
-            fig.add_trace(
-                go.Scatter(
-                    x=[r.concurrency for r in mine],
-                    y=[r.ttft.get(key) for r in mine],
-                    mode="markers",
-                    name=f"{phase or 'trial'} TTFT {key}",
-                    legendgroup=phase,
-                    showlegend=False,
-                    marker={"color": color, "symbol": symbol, "size": 9},
-                    customdata=[[r.index] for r in mine],
-                    hovertemplate="trial %{customdata[0]}<br>N=%{x}<br>TTFT "
-                    + key
-                    + " %{y:.2f} s<extra>"
-                    + (phase or "trial")
-                    + "</extra>",
-                ),
-                row=2,
-                col=1,
-            )
+
+
+def _tier_lines(fig: Any, tiers: list[dict[str, Any]]) -> None:
+    """Dotted lines: each tier's speed floor (top) and each distinct TTFT ceiling with the
+    tiers that share it (bottom)."""
     for tier in tiers:
         fig.add_hline(
             y=tier["min_p25_output_speed"],
@@ -188,33 +225,17 @@ def trial_chart(rows: list[TrialRow], tiers: list[dict[str, Any]]) -> dict[str, 
             row=1,
             col=1,
         )
-    seen_ttft: set[float] = set()
-    for tier in tiers:
-        if tier["max_ttft_s"] in seen_ttft:
-            continue
-        seen_ttft.add(tier["max_ttft_s"])
-        names = [t["name"] for t in tiers if t["max_ttft_s"] == tier["max_ttft_s"]]
+    for ceiling in dict.fromkeys(t["max_ttft_s"] for t in tiers):
+        names = [t["name"] for t in tiers if t["max_ttft_s"] == ceiling]
         fig.add_hline(
-            y=tier["max_ttft_s"],
+            y=ceiling,
             line={"dash": "dot", "color": "#888888", "width": 1},
-            annotation_text=f"≤ {tier['max_ttft_s']:g} s ({', '.join(names)})",
+            annotation_text=f"≤ {ceiling:g} s ({', '.join(names)})",
             annotation_position="top left",
             annotation_font_size=10,
             row=2,
             col=1,
         )
-    fig.update_xaxes(type="log", dtick=math.log10(2), title_text="concurrency (agents)", row=2)
-    fig.update_xaxes(type="log", dtick=math.log10(2), row=1)
-    fig.update_yaxes(rangemode="tozero", row=1)
-    fig.update_yaxes(rangemode="tozero", row=2)
-    fig.update_layout(
-        height=560,
-        margin={"l": 60, "r": 20, "t": 40, "b": 50},
-        legend={"orientation": "h", "y": 1.08, "x": 1, "xanchor": "right"},
-        template="plotly_white",
-        hovermode="closest",
-    )
-    return json.loads(fig.to_json())
 
 
 def evidence_rows(evidence: Any, prefix: str = "") -> list[dict[str, Any]]:

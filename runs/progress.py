@@ -27,13 +27,23 @@ HISTORY_RUNS = 20
 POST_SEARCH = ("task check (under load)", "completing", "stopping", "verifying")
 
 
-def progress_settled(progress: dict[str, Any] | None, phase: str) -> dict[str, Any]:
+def progress_settled(
+    progress: contract.Progress | dict[str, Any] | None, phase: str
+) -> dict[str, Any]:
     """`progress` once the search is over: `phase` (and `search_phase`) set to `phase`,
-    the live search fields dropped."""
-    out = {k: v for k, v in (progress or {}).items() if k not in LIVE_SEARCH_KEYS}
-    out["phase"] = phase
-    out["search_phase"] = phase if phase in BenchmarkRun.FINAL_STATES else "finished"
-    return contract.Progress.model_validate(out).dump()
+    the live search fields dropped; the document to store. ``progress``: the run's
+    ``last_progress``, or its stored document (demo/synthetic.py passes that), read here
+    through the contract."""
+    if isinstance(progress, dict):
+        progress = contract.Progress.model_validate(progress) if progress else None
+    kept = (
+        progress.model_dump(mode="json", exclude_unset=True, exclude=set(LIVE_SEARCH_KEYS))
+        if progress is not None
+        else {}
+    )
+    search_phase = phase if phase in BenchmarkRun.FINAL_STATES else "finished"
+    settled = {**kept, "phase": phase, "search_phase": search_phase}
+    return contract.Progress.model_validate(settled).dump()
 
 
 def queue_estimate(run: BenchmarkRun) -> dict[str, Any]:
@@ -79,13 +89,13 @@ def run_progress(run: BenchmarkRun) -> dict[str, Any]:
     """The progress document the vendor sees for `run`."""
     if run.status == BenchmarkRun.STATUS_PENDING:
         return queue_estimate(run)
+    progress = run.last_progress
     if run.status in BenchmarkRun.FINAL_STATES:
-        return progress_settled(run.progress, run.status)
-    if not run.progress:  # running, nothing beaten yet
+        return progress_settled(progress, run.status)
+    if progress is None:  # running, nothing beaten yet
         return {}
-    progress = contract.Progress.model_validate(run.progress)
     if progress.phase in POST_SEARCH:
-        return progress_settled(run.progress, progress.phase)
+        return progress_settled(progress, progress.phase)
     return progress.dump()
 
 

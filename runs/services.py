@@ -291,7 +291,7 @@ def run_record_trial(
         count = Trial.objects.filter(run=locked).count()
         if index != count:
             raise RunConflict(f"run #{run.pk} has {count} trials; the next index is {count}")
-        tiers = [t["name"] for t in (locked.run_spec or {}).get("tiers") or []]
+        tiers = [t.name for t in locked.spec.tiers] if locked.run_spec else []
         if sorted(report.verdicts) != sorted(tiers):
             raise RunInvalid(
                 f"the verdicts name tiers {sorted(report.verdicts)}; the run's tiers are "
@@ -418,7 +418,7 @@ def _completion_store(
         locked.search_summary = report.search_summary.dump()
         locked.telemetry = report.telemetry.dump()
         locked.runner_info = {**(locked.runner_info or {}), **report.runner_info.dump()}
-        locked.progress = progress_settled(locked.progress, "verifying")
+        locked.progress = progress_settled(locked.last_progress, "verifying")
         locked.heartbeat_at = timezone.now()
         locked.save(
             update_fields=["search_summary", "telemetry", "runner_info", "progress", "heartbeat_at"]
@@ -463,7 +463,7 @@ def run_verify(
         verification = verification_store(run=locked, checks=checks)
         locked.status = BenchmarkRun.STATUS_DONE
         locked.finished_at = timezone.now()
-        locked.progress = progress_settled(locked.progress, BenchmarkRun.STATUS_DONE)
+        locked.progress = progress_settled(locked.last_progress, BenchmarkRun.STATUS_DONE)
         locked.save(update_fields=["status", "finished_at", "progress"])
         submission_transition(
             submission=locked.submission,
@@ -624,7 +624,6 @@ def run_shard_reports(*, run: BenchmarkRun, trial_id: str, shards: int) -> list[
         if not storage.exists(report_key):
             continue
         with storage.open(report_key, "rb") as fh:
-            doc = json.loads(fh.read())
-        doc["key"] = shard_key(run, trial_id, s)
-        out.append(doc)
+            report = contract.ShardReport.model_validate_json(fh.read())
+        out.append({**report.dump(), "key": shard_key(run, trial_id, s)})
     return out

@@ -18,6 +18,7 @@ import orjson
 from django.core.cache import cache
 
 from agentperf.engine import rawrecords
+from agentperf.engine.metrics import RequestRecord
 from runs.models import Trial
 from submissions.services.artifacts import artifact_storage
 
@@ -41,19 +42,16 @@ class RecordsUnavailable(Exception):
     """The trial has no raw records in storage, or what is stored is not request records."""
 
 
-def _record(line: bytes, trial: Trial) -> dict[str, Any]:
-    """One stored record line with the fields the timeline reads; a line that is not a
-    request record (agentperf.engine.metrics.RequestRecord) makes the records unavailable."""
+def _record(line: bytes, trial: Trial) -> RequestRecord:
+    """One stored record line as its request record (agentperf.engine.rawrecords, the one
+    reader of the format); a line that is not one makes the records unavailable."""
     try:
-        r: dict[str, Any] = orjson.loads(line)
-        r["agent_id"], r["t_send_ns"] = int(r["agent_id"]), int(r["t_send_ns"])
-        r["session_id"] = str(r["session_id"])
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        return rawrecords.parse(line)
+    except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError) as exc:
         raise RecordsUnavailable(
             f"trial {trial.index}'s stored raw records are unreadable ({type(exc).__name__}: "
-            f"{str(exc)[:80]})"
+            f"{str(exc)[:160]})"
         ) from None
-    return r
 
 
 def timeline_read(trial: Trial, params: Any) -> dict[str, Any]:
@@ -136,19 +134,19 @@ def _all_sessions(trial: Trial) -> list[dict[str, Any]]:
     sessions: dict[tuple[int, str], dict[str, Any]] = {}
     for line in record_lines(_key_of(trial)):
         r = _record(line, trial)
-        key = (int(r["agent_id"]), str(r["session_id"]))
+        key = (int(r.agent_id), str(r.session_id))
         entry = sessions.get(key)
         if entry is None:
             entry = sessions[key] = {
                 "agent_id": key[0],
                 "session_id": key[1],
-                "trajectory_id": str(r.get("trajectory_id", "")),
+                "trajectory_id": str(r.trajectory_id),
                 "turns": 0,
                 "failed": 0,
-                "first_send_ns": int(r["t_send_ns"]),
+                "first_send_ns": int(r.t_send_ns),
             }
         entry["turns"] += 1
-        entry["failed"] += 0 if r.get("ok") else 1
+        entry["failed"] += 0 if r.ok else 1
     found = sorted(sessions.values(), key=lambda s: (s["first_send_ns"], s["agent_id"]))
     cache.set(cache_key, found, SESSIONS_TIMEOUT_S)
     return found
@@ -181,6 +179,56 @@ def _seconds(t_ns: Any, base: int) -> float | None:
     return None if t_ns is None else (int(t_ns) - base) / NS
 
 
+def _session_turns(
+    trial: Trial, agent_id: int, session_id: str, page: Page
+) -> tuple[list[RequestRecord], int | None, bool]:
+    """(the page's turns of one session, the send of the turn after the page (it ends the
+    last tool delay), whether more turns follow); reading stops once they are found."""
+    needle = orjson.dumps({"session_id": session_id})[1:-1]  # '"session_id":"…"'
+    turns: list[RequestRecord] = []
+    seen = 0
+    for line in record_lines(_key_of(trial)):
+        if needle not in line:
+            continue
+        r = _record(line, trial)
+        if int(r.agent_id) != agent_id or r.session_id != session_id:
+            continue
+        if seen < page.offset:
+            seen += 1
+            continue
+        if len(turns) == page.limit:
+            return turns, r.t_send_ns, True
+        turns.append(r)
+        seen += 1
+    return turns, None, False
+
+
+def _turn_row(r: RequestRecord, next_send_ns: int | None, base: int) -> dict[str, Any]:
+    """One turn in seconds from ``base``, with the tool delay before the next turn."""
+    end = r.t_end_ns or r.t_last_ns
+    first, last, n_out = r.t_first_ns, r.t_last_ns, r.n_out
+    speed = None
+    if r.ok and n_out and n_out >= 2 and first and last and last > first:
+        speed = (n_out - 1) * NS / (last - first)
+    return {
+        "turn_index": r.turn_index,
+        "request_id": r.request_id,
+        "send_s": _seconds(r.t_send_ns, base),
+        "first_token_s": _seconds(first, base),
+        "last_token_s": _seconds(last, base),
+        "end_s": _seconds(end, base),
+        "ttft_s": None if first is None else (first - r.t_send_ns) / NS,
+        "tool_delay_s": None if next_send_ns is None or end is None else (next_send_ns - end) / NS,
+        "n_in": r.n_in,
+        "n_cached": r.n_cached,
+        "n_out": n_out,
+        "target_output_tokens": r.target_output_tokens,
+        "output_speed": speed,
+        "ok": bool(r.ok),
+        "error_class": r.error_class,
+    }
+
+
 def session_timeline(trial: Trial, *, agent: Any, session: Any, page: Page) -> dict[str, Any]:
     """One page of one agent session's turns: send, first token, last token, end, the tool
     delay before the next turn, tokens in / cached / out, in seconds from the window start.
@@ -193,59 +241,14 @@ def session_timeline(trial: Trial, *, agent: Any, session: Any, page: Page) -> d
     session_id = str(session or "")
     if not session_id or len(session_id) > 200:
         raise TimelineError("session", "session must be a session id (1-200 characters)")
-    needle = orjson.dumps({"session_id": session_id})[1:-1]  # '"session_id":"…"'
     w0 = _window_start_ns(trial)
-    turns: list[dict[str, Any]] = []
-    seen = 0
-    more = False
-    for line in record_lines(_key_of(trial)):
-        if needle not in line:
-            continue
-        r = _record(line, trial)
-        if int(r["agent_id"]) != agent_id or r["session_id"] != session_id:
-            continue
-        if seen < page.offset:
-            seen += 1
-            continue
-        if len(turns) == page.limit:  # the next turn: its send ends the last tool delay
-            turns[-1]["next_send_ns"] = int(r["t_send_ns"])
-            more = True
-            break
-        turns.append(r)
-        seen += 1
+    turns, after, more = _session_turns(trial, agent_id, session_id, page)
     if not turns and page.offset == 0:
         raise TimelineError(
             "session", f"no session {session_id!r} of agent {agent_id} in this trial", status=404
         )
-    base = w0 if w0 is not None else (int(turns[0]["t_send_ns"]) if turns else 0)
-    rows = []
-    for i, r in enumerate(turns):
-        nxt = turns[i + 1]["t_send_ns"] if i + 1 < len(turns) else r.get("next_send_ns")
-        end = r.get("t_end_ns") or r.get("t_last_ns")
-        first, last = r.get("t_first_ns"), r.get("t_last_ns")
-        n_out = r.get("n_out")
-        speed = None
-        if r.get("ok") and n_out and n_out >= 2 and first and last and last > first:
-            speed = (n_out - 1) * NS / (last - first)
-        rows.append(
-            {
-                "turn_index": r.get("turn_index"),
-                "request_id": r.get("request_id"),
-                "send_s": _seconds(r["t_send_ns"], base),
-                "first_token_s": _seconds(first, base),
-                "last_token_s": _seconds(last, base),
-                "end_s": _seconds(end, base),
-                "ttft_s": None if first is None else (first - r["t_send_ns"]) / NS,
-                "tool_delay_s": None if nxt is None or end is None else (nxt - end) / NS,
-                "n_in": r.get("n_in"),
-                "n_cached": r.get("n_cached"),
-                "n_out": n_out,
-                "target_output_tokens": r.get("target_output_tokens"),
-                "output_speed": speed,
-                "ok": bool(r.get("ok")),
-                "error_class": r.get("error_class"),
-            }
-        )
+    base = w0 if w0 is not None else (int(turns[0].t_send_ns) if turns else 0)
+    sends: list[int | None] = [*(r.t_send_ns for r in turns[1:]), after] if turns else []
     return {
         "trial": trial.index,
         "concurrency": trial.concurrency,
@@ -256,7 +259,7 @@ def session_timeline(trial: Trial, *, agent: Any, session: Any, page: Page) -> d
         "more": more,
         "window_start_s": 0.0 if w0 is not None else None,
         "window_end_s": _window_end_s(trial, base),
-        "turns": rows,
+        "turns": [_turn_row(r, nxt, base) for r, nxt in zip(turns, sends, strict=True)],
     }
 
 

@@ -19,7 +19,7 @@ from agentperf.engine.trajectory import Trajectory, dataset_from_bytes
 from agentperf.verification import checks as ext
 from agentperf.verification.report import DatasetEvidence, RunEvidence, report_checks
 from agentperf.verification.status import worst_status
-from runs.models import BenchmarkRun, VerificationReport
+from runs.models import CHECKS, BenchmarkRun, VerificationReport
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ def run_evidence(run: BenchmarkRun) -> RunEvidence:
 def verification_store(*, run: BenchmarkRun, checks: list[dict[str, Any]]) -> VerificationReport:
     """Store (or replace) the run's report from its computed checks; the status is the
     worst check's."""
-    status = worst_status(c["status"] for c in checks)
+    status = worst_status(check.status for check in CHECKS.validate_python(checks))
     report, _ = VerificationReport.objects.update_or_create(
         run=run, defaults={"status": status, "checks": checks}
     )

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from django.db.models import Prefetch
 from django.urls import NoReverseMatch, reverse
 
+from agentperf import contract
 from catalog.models import SloTier
 from leaderboard import charts, configview, receipts
 from leaderboard.cachetruth import result_cache_truth
@@ -26,6 +27,7 @@ from leaderboard.pages.common import (
     page_figure,
     points_table,
 )
+from leaderboard.points import point_at
 from leaderboard.reproduce import reproduce_command
 from leaderboard.tables import Column, Table
 from runs.models import Trial
@@ -66,10 +68,8 @@ def trials_table(result: Result, trials: Iterable[Trial], tier_names: Sequence[s
         Column("requests", "Requests", "int"),
         Column("power_w", "Power (W)", "float0", "not measured"),
     ]
-    modelled_w = {
-        p.get("index"): (p.get("modelled_energy") or {}).get("power_w") for p in result.points
-    }
-    if result.modelled_power:
+    points = {p.index: p for p in result.published_points}
+    if result.modelled:
         columns.append(Column("modelled_power_w", "Power (W, modelled)", "float0", "—"))
     columns += [Column(f"tier:{t}", t, "text", "—") for t in tier_names]
     columns.append(Column("simulated", "Simulated", "bool"))
@@ -93,10 +93,10 @@ def trials_table(result: Result, trials: Iterable[Trial], tier_names: Sequence[s
             "cache_hit_ratio": m.cache_hit_ratio,
             "mean_in_flight": m.mean_in_flight,
             "requests": m.requests,
-            "power_w": next(
-                (p.get("power_w") for p in result.points if p.get("index") == t.index), None
+            "power_w": point.power_w if (point := points.get(t.index)) else None,
+            "modelled_power_w": (
+                point.modelled_energy.power_w if point and point.modelled_energy else None
             ),
-            "modelled_power_w": modelled_w.get(t.index),
             "simulated": result.is_simulated,
         }
         verdicts = t.tier_verdicts
@@ -169,24 +169,26 @@ def tiers_table(result: Result, tiers: Sequence[SloTier]) -> Table:
         Column("sessions_met", "Sessions that met it, at max agents", "text", "not summarised"),
     ]
     criterion = criterion_text(result.tier_set)
-    modelled = ((result.modelled_power or {}).get("tiers") or {}) if result.is_simulated else {}
-    if result.is_simulated and result.modelled_power:
+    modelled = result.modelled.tiers if result.is_simulated and result.modelled else {}
+    if result.is_simulated and result.modelled:
         columns.append(Column("modelled_agents_per_mw", "Agents / MW (modelled)", "float0", "—"))
     columns += [
         Column("flags", "Flags"),
         Column("simulated", "Simulated", "bool"),
     ]
-    summary = (result.run.search_summary or {}).get("tiers") or {}
+    searched = result.run.summary.tiers if result.run.summary else {}
     rows = []
     for t in tiers:
-        bracket = (result.brackets or {}).get(t.name) or {}
-        flags = bracket.get("flags") or (summary.get(t.name) or {}).get("flags") or []
+        bracket = result.tier_brackets.get(t.name)
+        found = searched.get(t.name)
+        flags = (bracket.flags if bracket else []) or (found.flags if found else [])
+        at = modelled.get(t.name)
         rows.append(
             {
-                "highest_pass": bracket.get("highest_pass"),
-                "lowest_fail": bracket.get("lowest_fail"),
-                "confirmed": bracket.get("confirmed"),
-                "marginal": bracket.get("marginal"),
+                "highest_pass": bracket.highest_pass if bracket else None,
+                "lowest_fail": bracket.lowest_fail if bracket else None,
+                "confirmed": bracket.confirmed if bracket else None,
+                "marginal": bracket.marginal if bracket else None,
                 "tier": t.name,
                 "min_p25_speed": t.min_p25_output_speed,
                 "max_ttft": t.max_ttft_s,
@@ -195,14 +197,14 @@ def tiers_table(result: Result, tiers: Sequence[SloTier]) -> Table:
                 "max_agents": result.max_agents.get(t.name),
                 "agents_per_accelerator": result.agents_per_accelerator.get(t.name),
                 "agents_per_mw": (result.agents_per_mw or {}).get(t.name),
-                "modelled_agents_per_mw": (modelled.get(t.name) or {}).get("agents_per_mw"),
+                "modelled_agents_per_mw": at.agents_per_mw if at else None,
                 "flags": ", ".join(FLAG_TEXT.get(f, f) for f in flags) or None,
                 "simulated": result.is_simulated,
                 "criterion": criterion,
                 "sessions_met": session_share_text(
                     _point_sessions(result, result.max_agents.get(t.name)), t.name
                 ),
-                "_class": "marginal" if bracket.get("marginal") else "",
+                "_class": "marginal" if bracket and bracket.marginal else "",
             }
         )
     return Table(
@@ -217,24 +219,20 @@ def tiers_table(result: Result, tiers: Sequence[SloTier]) -> Table:
     )
 
 
-def _point_sessions(result: Result, n: int | None) -> dict | None:
+def _point_sessions(result: Result, n: int | None) -> contract.SessionMetrics | None:
     """The session block of the (last) point at concurrency ``n``; None when none."""
-    if not n:
-        return None
-    at = [p for p in result.points or [] if p.get("concurrency") == n]
-    block = at[-1].get("sessions") if at else None
-    return block if isinstance(block, dict) else None
+    point = point_at(result.published_points, n)
+    return point.sessions if point is not None else None
 
 
-def session_share_text(block: dict | None, tier: str) -> str | None:
+def session_share_text(block: contract.SessionMetrics | None, tier: str) -> str | None:
     """ "19 of 20 (95%; 95% CI 85–100%)", or None when the trial has no session block."""
-    share = ((block or {}).get("tiers") or {}).get(tier)
-    if not share or share.get("share") is None:
+    share = block.tiers.get(tier) if block is not None else None
+    if share is None or share.share is None:
         return None
-    text = f"{share['met']} of {share['sessions']} ({share['share']:.0%}"
-    low, high = share.get("low"), share.get("high")
-    if low is not None and high is not None:
-        text += f"; {share.get('confidence', 0.95):.0%} CI {low:.0%}–{high:.0%}"
+    text = f"{share.met} of {share.sessions} ({share.share:.0%}"
+    if share.low is not None and share.high is not None:
+        text += f"; {share.confidence:.0%} CI {share.low:.0%}–{share.high:.0%}"
     return text + ")"
 
 
@@ -262,24 +260,24 @@ def sessions_table(result: Result, tier_names: Sequence[str]) -> Table:
         columns.append(Column(f"share:{name}", f"{name}: sessions met", "text", "—"))
         columns.append(Column(f"requests:{name}", f"{name}: request-level verdict"))
     rows = []
-    for p in sorted(result.points or [], key=lambda p: p.get("index", 0)):
-        block = p.get("sessions")
-        if not isinstance(block, dict):
+    for p in sorted(result.published_points, key=lambda p: p.index):
+        block = p.sessions
+        if block is None:
             continue
-        task = block.get("whole_task_model_time_s") or {}
+        task = block.whole_task_model_time_s
         row = {
-            "index": p.get("index"),
-            "concurrency": p.get("concurrency"),
-            "sessions": block.get("sessions"),
-            "task_sessions": task.get("sessions"),
-            "task_censored": task.get("censored"),
-            "task_median_s": task.get("median"),
-            "task_p90_s": task.get("p90"),
+            "index": p.index,
+            "concurrency": p.concurrency,
+            "sessions": block.sessions,
+            "task_sessions": task.sessions,
+            # a trial stored before censoring was counted says nothing of it
+            "task_censored": task.censored if "censored" in task.model_fields_set else None,
+            "task_median_s": task.median,
+            "task_p90_s": task.p90,
         }
-        verdicts = p.get("verdicts") or {}
         for name in tier_names:
             row[f"share:{name}"] = session_share_text(block, name)
-            v = verdicts.get(name)
+            v = p.passed(name)
             row[f"requests:{name}"] = None if v is None else ("pass" if v else "fail")
         rows.append(row)
     return Table(
@@ -436,15 +434,15 @@ def modelled_energy_table(result: Result) -> Table:
         Column("tokens_per_joule", "Tokens / J (modelled)", "float2", "—"),
         Column("source", "Power source"),
     ]
-    tiers = ((result.modelled_power or {}).get("tiers") or {}) if result.is_simulated else {}
+    tiers = result.modelled.tiers if result.is_simulated and result.modelled else {}
     rows = [
         {
             "tier": name,
-            "max_agents": t["max_agents"],
-            "power_w": t["power_w"],
-            "power_w_per_accelerator": t["power_w"] / result.accelerators_used,
-            "agents_per_mw": t["agents_per_mw"],
-            "tokens_per_joule": t.get("tokens_per_joule"),
+            "max_agents": t.max_agents,
+            "power_w": t.power_w,
+            "power_w_per_accelerator": t.power_w / result.accelerators_used,
+            "agents_per_mw": t.agents_per_mw,
+            "tokens_per_joule": t.tokens_per_joule,
             "source": MODELLED,
         }
         for name, t in tiers.items()
@@ -467,22 +465,24 @@ def verdict(result: Result, tiers: Sequence[SloTier]) -> list[dict]:
     strip = []
     for t in tiers:
         agents = result.max_agents.get(t.name)
-        bracket = (result.brackets or {}).get(t.name) or {}
+        bracket = result.tier_brackets.get(t.name)
         strip.append(
             {
                 "tier": t.name,
                 "speed": t.min_p25_output_speed,
                 "agents": agents,
-                "bracket": bracket_text(bracket),
-                "marginal": bool(bracket.get("marginal")),
+                # pages.common's cell text reads the stored form
+                "bracket": bracket_text(bracket.dump() if bracket else None),
+                "marginal": bool(bracket and bracket.marginal),
                 "percent": round(100 * (agents or 0) / best),
             }
         )
     return strip
 
 
-def result_page(*, pk: int) -> dict | None:
-    result = (
+def _page_result(pk: int) -> Result | None:
+    """The result with everything its page reads, in a fixed number of queries."""
+    return (
         Result.objects.select_related(
             "model",
             "hardware",
@@ -506,65 +506,78 @@ def result_page(*, pk: int) -> dict | None:
         .filter(pk=pk)
         .first()
     )
+
+
+def _tables(
+    result: Result, tiers: Sequence[SloTier], series: list[dict], figures: dict
+) -> dict[str, Table]:
+    """The page's tables; ``figures`` holds what the page shows beside them (energy, cost,
+    loops, cache truth), computed once."""
+    trials = result.run.trials.all()
+    tier_names = [t.name for t in tiers]
+    return {
+        "tiers": tiers_table(result, tiers),
+        "trials": trials_table(result, trials, tier_names),
+        "failed_requests": failed_requests_table(trials),
+        "load_generator": load_generator_table(trials),
+        "energy": energy_table(result, figures["energy"]),
+        "modelled_energy": modelled_energy_table(result),
+        "loops": figures["loops"],
+        "sessions": sessions_table(result, tier_names),
+        "cost": cost_table(result, figures["cost"]),
+        "points": points_table(series),
+        "engine_metrics": engine_metrics_table(trials),
+        "cache_truth": cache_truth_table(figures["cache_truth"]),
+    }
+
+
+def result_page(*, pk: int) -> dict | None:
+    result = _page_result(pk)
     if result is None:
         return None
     run = result.run
-    submission = result.submission
     tiers = list(result.tier_set.tiers.all())
-    tier_names = [t.name for t in tiers]
     guides = [(t.name, t.min_p25_output_speed) for t in tiers]
     series = [charts.result_series(result, band=result.band)]
     # a missing reverse one-to-one raises RelatedObjectDoesNotExist, an AttributeError
     verification = getattr(run, "verification", None)
     config = configview.public_config(result) or {}  # docs/security.md "Secrets in configs"
     roles = configview.roles(config)
-    total_role_acc = sum(r.accelerators or 0 for r in roles)
-    energy = result_energy(result)
-    cost = result_cost(result)
-    loops = loops_table(result, run.trials.all(), tier_names)
+    figures = {
+        "energy": result_energy(result),
+        "cost": result_cost(result),
+        "loops": loops_table(result, run.trials.all(), [t.name for t in tiers]),
+        "cache_truth": result_cache_truth(result),
+    }
     engine_figure = engine_metrics_figure(run.trials.all())
-    cache_truth = result_cache_truth(result)
     return {
         "result": result,
-        "submission": submission,
+        "submission": result.submission,
         "run": run,
         "figure": page_figure(series, guides, log=False, height=RESULT_CHART_HEIGHT),
         "verdict": verdict(result, tiers),
-        "tables": {
-            "tiers": tiers_table(result, tiers),
-            "trials": trials_table(result, run.trials.all(), tier_names),
-            "failed_requests": failed_requests_table(run.trials.all()),
-            "load_generator": load_generator_table(run.trials.all()),
-            "energy": energy_table(result, energy),
-            "modelled_energy": modelled_energy_table(result),
-            "loops": loops,
-            "sessions": sessions_table(result, tier_names),
-            "cost": cost_table(result, cost),
-            "points": points_table(series),
-            "engine_metrics": engine_metrics_table(run.trials.all()),
-            "cache_truth": cache_truth_table(cache_truth),
-        },
+        "tables": _tables(result, tiers, series, figures),
         "engine_metrics_figure": charts.figure_json(engine_figure) if engine_figure else None,
-        "cache_truth": cache_truth,
-        "loops_figure": loops_json(loops),
+        "cache_truth": figures["cache_truth"],
+        "loops_figure": loops_json(figures["loops"]),
         "band": result.band,  # simulated only: open parameters (docs/simulator.md "Bands")
         "verification": verification,
-        "checks": list((verification.checks if verification else None) or []),
+        "checks": verification.results if verification else [],
         "config_groups": configview.grouped(config),
         "config_withheld": configview.config_withheld(result),
         "roles": roles,
-        "roles_total": total_role_acc,
+        "roles_total": sum(r.accelerators or 0 for r in roles),
         "raw_data": _raw_data_links(result, run.raw_artifacts),
         "search_flags": run.summary.flags if run.summary else [],
         "timeline_trials": timeline_trials(run.trials.all()),
         "timeline_base": f"/api/v1/public/results/{result.pk}/trials/",
         "timeline_suffix": "/timeline/",
-        "reproduce": reproduce_command(result.run.run_spec),
+        "reproduce": reproduce_command(run.spec),
         "power_measured": result.agents_per_mw is not None,
-        "energy": energy,
+        "energy": figures["energy"],
         "power_source": power_source(result),
-        "modelled": result.modelled_power if result.is_simulated else None,
-        "cost": cost,
+        "modelled": result.modelled if result.is_simulated else None,
+        "cost": figures["cost"],
         # the signed receipt's key id and subjects (leaderboard.receipts)
         "receipt": receipts.summary(result),
         "launch": result_launch(result),  # was the image run (leaderboard.launch)
