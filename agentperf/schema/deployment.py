@@ -3,9 +3,14 @@ submits, strictly checked.
 
 Every object rejects unknown fields, and every error carries the dotted path of the field
 to fix (``topology.roles.1.tp``). Parse untrusted text with :func:`parse_config`; it
-enforces the size limit, reads YAML with the platform's one reader (``agentperf.schema.yaml12``: the
-YAML 1.2 core schema; no anchors, tags, complex or duplicate keys) or JSON, and raises
-:class:`ConfigError` with ``fields: {path: [msg]}``.
+enforces the size limit, reads YAML with the platform's one reader (``agentperf.schema.yaml12``:
+the YAML 1.2 core schema; no anchors, tags, complex or duplicate keys) or JSON
+(``agentperf.schema.loading``), and raises :class:`ConfigError` with
+``fields: {path: [msg]}``.
+
+The config's sections are declared here, but for its building blocks (the strict base,
+field types, secrets by name: ``agentperf.schema.fields``) and its ``launcher`` section
+(``agentperf.schema.launchers``).
 
 A config is public once its result is published. Secrets never live in it: the only way to
 pass a credential is by name, ``{secret: NAME}`` as an argument, a command item or an
@@ -17,77 +22,49 @@ environment value (whose NAME is its variable's).
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import re
-from typing import Annotated, Any, Final, Literal, get_args, get_origin
+from typing import Annotated, Any, Final, Literal
 
-import yaml
 from pydantic import (
-    BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
     ValidationError,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
 
-from agentperf.fielderrors import CROSS_FIELD, NON_FIELD, validation_fields
-from agentperf.schema.secrets import (
-    SECRET_NAME_SEGMENTS,
-    clear_secrets,
-    hide_credential_keys,
+from agentperf.fielderrors import validation_fields
+from agentperf.schema.fields import (
+    GitCommit,
+    ImageRef,
+    IsoDate,
+    LongText,
+    ModelName,
+    Revision,
+    SecretArg,
+    SecretEnv,
+    ShortText,
+    Slug,
+    Strict,
+    field_error,
 )
-from agentperf.simulator.profile import (
-    PROFILES_DIR,
-    ProfileError,
-    available_profiles,
-    load_profile_with,
-)
+from agentperf.schema.launchers import LAUNCHED_KINDS, Launcher, simulator_profile_targets
+from agentperf.schema.loading import DEFAULT_MAX_CONFIG_BYTES, ConfigError, load_document
+from agentperf.schema.secret_names import SECRET_NAME_SEGMENTS
+from agentperf.schema.secrets import clear_secrets, hide_credential_keys
+from agentperf.simulator.profile import ProfileError, load_profile_with
 from agentperf.verification.speculative import fake_acceptance_findings
+
+# What callers import from the schema (agentperf/schema/__init__.py, the web side, the CLI):
+# the config and its validation, with the document reader they go through.
+__all__ = [
+    "DEFAULT_MAX_CONFIG_BYTES", "SCHEMA_VERSION", "ConfigError", "DeploymentConfig",
+    "config_json_schema", "load_document", "parse_config", "validate_config",
+]  # fmt: skip
 
 SCHEMA_VERSION: Final = 1
 SCHEMA_ID = "https://agentperf.example/schemas/deployment-config/v1.json"
-
-Slug = Annotated[
-    str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9._-]*$", min_length=1, max_length=100)
-]
-ShortText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
-LongText = Annotated[str, StringConstraints(max_length=5000)]
-# registry host[:port], then path components as the OCI distribution spec writes them (no
-# empty, `.` or `..` component: a reference is a name, never a path), pinned by digest
-ImageRef = Annotated[
-    str,
-    StringConstraints(
-        pattern=r"^[a-z0-9]+(?:[.-][a-z0-9]+)*(?::[0-9]+)?"
-        r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)+@sha256:[0-9a-f]{64}$",
-        max_length=300,
-    ),
-]
-# a weights revision: a commit, a tag or branch, or a file digest; never free text (a
-# credential written as `token: …` there was published)
-Revision = Annotated[
-    str,
-    StringConstraints(
-        strip_whitespace=True,
-        pattern=r"^(sha256:[0-9a-f]{64}|[A-Za-z0-9][A-Za-z0-9._/+-]{0,127})$",
-        max_length=200,
-    ),
-]
-# the model id a server answers to: it is written into a Slurm job script and request
-# bodies, so one line with no control characters
-ModelName = Annotated[
-    str,
-    StringConstraints(
-        strip_whitespace=True, pattern=r"^[^\x00-\x1f\x7f]+$", min_length=1, max_length=200
-    ),
-]
-GitCommit = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{7,40}$")]
-EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=100)]
 
 WEIGHT_PRECISIONS = (
     "fp32",
@@ -112,152 +89,7 @@ ENGINES = ("vllm", "sglang", "trtllm", "dynamo", "llamacpp", "other")
 IMAGE_OPTIONAL_ENGINES = ("llamacpp",)
 
 
-def _field_error(path: str, message: str) -> PydanticCustomError:
-    """An error whose location is `path` below the object that raises it."""
-    return PydanticCustomError(CROSS_FIELD, "{message}", {"path": path, "message": message})
-
-
-class _Strict(BaseModel):
-    # strict types (docs/security.md "Input limits"): `true` is not an integer, `"2"` not a
-    # number, 1 not a bool
-    model_config = ConfigDict(extra="forbid", validate_default=True, strict=True)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_bool_int_literals(cls, value: Any, info: ValidationInfo) -> Any:
-        """Strict mode still lets Literal[1] take `true` and Literal[True] take 1 (1 == True
-        in Python); a literal takes only its own type."""
-        field = cls.model_fields.get(info.field_name or "")
-        if field is None or get_origin(field.annotation) is not Literal:
-            return value
-        allowed = get_args(field.annotation)
-        confused = isinstance(value, bool) != isinstance(allowed[0], bool)
-        if confused and isinstance(value, int) and value in allowed:
-            raise ValueError(f"must be {' or '.join(json.dumps(a) for a in allowed)}")
-        return value
-
-
-def _iso_date(value: Any) -> Any:
-    """JSON has no date type: an ISO `YYYY-MM-DD` string is the date (YAML gives a date)."""
-    if isinstance(value, str):
-        try:
-            return dt.date.fromisoformat(value) if len(value) == 10 else value
-        except ValueError:
-            return value  # the strict date check names the field
-    return value
-
-
-IsoDate = Annotated[dt.date, BeforeValidator(_iso_date)]
-
-
-_ENV_NAME_SCHEMA = {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$", "maxLength": 100}
-
-
-def _secret_name_schema(schema: dict[str, Any], *, argument: bool) -> None:
-    """The JSON Schema says what the validators accept: ``{secret: NAME}`` or the long form."""
-    schema["properties"]["secret"] = {
-        "anyOf": [{"const": True}, _ENV_NAME_SCHEMA],
-        "description": "NAME, the runner host's environment variable (or true: the long form).",
-    }
-    if argument:
-        schema["required"] = ["secret"]
-        schema["if"] = {"properties": {"secret": {"const": True}}}
-        schema["then"] = {"required": ["name"]}
-        schema["else"] = {"not": {"required": ["name"]}}
-
-
-class SecretRef(_Strict):
-    """An environment value given by name: ``{secret: NAME}`` under the variable NAME (or the
-    long form ``{secret: true}``); the runner host supplies its own variable's value."""
-
-    model_config = ConfigDict(
-        extra="forbid",
-        validate_default=True,
-        strict=True,
-        json_schema_extra=lambda schema: _secret_name_schema(schema, argument=False),
-    )
-
-    secret: Literal[True] = Field(description="Always true: the value is not in the config.")
-
-
-EnvValue = Annotated[str, StringConstraints(max_length=4000)] | SecretRef
-
-
-# Variables that choose which accelerators a process or a container runtime's hook sees:
-# the pool grants the devices (docs/security.md "Devices"), never the config. On a pool whose
-# Podman uses the legacy nvidia hook, NVIDIA_VISIBLE_DEVICES=all would expose every GPU.
-DEVICE_VARIABLES = frozenset(
-    {
-        "NVIDIA_VISIBLE_DEVICES",
-        "NVIDIA_DRIVER_CAPABILITIES",
-        "NVIDIA_MIG_CONFIG_DEVICES",
-        "NVIDIA_MIG_MONITOR_DEVICES",
-        "CUDA_VISIBLE_DEVICES",
-        "HIP_VISIBLE_DEVICES",
-        "ROCR_VISIBLE_DEVICES",
-        "GPU_DEVICE_ORDINAL",
-        "ZE_AFFINITY_MASK",
-        "NEURON_RT_VISIBLE_CORES",
-    }
-)
-
-
-def _secret_env(value: Any) -> Any:
-    """``{VAR: {secret: VAR}}`` in the long form ``{VAR: {secret: true}}``; a different name
-    is refused at ``env.VAR`` (the runner host reads a variable of the same name), and so is
-    a variable that chooses devices (DEVICE_VARIABLES)."""
-    if not isinstance(value, dict):
-        return value
-    out: dict[Any, Any] = {}
-    for key, item in value.items():
-        if isinstance(key, str) and key.upper() in DEVICE_VARIABLES:
-            raise _field_error(
-                key,
-                "chooses the accelerators a process sees: the pool grants exactly the "
-                "config's accelerators per worker, and no config may widen or move that",
-            )
-        if isinstance(item, dict) and isinstance(item.get("secret"), str) and len(item) == 1:
-            if item["secret"] != key:
-                raise _field_error(
-                    str(key),
-                    f"an environment secret is read from the runner host's variable of the "
-                    f"same name: write {{secret: {key}}} (got {{secret: {item['secret']}}})",
-                )
-            item = {"secret": True}
-        out[key] = item
-    return out
-
-
-SecretEnv = Annotated[dict[EnvName, EnvValue], BeforeValidator(_secret_env)]
-
-
-class SecretArg(_Strict):
-    """A secret as a command argument, ``{secret: NAME}`` (or the long form ``{secret: true,
-    name: NAME}``): the runner host puts the value of its environment variable NAME there;
-    the config, the approval and every page hold only the name."""
-
-    model_config = ConfigDict(
-        extra="forbid",
-        validate_default=True,
-        strict=True,
-        json_schema_extra=lambda schema: _secret_name_schema(schema, argument=True),
-    )
-
-    secret: Literal[True] = Field(description="Always true: the value is not in the config.")
-    name: EnvName = Field(description="Environment variable on the runner host.")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _short_form(cls, value: Any) -> Any:
-        if isinstance(value, dict) and isinstance(value.get("secret"), str) and len(value) == 1:
-            return {"secret": True, "name": value["secret"]}
-        return value
-
-
-ArgText = Annotated[str, StringConstraints(min_length=1, max_length=4000)]
-
-
-class ModelSpec(_Strict):
+class ModelSpec(Strict):
     id: Slug = Field(description="Catalog slug of the served model, e.g. deepseek-v4.1-flash-max.")
     revision: Revision | None = Field(
         default=None,
@@ -268,12 +100,12 @@ class ModelSpec(_Strict):
     kv_cache_dtype: Literal[KV_DTYPES]  # type: ignore[valid-type]
 
 
-class Patch(_Strict):
+class Patch(Strict):
     ref: ShortText = Field(description="What was applied: a PR/commit URL or a patch file name.")
     reason: ShortText = Field(description="Why the stock engine was not enough.")
 
 
-class Engine(_Strict):
+class Engine(Strict):
     name: Literal[ENGINES]  # type: ignore[valid-type]
     version: ShortText
     commit: GitCommit | None = None
@@ -295,7 +127,7 @@ class Engine(_Strict):
         return value
 
 
-class Role(_Strict):
+class Role(Strict):
     name: Literal["prefill", "decode", "both"]
     workers: int = Field(ge=1, le=100_000, description="Engine instances of this role.")
     accelerators_per_worker: int = Field(ge=1, le=4096)
@@ -318,13 +150,13 @@ class Role(_Strict):
         # dp ranks either each own tp x pp accelerators, or share them (DP attention: dp | tp)
         if shard * self.dp != apw and not (shard == apw and self.tp % self.dp == 0):
             extra = f" (x dp {self.dp} = {shard * self.dp})" if self.dp > 1 else ""
-            raise _field_error(
+            raise field_error(
                 "tp",
                 f"tp {self.tp} x pp {self.pp} = {shard}{extra} does not match "
                 f"accelerators_per_worker {apw}",
             )
         if self.ep > apw or apw % self.ep:
-            raise _field_error("ep", f"ep {self.ep} must divide accelerators_per_worker {apw}")
+            raise field_error("ep", f"ep {self.ep} must divide accelerators_per_worker {apw}")
         return self
 
     @property
@@ -332,7 +164,7 @@ class Role(_Strict):
         return self.workers * self.accelerators_per_worker
 
 
-class Topology(_Strict):
+class Topology(Strict):
     mode: Literal["aggregated", "disaggregated"]
     roles: list[Role] = Field(min_length=1, max_length=16)
     accelerators_used: int | None = Field(
@@ -350,33 +182,33 @@ class Topology(_Strict):
         names = [r.name for r in self.roles]
         if self.mode == "aggregated":
             if names != ["both"]:
-                raise _field_error("roles", "aggregated mode takes exactly one role named 'both'")
+                raise field_error("roles", "aggregated mode takes exactly one role named 'both'")
         else:
             for i, name in enumerate(names):
                 if name == "both":
-                    raise _field_error(
+                    raise field_error(
                         f"roles.{i}.name", "disaggregated roles are 'prefill' or 'decode'"
                     )
             for needed in ("prefill", "decode"):
                 if needed not in names:
-                    raise _field_error("roles", f"disaggregated mode needs a '{needed}' role")
+                    raise field_error("roles", f"disaggregated mode needs a '{needed}' role")
         first = self.roles[0].hardware
         for i, role in enumerate(self.roles[1:], start=1):
             if role.hardware != first:
-                raise _field_error(
+                raise field_error(
                     f"roles.{i}.hardware",
                     f"every role must run on the same hardware system (roles.0 uses {first!r})",
                 )
         derived = sum(r.accelerators for r in self.roles)
         if self.accelerators_used is not None and self.accelerators_used != derived:
-            raise _field_error(
+            raise field_error(
                 "accelerators_used",
                 f"stated {self.accelerators_used}, but the roles use {derived} "
                 "(sum of workers x accelerators_per_worker)",
             )
         self.accelerators_used = derived
         if self.accelerators_in_system is not None and self.accelerators_in_system < derived:
-            raise _field_error(
+            raise field_error(
                 "accelerators_in_system",
                 f"{self.accelerators_in_system} is fewer than the {derived} accelerators used",
             )
@@ -387,7 +219,7 @@ class Topology(_Strict):
         return self.roles[0].hardware
 
 
-class Speculative(_Strict):
+class Speculative(Strict):
     method: Literal["eagle", "eagle3", "mtp", "ngram", "draft_model", "medusa", "other"]
     draft_model: ShortText | None = Field(
         default=None, description="Draft model (repo or catalog slug); required for draft_model."
@@ -397,16 +229,16 @@ class Speculative(_Strict):
     @model_validator(mode="after")
     def _draft_model_named(self) -> Speculative:
         if self.method in ("draft_model", "eagle", "eagle3", "medusa") and not self.draft_model:
-            raise _field_error("draft_model", f"required for method {self.method!r}")
+            raise field_error("draft_model", f"required for method {self.method!r}")
         return self
 
 
-class Kernels(_Strict):
+class Kernels(Strict):
     attention: ShortText | None = Field(default=None, description="e.g. flashinfer, fa3.")
     moe: ShortText | None = Field(default=None, description="e.g. deepep, cutlass, triton.")
 
 
-class KvCache(_Strict):
+class KvCache(Strict):
     transfer: Literal["none", "nixl", "mooncake", "nccl", "ucx", "lmcache", "other"] = "none"
     offload: Literal["none", "cpu", "disk", "lmcache", "other"] = "none"
     offload_gb: float | None = Field(default=None, gt=0)
@@ -415,17 +247,17 @@ class KvCache(_Strict):
     @model_validator(mode="after")
     def _offload_sized(self) -> KvCache:
         if self.offload == "none" and self.offload_gb is not None:
-            raise _field_error("offload_gb", "set only when offload is not 'none'")
+            raise field_error("offload_gb", "set only when offload is not 'none'")
         return self
 
 
-class Clocks(_Strict):
+class Clocks(Strict):
     gpu_clock_mhz: int | None = Field(default=None, ge=1, description="Locked graphics clock.")
     memory_clock_mhz: int | None = Field(default=None, ge=1, description="Locked memory clock.")
     power_cap_w: int | None = Field(default=None, ge=1, description="Per-accelerator power cap.")
 
 
-class Launch(_Strict):
+class Launch(Strict):
     """How the engine is started: the one launch description. A `container` or `process`
     launcher runs exactly this (the image's entrypoint is `command`, then `args`), and a
     result publishes it; for an `attached` endpoint it documents a start the runner does
@@ -459,7 +291,7 @@ class Launch(_Strict):
     )
 
 
-class Availability(_Strict):
+class Availability(Strict):
     status: Literal["available", "preview", "rdi"] = Field(
         description="available: buyable today; preview: announced, limited access; "
         "rdi: research/development/internal."
@@ -471,201 +303,11 @@ class Availability(_Strict):
     @model_validator(mode="after")
     def _dated(self) -> Availability:
         if self.status in ("preview", "rdi") and self.date is None:
-            raise _field_error("date", f"required when status is {self.status!r}")
+            raise field_error("date", f"required when status is {self.status!r}")
         return self
 
 
-class AttachedLauncher(_Strict):
-    """An endpoint already running next to the hardware, named by its id in the pool's
-    allowlist (never a free URL)."""
-
-    endpoint_id: Slug
-    served_model_name: ModelName
-
-
-_MOVED = {
-    "command": "launch.command and launch.args",
-    "env": "env (the config's engine environment)",
-    "port": "launch.port",
-    "ready_timeout_s": "launch.ready_timeout_s",
-    "served_model_name": "launch.served_model_name",
-}
-
-
-def _refuse_old_launch(value: Any) -> Any:
-    """A config of the old shape (``launcher.process.command`` beside ``launch``) is refused
-    at each moved field: there is one launch description (docs/api.md "The config, in
-    short")."""
-    if isinstance(value, dict):
-        for key, where in _MOVED.items():
-            if key in value:
-                raise _field_error(
-                    key,
-                    f"moved to {where}: `launch` is the one launch description, what runs "
-                    "is what a result publishes",
-                )
-    return value
-
-
-class ContainerLauncher(_Strict):
-    """Run `launch` in `engine.image`, pulled by digest from a registry the pool allows,
-    with Podman (docs/security.md "Container launcher"). The default where the pool host
-    has a container runtime."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _one_launch(cls, value: Any) -> Any:
-        return _refuse_old_launch(value)
-
-
-class ProcessLauncher(_Strict):
-    """Run `launch` on the pool host itself, in the bubblewrap sandbox, for hosts without a
-    container runtime: the image is not run, and its results say so."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _one_launch(cls, value: Any) -> Any:
-        return _refuse_old_launch(value)
-
-
-def simulator_profile_targets(profile: str) -> tuple[str | None, str | None]:
-    """(system slug, model slug) a profile names from the catalog; None where it is inline."""
-    for suffix in (".yaml", ".yml"):
-        path = PROFILES_DIR / f"{profile}{suffix}"
-        if path.is_file():
-            doc = yaml.safe_load(path.read_text()) or {}
-            system, model = doc.get("system"), doc.get("model")
-            return (
-                system if isinstance(system, str) else None,
-                model if isinstance(model, str) else None,
-            )
-    return None, None
-
-
-def available_simulator_profiles() -> list[str]:
-    return list(available_profiles())
-
-
-class SimulatedLauncher(_Strict):
-    """The platform's simulated serving system; results are labelled simulated."""
-
-    profile: Slug = Field(description="A profile in agentperf/simulator/profiles/ (file stem).")
-    seed: int = Field(default=0, ge=0, le=2**31 - 1)
-    overrides: dict[str, Any] | None = Field(
-        default=None,
-        description="A JSON Merge Patch (RFC 7396) of the profile's `deployment` section: a "
-        'what-if on the twin (docs/simulator.md "Overrides"), e.g. '
-        '{"speculative": {"k": 4}}. Every patched value is checked by the profile\'s rules.',
-    )
-
-    @field_validator("profile")
-    @classmethod
-    def _known_profile(cls, value: str) -> str:
-        known = available_simulator_profiles()
-        if value not in known:
-            raise ValueError(f"unknown simulator profile; one of: {', '.join(known) or 'none'}")
-        return value
-
-    @model_validator(mode="after")
-    def _overrides_fit(self) -> SimulatedLauncher:
-        if not self.overrides:
-            return self
-        try:
-            load_profile_with(self.profile, self.overrides)
-        except ProfileError as exc:
-            # "deployment.a.b: message" names the patched field
-            where, sep, message = str(exc).partition(": ")
-            if sep and (where == "deployment" or where.startswith("deployment.")):
-                path = "overrides" + where[len("deployment") :]
-                raise _field_error(path, message) from None
-            raise _field_error("overrides", str(exc)) from None
-        return self
-
-
-LAUNCHER_KINDS = ("attached", "container", "process", "simulated", "slurm")
-LAUNCHED_KINDS = ("container", "process")  # the runner starts `launch`
-
-
-class SlurmFrontend(_Strict):
-    """A frontend the config declares (a router or a disaggregation frontend): one task on
-    its own node, serving the OpenAI API on ${PORT}."""
-
-    command: list[ArgText | SecretArg] = Field(min_length=1, max_length=500)
-    env: SecretEnv = Field(default_factory=dict, max_length=200)
-
-
-class SlurmLauncher(_Strict):
-    """The topology as one Slurm job on the pool's cluster (docs/pipeline.md "Slurm"): a
-    heterogeneous job component per role (`workers` tasks of `accelerators_per_worker` GPUs),
-    each task running `command` in `engine.image` through the pool's container runtime, and
-    a frontend the runner measures: `frontend`, or the pool's router (nginx, round-robin over
-    the serving role). ``${PORT}``, ``${HOST}``, ``${ROLE}``, ``${TASK_INDEX}``,
-    ``${ROLE_<role>_HOSTS}`` (host:port of every task of a role) and
-    ``${ROLE_<role>_NODES}`` are replaced per task; no shell is involved."""
-
-    command: list[ArgText | SecretArg] = Field(
-        min_length=1, max_length=500, description="What every worker task runs."
-    )
-    role_args: dict[Literal["prefill", "decode", "both"], list[ArgText | SecretArg]] = Field(
-        default_factory=dict, description="Arguments appended to command for one role's tasks."
-    )
-    env: SecretEnv = Field(default_factory=dict, max_length=200)
-    frontend: SlurmFrontend | None = Field(
-        default=None,
-        description="The frontend serving the OpenAI API; absent: the pool's router "
-        "(aggregated topologies only).",
-    )
-    ready_path: Annotated[
-        str, StringConstraints(pattern=r"^/[A-Za-z0-9/._-]*$", max_length=200)
-    ] = Field(default="/health", description="A worker task is ready when this answers 2xx.")
-    ready_timeout_s: int = Field(default=900, ge=1, le=7200)
-    time_limit_min: int = Field(
-        default=240, ge=1, le=10080, description="The job's time limit (sbatch --time)."
-    )
-    served_model_name: ModelName
-
-
-def _slurm_fits(config: DeploymentConfig) -> None:
-    slurm = config.launcher.slurm
-    assert slurm is not None
-    names = [r.name for r in config.topology.roles]
-    for role in slurm.role_args:
-        if role not in names:
-            raise _field_error(
-                f"launcher.slurm.role_args.{role}", f"the topology has no {role!r} role"
-            )
-    if slurm.frontend is None and config.topology.mode == "disaggregated":
-        raise _field_error(
-            "launcher.slurm.frontend",
-            "a disaggregated topology needs a declared frontend (the pool's router balances "
-            "one serving role)",
-        )
-
-
-class Launcher(_Strict):
-    attached: AttachedLauncher | None = None
-    container: ContainerLauncher | None = None
-    process: ProcessLauncher | None = None
-    simulated: SimulatedLauncher | None = None
-    slurm: SlurmLauncher | None = None
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> Launcher:
-        given = [k for k in LAUNCHER_KINDS if getattr(self, k) is not None]
-        if len(given) != 1:
-            raise _field_error(
-                "",
-                f"give exactly one of {', '.join(LAUNCHER_KINDS)}"
-                + (f" (got {', '.join(given)})" if given else ""),
-            )
-        return self
-
-    @property
-    def kind(self) -> str:
-        return next(k for k in LAUNCHER_KINDS if getattr(self, k) is not None)
-
-
-class BenchmarkOptions(_Strict):
+class BenchmarkOptions(Strict):
     """The few knobs a vendor may set; none changes what is measured."""
 
     max_concurrency: int | None = Field(
@@ -682,7 +324,7 @@ class BenchmarkOptions(_Strict):
     )
 
 
-class DeploymentConfig(_Strict):
+class DeploymentConfig(Strict):
     """A deployment to benchmark: the model, the engine, how it is laid out, how to reach it."""
 
     model_config = ConfigDict(
@@ -727,7 +369,7 @@ class DeploymentConfig(_Strict):
             and self.engine.name not in IMAGE_OPTIONAL_ENGINES
             and self.launcher.simulated is None
         ):
-            raise _field_error(
+            raise field_error(
                 "engine.image",
                 f"required for engine {self.engine.name!r}: an image pinned by digest, "
                 "name@sha256:<64 hex>",
@@ -737,18 +379,18 @@ class DeploymentConfig(_Strict):
         if self.launcher.simulated is not None:
             system, model = simulator_profile_targets(self.launcher.simulated.profile)
             if system is not None and system != self.hardware:
-                raise _field_error(
+                raise field_error(
                     "launcher.simulated.profile",
                     f"profile simulates hardware {system!r}, the topology names {self.hardware!r}",
                 )
             if model is not None and model != self.model.id:
-                raise _field_error(
+                raise field_error(
                     "launcher.simulated.profile",
                     f"profile simulates model {model!r}, the config names {self.model.id!r}",
                 )
             _twin_serves_the_topology(self)
         if self.topology.mode == "disaggregated" and self.kv_cache.transfer == "none":
-            raise _field_error("kv_cache.transfer", "disaggregated mode needs a KV transfer")
+            raise field_error("kv_cache.transfer", "disaggregated mode needs a KV transfer")
         _no_platform_variables(self)
         _no_fake_acceptance(self)
         return self
@@ -777,6 +419,23 @@ class DeploymentConfig(_Strict):
         return self.launch.served_model_name if self.launch is not None else None
 
 
+def _slurm_fits(config: DeploymentConfig) -> None:
+    slurm = config.launcher.slurm
+    assert slurm is not None
+    names = [r.name for r in config.topology.roles]
+    for role in slurm.role_args:
+        if role not in names:
+            raise field_error(
+                f"launcher.slurm.role_args.{role}", f"the topology has no {role!r} role"
+            )
+    if slurm.frontend is None and config.topology.mode == "disaggregated":
+        raise field_error(
+            "launcher.slurm.frontend",
+            "a disaggregated topology needs a declared frontend (the pool's router balances "
+            "one serving role)",
+        )
+
+
 def _twin_serves_the_topology(config: DeploymentConfig) -> None:
     """Overrides that change the twin's GPUs (replicas × accelerators of its roles) change
     them to the topology's: results are per accelerator, so `aggregated.accelerators: 7`
@@ -792,7 +451,7 @@ def _twin_serves_the_topology(config: DeploymentConfig) -> None:
     except ProfileError:
         return  # the overrides' own check names the field
     if used != base and used != config.accelerators_used:
-        raise _field_error(
+        raise field_error(
             "launcher.simulated.overrides",
             f"the patched deployment serves on {used} accelerators (replicas × accelerators "
             f"of each role), the topology on {config.accelerators_used}: they must agree",
@@ -804,17 +463,17 @@ def _launch_runnable(config: DeploymentConfig) -> None:
     the container launcher also needs the image."""
     kind = config.launcher.kind
     if config.launch is None:
-        raise _field_error("launch", f"required by launcher.{kind}: the command it runs")
+        raise field_error("launch", f"required by launcher.{kind}: the command it runs")
     if any(ch.isspace() for ch in config.launch.command):
-        raise _field_error(
+        raise field_error(
             "launch.command",
             f"launcher.{kind} runs one executable with no shell: put its arguments in launch.args",
         )
     for name in ("port", "served_model_name"):
         if getattr(config.launch, name) is None:
-            raise _field_error(f"launch.{name}", f"required by launcher.{kind}")
+            raise field_error(f"launch.{name}", f"required by launcher.{kind}")
     if kind == "container" and config.engine.image is None:
-        raise _field_error(
+        raise field_error(
             "engine.image",
             "required by launcher.container: the image it pulls and runs, pinned by digest "
             "(registry/name@sha256:<64 hex>)",
@@ -852,7 +511,7 @@ def _no_platform_variables(config: DeploymentConfig) -> None:
         if isinstance(value, str):
             for name in _COMMAND_VARIABLE.findall(value):
                 if name in PLATFORM_VARIABLES or name.startswith(PLATFORM_VARIABLE_PREFIXES):
-                    raise _field_error(
+                    raise field_error(
                         path,
                         f"${{{name}}} is the platform's own setting, never given to a launched "
                         "command: a command may name its declared env, ${PORT} (and on Slurm "
@@ -874,118 +533,14 @@ def _no_fake_acceptance(config: DeploymentConfig) -> None:
     findings = fake_acceptance_findings(config.model_dump(mode="json", exclude={"notes"}))
     if findings:
         first = findings[0]
-        raise _field_error(
+        raise field_error(
             first["path"],
             f"fakes speculative acceptance ({first['setting']}): a benchmarked engine must "
             "verify every draft token",
         )
 
 
-# --- parsing untrusted text ----------------------------------------------------------
-
-
-class ConfigError(ValueError):
-    """A config that cannot be accepted. `fields` maps dotted paths to messages."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        code: str = "invalid_config",
-        fields: dict[str, list[str]] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.fields: dict[str, list[str]] = fields or {}
-
-    def __str__(self) -> str:
-        detail = "; ".join(f"{k}: {' '.join(v)}" for k, v in self.fields.items())
-        return f"{self.message} {detail}".strip()
-
-
-JSON_TYPES = ("application/json",)
-YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
-# Declared text of either syntax: YAML is a superset of JSON, so the YAML reader serves both.
-# A body with no Content-Type (or application/octet-stream, which says nothing more) is a
-# 415: it is never guessed at (docs/security.md "YAML").
-SNIFF_TYPES = ("text/plain",)
-ACCEPTED_TYPES = JSON_TYPES + YAML_TYPES + SNIFF_TYPES
-
-
-def _json_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key {key!r}")
-        out[key] = value
-    return out
-
-
-def _media_type(content_type: str) -> str:
-    return (content_type or "").split(";", 1)[0].strip().lower()
-
-
-# The size limit's default; the web side passes its MAX_CONFIG_BYTES setting (config/settings.py,
-# the same default) and the CLI the same environment variable (agentperf_cli/offline.py).
-DEFAULT_MAX_CONFIG_BYTES = 256 * 1024
-
-
-def load_document(
-    text: str | bytes, content_type: str = "", *, limit: int = DEFAULT_MAX_CONFIG_BYTES
-) -> Any:
-    """The data in `text` (JSON or YAML), at most `limit` bytes; ConfigError when unreadable."""
-    raw = text.encode() if isinstance(text, str) else text
-    if len(raw) > limit:
-        raise ConfigError(
-            f"the config is {len(raw)} bytes; the limit is {limit}",
-            code="too_large",
-            fields={NON_FIELD: [f"larger than {limit} bytes"]},
-        )
-    try:
-        body = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            "the config is not UTF-8", code="unparseable", fields={NON_FIELD: [str(exc)]}
-        ) from None
-    media = _media_type(content_type)
-    if media not in ACCEPTED_TYPES:
-        raise ConfigError(
-            f"unsupported content type {media!r}; send JSON or YAML"
-            if media
-            else "no Content-Type was declared; send application/json or application/yaml",
-            code="unsupported_media_type",
-            fields={NON_FIELD: [f"accepted: {', '.join(ACCEPTED_TYPES)}"]},
-        )
-    if not body.strip():
-        raise ConfigError("the config is empty", code="unparseable", fields={NON_FIELD: ["empty"]})
-    from agentperf.schema import limits  # depth first: the readers below recurse
-    from agentperf.schema.yaml12 import load_yaml  # the one YAML reader (docs/security.md "YAML")
-
-    try:
-        if media in JSON_TYPES:
-            limits.check_json_depth(body)
-            # non-finite constants are kept here and refused by path in check_values
-            data = json.loads(body, object_pairs_hook=_json_pairs, parse_constant=float)
-        else:
-            data = load_yaml(body)  # YAML 1.2 core; depth, anchors, tags, keys checked
-        limits.check_values(data, code="invalid_config")
-    except limits.LimitError as exc:
-        raise ConfigError(exc.message, code=exc.code, fields=exc.fields) from None
-    except (ValueError, yaml.YAMLError) as exc:
-        kind = "JSON" if media in JSON_TYPES else "YAML"
-        raise ConfigError(
-            f"the config is not valid {kind}",
-            code="unparseable",
-            fields={NON_FIELD: [" ".join(str(exc).split())]},
-        ) from None
-    if not isinstance(data, dict):
-        raise ConfigError(
-            "the config must be a mapping at the top level",
-            code="invalid_config",
-            fields={NON_FIELD: [f"got {type(data).__name__}"]},
-        )
-    return data
+# --- validating a parsed document ------------------------------------------------------
 
 
 def errors_by_path(exc: ValidationError) -> dict[str, list[str]]:

@@ -14,9 +14,10 @@ Detection is defence in depth on top of that rule, not the rule itself:
    ``key``) and a name whose *last* segment is a credential word (``key``, ``token``,
    ``password``, …) carries a credential, unless the word before it says it is a size or a
    structure (``max-token``, ``cache-key``, ``eos-token``) or the name is a switch
-   (``--enable-auth``). ``--flag value``, ``--flag=value``, ``NAME=value`` (``env K=V cmd``,
-   ``export``, a positional ``api_key=X``, a URL query ``?token=X``) and ``Name: value`` all
-   pair a name with its value;
+   (``--enable-auth``): those name rules are ``agentperf.schema.secret_names``.
+   ``--flag value``, ``--flag=value``, ``NAME=value`` (``env K=V cmd``, ``export``, a
+   positional ``api_key=X``, a URL query ``?token=X``) and ``Name: value`` all pair a name
+   with its value;
 3. every token and every string goes through the `detect-secrets` plugins (keyword,
    high-entropy base64 and hex, basic-auth URLs, private keys and the known token formats)
    and this module's own rules where those fall short (each has a test in
@@ -45,139 +46,25 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from agentperf.schema.secret_names import (
+    SECRET_NAME_SEGMENTS,
+    hex_context,
+    looks_secret_name,
+    name_segments,
+    strong_name,
+)
+
+# The detector's public names, the name rules' included: callers import them from here.
+__all__ = [
+    "HEX_FIELDS", "REFUSE", "SECRET_NAME_SEGMENTS", "SUSPECT", "Finding", "clear_secrets",
+    "credential_kind", "hide_credential_keys", "is_secret_ref", "key_carries_credential",
+    "looks_secret_name", "name_segments", "normalized", "safe_label", "scan",
+    "secret_flag_values", "shell_tokens", "suspicious_strings",
+]  # fmt: skip
+
 REFUSE = "refuse"
 SUSPECT = "suspect"
 
-# Words that, as the last segment of a flag's or a variable's name, say it holds a credential.
-CREDENTIAL_WORDS = frozenset(
-    {
-        "key",
-        "apikey",
-        "token",
-        "secret",
-        "password",
-        "passwd",
-        "pwd",
-        "pass",
-        "pw",
-        "passphrase",
-        "credential",
-        "credentials",
-        "creds",
-        "auth",
-        "bearer",
-        "cookie",
-        "pat",
-        "psk",
-    }
-)
-# Compound spellings without a separator ("authtoken"), read as their last word.
-_COMPOUNDS = (
-    "apikey",
-    "authkey",
-    "authtoken",
-    "accesskey",
-    "accesstoken",
-    "secretkey",
-    "privatekey",
-    "apitoken",
-    "hftoken",
-    "bearertoken",
-    "sessiontoken",
-    "refreshtoken",
-    "clientsecret",
-    "masterkey",
-    "adminpassword",
-    "dbpassword",
-    "userpassword",
-)
-# Kept for the schema's field description and the tests: the upper-case words.
-SECRET_NAME_SEGMENTS = frozenset(w.upper() for w in CREDENTIAL_WORDS)
-# Strong words: alone, even in a "Name: value" phrase, they mean a credential.
-_STRONG = frozenset(
-    {"password", "passwd", "passphrase", "secret", "apikey", "credentials", "credential"}
-)
-# The word before a credential word that makes the name a size, a count or a structure.
-_NOT_A_CREDENTIAL_BEFORE = {
-    "key": frozenset(
-        {
-            "cache",
-            "kv",
-            "sort",
-            "partition",
-            "routing",
-            "hash",
-            "dict",
-            "primary",
-            "foreign",
-            "shard",
-            "lookup",
-            "group",
-            "prefix",
-            "public",
-            "pub",
-            "value",
-            "num",
-            "n",
-            "max",
-            "min",
-            "dedupe",
-            "type",
-        }
-    ),
-    "token": frozenset(
-        {
-            "max",
-            "min",
-            "num",
-            "n",
-            "bos",
-            "eos",
-            "pad",
-            "sep",
-            "unk",
-            "mask",
-            "cls",
-            "special",
-            "first",
-            "last",
-            "start",
-            "end",
-            "stop",
-            "per",
-            "chunk",
-            "image",
-            "video",
-            "audio",
-            "think",
-            "thinking",
-            "reasoning",
-            "prefill",
-            "decode",
-            "draft",
-            "spec",
-            "speculative",
-            "tool",
-            "sampled",
-            "output",
-            "input",
-            "prompt",
-            "long",
-            "batched",
-            "next",
-            "add",
-            "placeholder",
-        }
-    ),
-}
-# Segments after the credential word that only describe its encoding ("API_KEY_VALUE").
-_VALUE_SUFFIXES = frozenset({"value", "val", "str", "string", "data", "text", "b64", "base64"})
-# A first segment that makes the name a switch, not a holder of a value.
-_SWITCH_PREFIXES = frozenset(
-    {"enable", "disable", "no", "skip", "require", "allow", "without", "trust", "verify"}
-)
-# Short flags that hold a credential (a short flag is otherwise judged by its value only).
-SHORT_SECRET_FLAGS = frozenset({"k", "hft"})
 # Values that name no credential: a placeholder, a switch state, a variable reference.
 _PLACEHOLDERS = frozenset(
     {"", "none", "null", "empty", "dummy", "false", "true", "off", "on", "disabled", "no"}
@@ -191,10 +78,6 @@ _COLON_PAIR = re.compile(rf"(?<![\w/.\-])({_NAME}):[ \t]*([^\s,;]+)")
 _FLAG = re.compile(r"^(--?)([A-Za-z][A-Za-z0-9_.\-]*)(=(.*))?$", re.DOTALL)
 # A next token that is itself an option, not a value given to the flag before it.
 _OPTION_LIKE = re.compile(r"^(--[a-z][a-z0-9]*([-_][a-z0-9]+)*|-[a-z]{1,6}|-[A-Z])$")
-# Context words that make a hex string a revision, a commit or a digest.
-_HEX_CONTEXT_WORDS = frozenset(
-    {"revision", "rev", "commit", "sha", "sha1", "sha256", "digest", "hash", "checksum", "id"}
-)
 # Fields whose value is by definition a digest or a revision (hex is expected there).
 HEX_FIELDS = frozenset({"model.revision", "engine.commit", "engine.image"})
 
@@ -261,68 +144,8 @@ class Finding:
         return f"looks like it may hold a credential ({self.rule})"
 
 
-# --- names -----------------------------------------------------------------------------
-
-
-def name_segments(name: str) -> list[str]:
-    """``--authToken`` → [auth, token]; ``-k`` → [key]; ``DB_PASS`` → [db, pass]."""
-    return list(_name_segments(name))
-
-
-@lru_cache(maxsize=8192)
-def _name_segments(name: str) -> tuple[str, ...]:
-    raw = name.strip().lstrip("-$").strip("{}")
-    if name.startswith("-") and not name.startswith("--") and raw in SHORT_SECRET_FLAGS:
-        return ("key",) if raw == "k" else ("hf", "token")
-    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", raw)
-    spaced = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", spaced)
-    segments = [s for s in re.split(r"[_\-.\s]+", spaced.lower()) if s]
-    out: list[str] = []
-    for segment in segments:
-        for compound in _COMPOUNDS:
-            if segment != compound and segment.endswith(compound):
-                out += [segment[: -len(compound)], compound]
-                break
-        else:
-            out.append(segment)
-    return tuple(out)
-
-
-def _credential_word(segment: str) -> str | None:
-    if segment in CREDENTIAL_WORDS:
-        return segment
-    for compound in _COMPOUNDS:
-        if segment == compound:
-            return "token" if compound.endswith("token") else "key"
-    return None
-
-
-@lru_cache(maxsize=8192)
-def looks_secret_name(name: str) -> bool:
-    """True when a flag's or a variable's name says its value is a credential."""
-    segments = name_segments(name)
-    while len(segments) > 1 and segments[-1] in _VALUE_SUFFIXES:
-        segments = segments[:-1]
-    if not segments or segments[0] in _SWITCH_PREFIXES:
-        return False
-    word = _credential_word(segments[-1])
-    if word is None:
-        return False
-    before = segments[-2] if len(segments) > 1 else ""
-    return before not in _NOT_A_CREDENTIAL_BEFORE.get(word, frozenset())
-
-
-def _strong_name(name: str) -> bool:
-    segments = name_segments(name)
-    return looks_secret_name(name) and (len(segments) > 1 or segments[-1] in _STRONG)
-
-
 def _harmless_value(value: str) -> bool:
     return value.strip().lower() in _PLACEHOLDERS or bool(_REFERENCE.match(value.strip()))
-
-
-def _hex_context(name: str | None) -> bool:
-    return bool(name) and bool(set(name_segments(name or "")) & _HEX_CONTEXT_WORDS)
 
 
 # --- shell splitting ---------------------------------------------------------------------
@@ -510,7 +333,7 @@ def _pair_rule(
 ) -> None:
     """A name that says "credential" with a clear value is refused; a placeholder or a
     ``${VAR}`` reference is suspicious at most."""
-    secret = _strong_name(name) if strong else looks_secret_name(name)
+    secret = strong_name(name) if strong else looks_secret_name(name)
     if not secret:
         return
     label = safe_label(name)
@@ -589,7 +412,7 @@ def _json_inside(scan: _Scan, path: str, token: str) -> None:
 
 def _scan_string(scan: _Scan, path: str, text: str, key: str | None) -> None:
     text = normalized(text)
-    hex_ok = path in HEX_FIELDS or _hex_context(key)
+    hex_ok = path in HEX_FIELDS or hex_context(key)
     if key is not None and looks_secret_name(key) and not _harmless_value(text):
         scan.add(path, REFUSE, f"{safe_label(key)} is given a clear value", (0, len(text)))
     tokens = shell_tokens(text)
@@ -604,7 +427,7 @@ def _scan_string(scan: _Scan, path: str, text: str, key: str | None) -> None:
     if tokens and not hex_ok:
         # a revision flag's hex value ("--revision <sha>") is a revision, not a key
         for i, token in enumerate(tokens[:-1]):
-            if _FLAG.match(token) and _hex_context(token):
+            if _FLAG.match(token) and hex_context(token):
                 _forgive_hex(scan, path, text, tokens[i + 1])
 
 
@@ -644,7 +467,7 @@ def _scan_list(scan: _Scan, path: str, items: list[Any], key: str | None) -> Non
             scan.findings += inner.findings
             # a revision flag in the previous item makes a hex item a revision
             prev = items[index - 1] if index else None
-            if isinstance(prev, str) and _FLAG.match(prev) and _hex_context(prev):
+            if isinstance(prev, str) and _FLAG.match(prev) and hex_context(prev):
                 _forgive_hex(scan, where, item, item)
         else:
             _walk(scan, item, where, None)
