@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import plotly.graph_objects as go
 
-from leaderboard.points import PublishedPoint, by_concurrency, published_points
+from leaderboard.points import PublishedPoint, by_concurrency
 
 # Okabe & Ito (2008), most distinct first; yellow last (low contrast on white).
 OKABE_ITO = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"]
@@ -37,16 +37,11 @@ HOVER = (
 )
 
 
-def compact_points(points: Sequence[PublishedPoint] | list[dict[str, Any]]) -> list[list]:
+def compact_points(points: Sequence[PublishedPoint]) -> list[list]:
     """[N, p25 speed, throughput/accel., TTFT p75, agents/accel., TTFT text, [speed low,
     speed high, throughput low, throughput high]] per point, by concurrency (the hover text
     is formatted here once, not on every page build; a bound is None when not measured).
-
-    ``points``: the models (``Result.published_points``), or the stored points document,
-    read here through the model (leaderboard.pages.common's cache fill passes that)."""
-    models = [p for p in points if isinstance(p, PublishedPoint)]
-    if len(models) != len(points):
-        models = published_points(points)
+    ``points``: ``Result.published_points``."""
     return [
         [
             p.concurrency,
@@ -57,7 +52,7 @@ def compact_points(points: Sequence[PublishedPoint] | list[dict[str, Any]]) -> l
             _ttft_text(p.ttft_p75_s),
             [*p.interval("p25_speed"), *p.interval("throughput_per_accelerator")],
         ]
-        for p in by_concurrency(models)
+        for p in by_concurrency(points)
     ]
 
 

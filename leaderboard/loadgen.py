@@ -29,14 +29,6 @@ COLUMNS = [
 ]
 
 
-def _trial_metrics(trial: Trial | dict[str, Any]) -> tuple[int, int, contract.TrialMetrics]:
-    """(index, concurrency, metrics) of a Trial row (its metrics parsed once,
-    ``Trial.summary``) or of a dict with a Trial's keys (the review console's trial list)."""
-    if isinstance(trial, Trial):
-        return trial.index, trial.concurrency, trial.summary
-    return trial["index"], trial["concurrency"], contract.trial_metrics(trial["metrics"])
-
-
 def _shard_status(shard: contract.ShardRow, retried: int) -> str:
     status = "healthy" if shard.healthy else "; ".join(shard.problems or ["unhealthy"])
     if retried:
@@ -44,13 +36,12 @@ def _shard_status(shard: contract.ShardRow, retried: int) -> str:
     return status
 
 
-def load_generator_rows(trials: Iterable[Trial | dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per shard of every sharded trial (``TrialMetrics.load_generator``), from
-    Trial rows or dicts with their keys."""
+def load_generator_rows(trials: Iterable[Trial]) -> list[dict[str, Any]]:
+    """One row per shard of every sharded trial (``TrialMetrics.load_generator``)."""
     rows = []
     for t in trials:
-        index, concurrency, metrics = _trial_metrics(t)
-        lg = metrics.load_generator
+        index, concurrency = t.index, t.concurrency
+        lg = t.summary.load_generator
         if lg is None:
             continue
         retried = len(lg.failed_attempts or [])
@@ -77,7 +68,7 @@ def load_generator_rows(trials: Iterable[Trial | dict[str, Any]]) -> list[dict[s
     return rows
 
 
-def load_generator_table(trials: Iterable[Any]) -> Table:
+def load_generator_table(trials: Iterable[Trial]) -> Table:
     rows = load_generator_rows(trials)
     caption = (
         "Each trial's agents ran in one load-generator process."

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentperf import contract
 from agentperf.verification.status import STATUSES
+from runs.models import CheckResult, Trial
 
 PHASE_STYLE = {
     # Okabe–Ito colours (colour-blind safe), and a distinct symbol per phase.
@@ -57,15 +59,14 @@ def _num(value: Any) -> float | None:
     return None if math.isnan(out) else out
 
 
-def trial_rows(trials: list[dict[str, Any]], tier_names: list[str]) -> list[TrialRow]:
-    """One row per trial, in run order, with a verdict per tier (None when not judged).
-
-    Each input dict has index, concurrency, phase, metrics, verdicts (a Trial's fields).
-    """
+def trial_rows(
+    trials: Iterable[Trial], tier_names: list[str], raw_urls: Mapping[int, str] | None = None
+) -> list[TrialRow]:
+    """One row per trial, in run order, with a verdict per tier (None when not judged) and
+    the link to its raw records (``raw_urls`` by trial index) where there is one."""
     rows = []
-    for t in sorted(trials, key=lambda t: t["index"]):
-        metrics = contract.trial_metrics(t["metrics"])
-        verdicts = contract.trial_verdicts(t["verdicts"])
+    for t in sorted(trials, key=lambda t: t.index):
+        metrics, verdicts = t.summary, t.tier_verdicts
         names = list(tier_names) + [n for n in verdicts if n not in tier_names]
         judged = [
             (name, v.passed, list(v.reasons)) if (v := verdicts.get(name)) else (name, None, [])
@@ -73,9 +74,9 @@ def trial_rows(trials: list[dict[str, Any]], tier_names: list[str]) -> list[Tria
         ]
         rows.append(
             TrialRow(
-                index=int(t["index"]),
-                concurrency=int(t["concurrency"]),
-                phase=str(t.get("phase") or ""),
+                index=t.index,
+                concurrency=t.concurrency,
+                phase=t.phase or "",
                 p25_speed=_num(metrics.p25_output_speed),
                 ttft={k: _num(v) for k, v in metrics.ttft_s.items()},
                 error_rate=_num(metrics.error_rate),
@@ -84,7 +85,7 @@ def trial_rows(trials: list[dict[str, Any]], tier_names: list[str]) -> list[Tria
                 client_healthy=metrics.client.healthy,
                 client_reason=metrics.client.reason,
                 verdicts=judged,
-                raw_url=str(t.get("raw_url") or ""),
+                raw_url=(raw_urls or {}).get(t.index, ""),
             )
         )
     return rows
@@ -278,12 +279,12 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def check_counts(checks: list[dict[str, Any]]) -> dict[str, int]:
+def check_counts(checks: Iterable[CheckResult]) -> dict[str, int]:
+    """How many of a report's checks passed, warned and failed (another status is left out)."""
     counts = dict.fromkeys(STATUSES, 0)
     for check in checks:
-        status = check.get("status")
-        if status in counts:
-            counts[status] += 1
+        if check.status in counts:
+            counts[check.status] += 1
     return counts
 
 

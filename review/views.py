@@ -33,7 +33,7 @@ from review.services import (
     review_available_actions,
     review_conflict,
 )
-from runs.models import BenchmarkRun, VerificationReport
+from runs.models import BenchmarkRun, Trial, VerificationReport
 from submissions.models import Artifact, Submission
 from submissions.services.artifacts import artifact_url
 from submissions.services.users import staff_rule_problem
@@ -168,37 +168,29 @@ def _artifact_link(artifact: Artifact) -> str:
 
 @dataclass
 class _RunEvidence:
-    """What a run's detail shows of its own: trials (as the presenters read them), their
-    table rows, the artifacts with links, and the verification report."""
+    """What a run's detail shows of its own: its trials, their table rows, the artifacts
+    with links, and the verification report."""
 
-    trials: list[dict[str, Any]] = field(default_factory=list)
+    trials: list[Trial] = field(default_factory=list)
     rows: list[presenters.TrialRow] = field(default_factory=list)
     artifacts: list[dict[str, Any]] = field(default_factory=list)
     report: VerificationReport | None = None
 
 
 def _run_evidence(run: BenchmarkRun | None, tiers: list[dict[str, Any]]) -> _RunEvidence:
-    """The run's trials, each with a link to its raw records where stored, its artifacts and
-    its verification report; empty where there is no run yet."""
+    """The run's trials, each row with a link to its raw records where stored, its artifacts
+    and its verification report; empty where there is no run yet."""
     if run is None:
         return _RunEvidence()
     run_artifacts = list(run.artifacts.order_by("kind", "storage_key"))
     by_key = {a.storage_key: a for a in run_artifacts}
-    trials = [
-        {
-            "index": t.index,
-            "concurrency": t.concurrency,
-            "phase": t.phase,
-            "metrics": t.metrics,
-            "verdicts": t.verdicts,
-            "raw_url": _artifact_link(by_key[t.raw_records_key])
-            if t.raw_records_key in by_key
-            else "",
-            "raw_records_key": t.raw_records_key,
-        }
-        for t in run.trials.all()
-    ]
-    rows = presenters.trial_rows(trials, [t["name"] for t in tiers])
+    trials = list(run.trials.all())
+    raw_urls = {
+        t.index: _artifact_link(by_key[t.raw_records_key])
+        for t in trials
+        if t.raw_records_key in by_key
+    }
+    rows = presenters.trial_rows(trials, [t["name"] for t in tiers], raw_urls)
     artifacts = [
         {"artifact": a, "url": _artifact_link(a), "name": a.storage_key.rsplit("/", 1)[-1]}
         for a in run_artifacts
@@ -259,7 +251,7 @@ def _detail_context(
     tiers = _tiers_for(run)
     evidence = _run_evidence(run, tiers)
     trials, rows, report = evidence.trials, evidence.rows, evidence.report
-    checks = _with_evidence_rows(report.checks if report else [])
+    checks = _with_evidence_rows(c.model_dump() for c in (report.results if report else []))
     diffs = _config_diffs(submission)
     available = review_available_actions(actor=request.user, submission=submission)
     action_forms = [
@@ -280,7 +272,7 @@ def _detail_context(
         "chart": presenters.trial_chart(rows, tiers) if rows else None,
         "report": report,
         "checks": checks,
-        "check_counts": presenters.check_counts(checks),
+        "check_counts": presenters.check_counts(report.results if report else []),
         "probes": probes,
         "runner_rows": presenters.evidence_rows(run.runner_info) if run and run.runner_info else [],
         "telemetry_rows": presenters.evidence_rows(run.telemetry) if run and run.telemetry else [],

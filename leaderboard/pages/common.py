@@ -14,6 +14,7 @@ from leaderboard import charts
 from leaderboard.energy import MODELLED, labelled, power_source
 from leaderboard.loops import loops_figure
 from leaderboard.models import Result
+from leaderboard.result_documents import TierBracket
 from leaderboard.tables import Column, LazyRows, Table
 
 
@@ -53,8 +54,8 @@ def chart_points(results: Sequence[Result]) -> dict[int, list[list]]:
     missing = [r.pk for r in results if r.pk not in out]
     if missing:
         fresh = {
-            pk: charts.compact_points(points)
-            for pk, points in Result.objects.filter(pk__in=missing).values_list("pk", "points")
+            r.pk: charts.compact_points(r.published_points)
+            for r in Result.objects.filter(pk__in=missing).only("pk", "points")
         }
         cache.set_many({f"{POINTS_KEY}{pk}": v for pk, v in fresh.items()}, POINTS_TIMEOUT_S)
         out.update(fresh)
@@ -89,21 +90,21 @@ FLAG_TEXT = {
 }
 
 
-def bracket_text(bracket: dict | None) -> str | None:
+def bracket_text(bracket: TierBracket | None) -> str | None:
     """A max-agents figure's bracket and flags in one cell: "12 … 14 · confirmed ·
     marginal" (highest pass … lowest fail); None when the result has no bracket stored."""
-    if not bracket:
+    if bracket is None:
         return None
-    low = bracket.get("lowest_fail")
+    low = bracket.lowest_fail
     parts = [
-        f"{bracket.get('highest_pass', 0):,} … {low:,}"
+        f"{bracket.highest_pass:,} … {low:,}"
         if low is not None
-        else f"{bracket.get('highest_pass', 0):,} … no fail"
+        else f"{bracket.highest_pass:,} … no fail"
     ]
-    if bracket.get("confirmed"):
+    if bracket.confirmed:
         parts.append("confirmed")
-    parts += [FLAG_TEXT.get(f, f) for f in bracket.get("flags") or [] if f != "marginal"]
-    if bracket.get("marginal"):
+    parts += [FLAG_TEXT.get(f, f) for f in bracket.flags if f != "marginal"]
+    if bracket.marginal:
         parts.append("marginal")
     return " · ".join(parts)
 
@@ -114,12 +115,15 @@ def power_cell(result: Result, tier: str) -> str | None:
     when there is neither. A measured result never shows a modelled figure."""
     source = power_source(result)
     if source == MODELLED:
-        t = ((result.modelled_power or {}).get("tiers") or {}).get(tier) or {}
-        apm = t.get("agents_per_mw")
-        if apm is None:
+        modelled = result.modelled.tiers.get(tier) if result.modelled else None
+        if modelled is None:
             return None
-        tpj = t.get("tokens_per_joule")
-        return f"{apm:,.0f}" + (f" · {tpj:,.2f} tok/J" if tpj else "") + f" ({MODELLED})"
+        tpj = modelled.tokens_per_joule
+        return (
+            f"{modelled.agents_per_mw:,.0f}"
+            + (f" · {tpj:,.2f} tok/J" if tpj else "")
+            + f" ({MODELLED})"
+        )
     if source is not None:
         return labelled((result.agents_per_mw or {}).get(tier), source)
     return None
@@ -129,14 +133,15 @@ def results_table(
     results: Sequence[Result],
     tier_names: Sequence[str],
     *,
-    points: dict[int, list[list]],
+    chart: dict[int, list[list]],
     name: str = "results",
     title: str = "Results",
     show_model: bool = False,
     show_hardware: bool = True,
     show_status: bool = False,
 ) -> Table:
-    """One row per result: what a ranking needs, simulated ones labelled."""
+    """One row per result: what a ranking needs, simulated ones labelled. ``chart``: each
+    result's compact chart points (``chart_points``), by result id."""
     columns = [Column("label", "Result")]
     if show_model:
         columns.append(Column("model", "Model"))
@@ -181,7 +186,7 @@ def results_table(
             "hardware": r.hardware.name,
             "published": r.published_at.date().isoformat(),
             "accelerators_used": r.accelerators_used,
-            "single_agent_speed": single_agent_speed(points.get(r.pk, [])),
+            "single_agent_speed": single_agent_speed(chart.get(r.pk, [])),
             "quality": quality_cell(r.quality or {}),
             "simulated": r.is_simulated,
             "status": r.status + (f": {r.status_reason}" if r.status_reason else ""),
@@ -195,7 +200,7 @@ def results_table(
         }
         for t in tier_names:
             row[f"max_agents:{t}"] = r.max_agents.get(t)
-            row[f"bracket:{t}"] = bracket_text((r.brackets or {}).get(t))
+            row[f"bracket:{t}"] = bracket_text(r.tier_brackets.get(t))
         if tier_names:
             row[f"per_accel:{tier_names[0]}"] = r.agents_per_accelerator.get(tier_names[0])
             row[f"power:{tier_names[0]}"] = power_cell(r, tier_names[0])

@@ -182,10 +182,7 @@ def _brackets_table(results: list[Result], guides: Guides) -> Table:
         [
             {
                 "label": name,
-                **{
-                    f"v{i}": bracket_text((r.brackets or {}).get(name))
-                    for i, r in enumerate(results)
-                },
+                **{f"v{i}": bracket_text(r.tier_brackets.get(name)) for i, r in enumerate(results)},
             }
             for name, _ in guides
         ],

@@ -52,7 +52,7 @@ def hardware_page(*, slug: str, include_simulated: bool, log: bool) -> dict | No
             "results": results_table(
                 results,
                 [t for t, _ in tiers],
-                points=points,
+                chart=points,
                 show_model=True,
                 show_hardware=False,
             ),

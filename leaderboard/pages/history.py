@@ -39,7 +39,7 @@ def history_page(
             "results": results_table(
                 results,
                 [t for t, _ in tiers],
-                points=points,
+                chart=points,
                 title="Results over time",
                 show_hardware=False,
                 show_status=True,

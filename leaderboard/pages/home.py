@@ -139,7 +139,7 @@ def home(*, tier: str | None, include_simulated: bool) -> dict:
     latest = results_table(
         results[:LATEST_COUNT],
         [chosen] if chosen else [],
-        points=points,
+        chart=points,
         name="latest",
         title="Latest results",
         show_model=True,

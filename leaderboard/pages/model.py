@@ -53,7 +53,7 @@ def model_page(
         "selected": [r.pk for r in shown],
         "figure": page_figure(series, tiers, log=log) if series else None,
         "tables": {
-            "results": results_table(results, names, points=points),
+            "results": results_table(results, names, chart=points),
             "points": points_table(series),
         },
         "history": sorted(

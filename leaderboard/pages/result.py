@@ -348,20 +348,15 @@ def cost_table(result: Result, cost: dict) -> Table:
     )
 
 
-def timeline_trials(trials: Iterable) -> list[dict]:
-    """The trial picker of the session timeline (templates/leaderboard/_timeline.html), from
-    Trial rows or dicts with the same keys."""
-
-    def get(t, name: str):
-        return t.get(name) if isinstance(t, dict) else getattr(t, name)
-
+def timeline_trials(trials: Iterable[Trial]) -> list[dict]:
+    """The trial picker of the session timeline (templates/leaderboard/_timeline.html)."""
     return sorted(
         (
             {
-                "index": get(t, "index"),
-                "concurrency": get(t, "concurrency"),
-                "phase": get(t, "phase"),
-                "records": bool(get(t, "raw_records_key")),
+                "index": t.index,
+                "concurrency": t.concurrency,
+                "phase": t.phase,
+                "records": bool(t.raw_records_key),
             }
             for t in trials
         ),
@@ -472,7 +467,7 @@ def verdict(result: Result, tiers: Sequence[SloTier]) -> list[dict]:
                 "speed": t.min_p25_output_speed,
                 "agents": agents,
                 # pages.common's cell text reads the stored form
-                "bracket": bracket_text(bracket.dump() if bracket else None),
+                "bracket": bracket_text(bracket),
                 "marginal": bool(bracket and bracket.marginal),
                 "percent": round(100 * (agents or 0) / best),
             }

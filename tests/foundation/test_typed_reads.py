@@ -76,14 +76,6 @@ DECODES_ALLOWED = {
 # (path, function): readers outside this change that still take a stored document apart as
 # a dict, each with what it should read instead. Strike an entry off once it is converted.
 PENDING = {
-    # the results table's cells: Result.tier_brackets, Result.modelled; the chart cache's
-    # fill: Result.objects.only("points") and Result.published_points
-    ("leaderboard/pages/common.py", "chart_points"),
-    ("leaderboard/pages/common.py", "power_cell"),
-    ("leaderboard/pages/common.py", "results_table"),
-    ("leaderboard/pages/compare.py", "_brackets_table"),  # Result.tier_brackets
-    # the review page passes the stored checks as dicts: VerificationReport.results
-    ("review/presenters.py", "check_counts"),
     # the test builders, rewritten through the real services right now (#37 item 8): their
     # dispatched run reads run.spec ("*": anywhere in the module)
     ("demo/synthetic.py", "*"),

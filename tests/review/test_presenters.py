@@ -10,6 +10,7 @@ from review.presenters import (
     trial_chart,
     trial_rows,
 )
+from runs.models import CheckResult, Trial
 from tests.review.builders import summary_dict
 
 TIERS = [
@@ -35,14 +36,15 @@ def _verdict(passed: bool, *reasons: str) -> dict:
     return contract.TierVerdict.of(TierVerdict(passed=passed, reasons=list(reasons))).dump()
 
 
-def _trial(index, n, phase, p25, ttft, verdicts):
-    return {
-        "index": index,
-        "concurrency": n,
-        "phase": phase,
-        "metrics": summary_dict(concurrency=n, p25=p25, ttft_p75=ttft),
-        "verdicts": verdicts,
-    }
+def _trial(index, n, phase, p25, ttft, verdicts) -> Trial:
+    """A trial row as the worker's upload stores it (not saved: the presenters read it)."""
+    return Trial(
+        index=index,
+        concurrency=n,
+        phase=phase,
+        metrics=summary_dict(concurrency=n, p25=p25, ttft_p75=ttft),
+        verdicts=verdicts,
+    )
 
 
 def test_trial_rows_follow_run_order_with_a_verdict_per_tier_and_reasons():
@@ -127,5 +129,8 @@ def test_evidence_is_flattened_to_dotted_keys_with_structures_as_json_blocks():
 
 
 def test_check_counts_count_each_status():
-    checks = [{"status": "pass"}, {"status": "fail"}, {"status": "pass"}, {"status": "odd"}]
+    checks = [
+        CheckResult(name=f"c{i}", status=status)
+        for i, status in enumerate(("pass", "fail", "pass", "odd"))
+    ]
     assert check_counts(checks) == {"pass": 2, "warn": 0, "fail": 1}
