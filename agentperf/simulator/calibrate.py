@@ -20,7 +20,7 @@ import yaml
 from agentperf.simulator import provenance
 from agentperf.simulator.accuracy import PUBLISHED, HeldOutFigure
 from agentperf.simulator.cost import CostModel
-from agentperf.simulator.profile import Profile
+from agentperf.simulator.profile_types import Profile
 
 if TYPE_CHECKING:
     from agentperf.engine.trajectory import Trajectory

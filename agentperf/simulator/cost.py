@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from agentperf.simulator.profile import Profile, RoleConfig
+from agentperf.simulator.profile_types import Profile, RoleConfig
 
 
 @dataclass(slots=True, frozen=True)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from agentperf.simulator.profile import Profile
+from agentperf.simulator.profile_types import Profile
 from agentperf.simulator.prompts import PromptShape
 from agentperf.simulator.scheduler import Counters, Replica, SimRequest, Timeline
 

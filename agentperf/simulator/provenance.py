@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Final
 
-from agentperf.simulator.profile import OpenParameter, Profile
+from agentperf.simulator.profile_types import OpenParameter, Profile
 
 SOURCED: Final = "sourced"
 DERIVED: Final = "derived"

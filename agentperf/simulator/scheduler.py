@@ -27,7 +27,7 @@ import numpy as np
 
 from agentperf.simulator.cost import CostModel
 from agentperf.simulator.kv import KvPool
-from agentperf.simulator.profile import Profile, RoleConfig
+from agentperf.simulator.profile_types import Profile, RoleConfig
 from agentperf.simulator.prompts import PromptShape
 
 RESYNC_NS = 5_000_000  # a real-time driver that falls this far behind restarts from "now"

@@ -39,7 +39,7 @@ import orjson
 
 from agentperf.simulator.behaviour import HONEST, Behaviour
 from agentperf.simulator.deployment import Deployment, RejectedRequest
-from agentperf.simulator.profile import Profile
+from agentperf.simulator.profile_types import Profile
 from agentperf.simulator.prompts import PromptAccountant, PromptError, filler
 from agentperf.simulator.scheduler import SimRequest
 
