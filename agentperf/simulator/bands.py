@@ -37,13 +37,8 @@ import numpy as np
 
 from agentperf.mergepatch import merge_patch, patch_paths
 from agentperf.simulator import fit
-from agentperf.simulator.profile import (
-    FitFrom,
-    Profile,
-    ProfileError,
-    profile_from_dict,
-    resolve_profile_path,
-)
+from agentperf.simulator.profile import profile_from_dict, resolve_profile_path
+from agentperf.simulator.profile_types import FitFrom, Profile, ProfileError
 
 if TYPE_CHECKING:
     from agentperf.engine.trajectory import Trajectory
@@ -260,6 +255,85 @@ def band_at(
     }
 
 
+def _run_sweeps(
+    samples: Sequence[Sample], jobs: int, log: Callable[[str], None] | None, t_wall: float
+) -> tuple[dict[str, list[Any]], float]:
+    """Each sample's sweep by name (``_STATE`` holds the trial), and the CPU seconds the
+    sweeps took; with ``jobs`` > 1 side by side in forked workers (each is deterministic)."""
+    if jobs > 1:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("fork")) as pool:
+            results = list(pool.map(_sweep, samples))
+    else:
+        results = [_sweep(s) for s in samples]
+    sweeps: dict[str, list[Any]] = {}
+    for s, (pts, _) in zip(samples, results, strict=True):
+        sweeps[s.name] = pts
+        if log:
+            tail = ", ".join(f"{p.concurrency}: {p.p25_speed:.0f}" for p in pts)
+            log(f"[{time.monotonic() - t_wall:6.0f} s] {s.name}: {tail}")
+    return sweeps, sum(c for _, c in results)
+
+
+def _speed_grid(nominal: Sequence[Any]) -> list[float]:
+    """GRID_POINTS speeds, log-spaced over the nominal sweep's p25 speeds (the curve)."""
+    speeds = [p.p25_speed for p in nominal if p.p25_speed > 0]
+    if not speeds or max(speeds) <= min(speeds):
+        return []
+    return [float(x) for x in np.geomspace(min(speeds), max(speeds), GRID_POINTS)]
+
+
+def _band_at_speed(
+    sweeps: dict[str, list[Any]], kinds: dict[str, str], treatment: str, speed: float
+) -> dict[str, Any]:
+    """The band at one per-agent speed, with each sample's frontier value there."""
+    vals = {name: _frontier(pts, speed) for name, pts in sweeps.items()}
+    out = band_at(vals, kinds, treatment)
+    out["speed"] = speed
+    out["by_sample"] = {k: None if v is None else round(v, 1) for k, v in vals.items()}
+    return out
+
+
+def _single_agent_band(
+    sweeps: dict[str, list[Any]], kinds: dict[str, str], treatment: str
+) -> dict[str, Any]:
+    """The band of the one-agent p25 speed, with each sample's."""
+    single = {
+        name: next((p.p25_speed for p in pts if p.concurrency == 1), None)
+        for name, pts in sweeps.items()
+    }
+    out = band_at(single, kinds, treatment)
+    out["by_sample"] = single
+    return out
+
+
+def _treatment_note(treatment: str) -> str:
+    if treatment == "vendor_optimal":
+        return (
+            "line: the best frontier over the open parameters' samples at each speed (the "
+            "vendor-optimal choice); band: the fit's uncertainty around it"
+        )
+    return (
+        "band: the envelope of the frontier over every sample (open parameters "
+        "and the fit's uncertainty); line: the profile as it stands"
+    )
+
+
+def _open_parameter_rows(prof: Profile, doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The band's ``open_parameters``: each one's name, reason and range or choices."""
+    return [
+        {
+            "name": op.path,
+            "reason": op.reason,
+            **(
+                {"choices": [name for name, _ in op.choices]}
+                if op.choices
+                else {"range": [op.low, op.high], "nominal": fit.get_path(doc, op.path)}
+            ),
+        }
+        for op in prof.open_parameters
+    ]
+
+
 def compute_band(
     profile: str | Path,
     trajectories: Sequence[Trajectory],
@@ -279,74 +353,23 @@ def compute_band(
     record = fit_record(path)
     samples = samples_for(prof, doc, record)
     t_cpu, t_wall = time.process_time(), time.monotonic()
-    sweeps: dict[str, list[Any]] = {}
-    _STATE.update(
-        doc=doc,
-        path=path,
-        trajectories=trajectories,
-        trial={
-            "concurrencies": concurrencies,
-            "warmup_s": warmup_s,
-            "duration_s": duration_s,
-            "ramp_s": ramp_s,
-            "seed": seed,
-        },
-    )
-    if jobs > 1:  # samples side by side in forked workers; each sweep is deterministic
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("fork")) as pool:
-            results = list(pool.map(_sweep, samples))
-    else:
-        results = [_sweep(s) for s in samples]
-    child_cpu = sum(c for _, c in results)
-    for s, (pts, _) in zip(samples, results, strict=True):
-        sweeps[s.name] = pts
-        if log:
-            tail = ", ".join(f"{p.concurrency}: {p.p25_speed:.0f}" for p in pts)
-            log(f"[{time.monotonic() - t_wall:6.0f} s] {s.name}: {tail}")
-    kinds = {s.name: s.kind for s in samples}
-    nominal_speeds = [p.p25_speed for p in sweeps["nominal"] if p.p25_speed > 0]
-    grid: list[float] = []
-    if nominal_speeds:
-        lo, hi = min(nominal_speeds), max(nominal_speeds)
-        if hi > lo:
-            grid = [float(x) for x in np.geomspace(lo, hi, GRID_POINTS)]
-
-    def at(speed: float) -> dict[str, Any]:
-        vals = {name: _frontier(pts, speed) for name, pts in sweeps.items()}
-        out = band_at(vals, kinds, prof.open_treatment)
-        out["speed"] = speed
-        out["by_sample"] = {k: None if v is None else round(v, 1) for k, v in vals.items()}
-        return out
-
-    single = {
-        name: next((p.p25_speed for p in pts if p.concurrency == 1), None)
-        for name, pts in sweeps.items()
+    trial = {
+        "concurrencies": concurrencies,
+        "warmup_s": warmup_s,
+        "duration_s": duration_s,
+        "ramp_s": ramp_s,
+        "seed": seed,
     }
-    single_band = band_at(single, kinds, prof.open_treatment)
-    single_band["by_sample"] = single
+    _STATE.update(doc=doc, path=path, trajectories=trajectories, trial=trial)
+    sweeps, child_cpu = _run_sweeps(samples, jobs, log, t_wall)
+    kinds = {s.name: s.kind for s in samples}
+    treatment = prof.open_treatment
     return {
         "kind": "agentperf-band",
         "profile": prof.name,
-        "treatment": prof.open_treatment,
-        "treatment_note": (
-            "line: the best frontier over the open parameters' samples at each speed (the "
-            "vendor-optimal choice); band: the fit's uncertainty around it"
-            if prof.open_treatment == "vendor_optimal"
-            else "band: the envelope of the frontier over every sample (open parameters "
-            "and the fit's uncertainty); line: the profile as it stands"
-        ),
-        "open_parameters": [
-            {
-                "name": op.path,
-                "reason": op.reason,
-                **(
-                    {"choices": [name for name, _ in op.choices]}
-                    if op.choices
-                    else {"range": [op.low, op.high], "nominal": fit.get_path(doc, op.path)}
-                ),
-            }
-            for op in prof.open_parameters
-        ],
+        "treatment": treatment,
+        "treatment_note": _treatment_note(treatment),
+        "open_parameters": _open_parameter_rows(prof, doc),
         "fit": fit_summary(prof, path, record),
         "samples": [s.to_dict() for s in samples],
         "trials": {
@@ -356,9 +379,11 @@ def compute_band(
             "ramp_s": ramp_s,
             "seed": seed,
         },
-        "speeds": [at(float(s)) for s in speeds],
-        "curve": [at(s) for s in grid],
-        "single_agent": single_band,
+        "speeds": [_band_at_speed(sweeps, kinds, treatment, float(s)) for s in speeds],
+        "curve": [
+            _band_at_speed(sweeps, kinds, treatment, s) for s in _speed_grid(sweeps["nominal"])
+        ],
+        "single_agent": _single_agent_band(sweeps, kinds, treatment),
         "sweeps": {
             name: [
                 [p.concurrency, round(p.p25_speed, 2), round(p.throughput_per_accelerator, 1)]

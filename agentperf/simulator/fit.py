@@ -46,13 +46,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import yaml
 
-from agentperf.simulator.profile import (
-    Profile,
-    ProfileError,
-    profile_from_dict,
-    repo_relative,
-    resolve_profile_path,
-)
+from agentperf.simulator.profile import profile_from_dict, repo_relative, resolve_profile_path
+from agentperf.simulator.profile_types import Profile, ProfileError
 
 if TYPE_CHECKING:
     from agentperf.engine.trajectory import Trajectory
@@ -413,6 +408,115 @@ def load_document(profile: str | Path) -> tuple[dict[str, Any], Path]:
     return doc, path
 
 
+@dataclass(slots=True)
+class _Evaluator:
+    """The fit's residuals at scaled parameters: one evaluation in process, or a batch side
+    by side in forked workers (``pool``), each logged with its values and rms."""
+
+    free: tuple[FreeParameter, ...]
+    t0: float
+    pool: ProcessPoolExecutor | None
+    log: Callable[[str], None] | None
+
+    def _note(self, u: np.ndarray, res: np.ndarray) -> None:
+        if self.log:
+            vals = ", ".join(f"{p.value(x):g}" for p, x in zip(self.free, u, strict=True))
+            self.log(f"[{time.monotonic() - self.t0:6.0f} s] ({vals}) rms {_rms(res):.4f}")
+
+    def one(self, u: np.ndarray) -> np.ndarray:
+        res = np.asarray(_evaluate(tuple(float(x) for x in u)))
+        self._note(u, res)
+        return res
+
+    def batch(self, us: list[np.ndarray]) -> list[np.ndarray]:
+        if self.pool is None or len(us) < 2:
+            return [self.one(u) for u in us]
+        args = [tuple(float(x) for x in u) for u in us]
+        out = [np.asarray(r) for r in self.pool.map(_evaluate, args)]
+        for u, res in zip(us, out, strict=True):
+            self._note(u, res)
+        return out
+
+
+def _loo_errors(
+    ev: _Evaluator, sol: Solution, spec: FitSpec, points: int, loo: str
+) -> list[float | None]:
+    """Each point's leave-one-out log error: linearised, or (``refit``) the residual of a
+    fit made without the point, started from the full fit."""
+    if loo != "refit":
+        return loo_linearised(sol.jacobian, sol.residuals)
+    errors: list[float | None] = []
+    for i in range(points):
+        keep = np.array([j for j in range(points) if j != i])
+        s_i = solve(
+            ev.one,
+            sol.u,
+            max_evaluations=max(len(spec.free) + 2, spec.max_evaluations // 2),
+            step=spec.step,
+            batch=ev.batch,
+            rows=keep,
+        )
+        full = np.asarray(_evaluate(tuple(float(x) for x in s_i.u)))
+        errors.append(float(full[i]))
+    return errors
+
+
+def _free_entries(spec: FitSpec, sol: Solution, cov: np.ndarray | None) -> dict[str, Any]:
+    """The record's ``free``: each parameter's declaration, fitted value and interval."""
+    free_doc: dict[str, Any] = {}
+    for j, p in enumerate(spec.free):
+        x = p.value(float(sol.u[j]))
+        entry: dict[str, Any] = {
+            "start": p.start,
+            "bounds": [p.low, p.high],
+            "reason": p.reason,
+            "fitted": _round(x),
+            "at_bound": bool(sol.u[j] <= 1e-9 or sol.u[j] >= 1 - 1e-9),
+        }
+        if cov is not None and math.isfinite(float(cov[j, j])):
+            sd = math.sqrt(max(0.0, float(cov[j, j]))) * (p.high - p.low)
+            entry["sd"] = _round(sd)
+            entry["interval95"] = [_round(x - Z95 * sd), _round(x + Z95 * sd)]
+            entry["interval95_in_bounds"] = [
+                _round(max(p.low, x - Z95 * sd)),
+                _round(min(p.high, x + Z95 * sd)),
+            ]
+        free_doc[p.path] = entry
+    return free_doc
+
+
+def _point_rows(
+    targets: Sequence[Target], sol: Solution, loo_errs: Sequence[float | None]
+) -> list[dict[str, Any]]:
+    """The record's ``points``: each published figure, the fit's value and its errors."""
+    rows = []
+    for i, t in enumerate(targets):
+        rows.append(
+            {
+                "point": t.name,
+                "published": t.published,
+                "simulated": _round(t.published * math.exp(float(sol.residuals[i]))),
+                "error_pct": _pct(float(sol.residuals[i])),
+                "loo_error_pct": _pct(loo_errs[i]),
+            }
+        )
+    return rows
+
+
+def _covariance_matrix(spec: FitSpec, cov: np.ndarray | None) -> list[list[float]] | None:
+    """The covariance in parameter units, rows and columns in the order of ``free`` (bands
+    sample along it)."""
+    if cov is None:
+        return None
+    return [
+        [
+            _round(float(cov[i, j]) * (a.high - a.low) * (b.high - b.low))
+            for j, b in enumerate(spec.free)
+        ]
+        for i, a in enumerate(spec.free)
+    ]
+
+
 def run_fit(
     profile: str | Path,
     trajectories: Sequence[Trajectory],
@@ -439,80 +543,17 @@ def run_fit(
     pool = (
         ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("fork")) if jobs > 1 else None
     )
-
-    def one(u: np.ndarray) -> np.ndarray:
-        res = np.asarray(_evaluate(tuple(float(x) for x in u)))
-        if log:
-            vals = ", ".join(f"{p.value(x):g}" for p, x in zip(spec.free, u, strict=True))
-            log(f"[{time.monotonic() - t0:6.0f} s] ({vals}) rms {_rms(res):.4f}")
-        return res
-
-    def batch(us: list[np.ndarray]) -> list[np.ndarray]:
-        if pool is None or len(us) < 2:
-            return [one(u) for u in us]
-        args = [tuple(float(x) for x in u) for u in us]
-        out = [np.asarray(r) for r in pool.map(_evaluate, args)]
-        if log:
-            for u, res in zip(us, out, strict=True):
-                vals = ", ".join(f"{p.value(x):g}" for p, x in zip(spec.free, u, strict=True))
-                log(f"[{time.monotonic() - t0:6.0f} s] ({vals}) rms {_rms(res):.4f}")
-        return out
-
+    ev = _Evaluator(spec.free, t0, pool, log)
     try:
         u0 = np.array([p.scaled(p.start) for p in spec.free])
-        sol = solve(one, u0, max_evaluations=spec.max_evaluations, step=spec.step, batch=batch)
-        loo_errs: list[float | None]
-        if loo == "refit":
-            loo_errs = []
-            for i in range(m):
-                keep = np.array([j for j in range(m) if j != i])
-                s_i = solve(
-                    one,
-                    sol.u,
-                    max_evaluations=max(n + 2, spec.max_evaluations // 2),
-                    step=spec.step,
-                    batch=batch,
-                    rows=keep,
-                )
-                full = np.asarray(_evaluate(tuple(float(x) for x in s_i.u)))
-                loo_errs.append(float(full[i]))
-        else:
-            loo_errs = loo_linearised(sol.jacobian, sol.residuals)
+        sol = solve(
+            ev.one, u0, max_evaluations=spec.max_evaluations, step=spec.step, batch=ev.batch
+        )
+        loo_errs = _loo_errors(ev, sol, spec, m, loo)
     finally:
         if pool is not None:
             pool.shutdown()
     cov = covariance(sol.jacobian, sol.residuals)
-    free_doc: dict[str, Any] = {}
-    for j, p in enumerate(spec.free):
-        x = p.value(float(sol.u[j]))
-        entry: dict[str, Any] = {
-            "start": p.start,
-            "bounds": [p.low, p.high],
-            "reason": p.reason,
-            "fitted": _round(x),
-            "at_bound": bool(sol.u[j] <= 1e-9 or sol.u[j] >= 1 - 1e-9),
-        }
-        if cov is not None and math.isfinite(float(cov[j, j])):
-            sd = math.sqrt(max(0.0, float(cov[j, j]))) * (p.high - p.low)
-            entry["sd"] = _round(sd)
-            entry["interval95"] = [_round(x - Z95 * sd), _round(x + Z95 * sd)]
-            entry["interval95_in_bounds"] = [
-                _round(max(p.low, x - Z95 * sd)),
-                _round(min(p.high, x + Z95 * sd)),
-            ]
-        free_doc[p.path] = entry
-    point_rows = []
-    for i, t in enumerate(targets):
-        sim = t.published * math.exp(float(sol.residuals[i]))
-        point_rows.append(
-            {
-                "point": t.name,
-                "published": t.published,
-                "simulated": _round(sim),
-                "error_pct": _pct(float(sol.residuals[i])),
-                "loo_error_pct": _pct(loo_errs[i]),
-            }
-        )
     return {
         "profile": doc.get("name"),
         "points_file": repo_relative(spec.points_path),
@@ -529,8 +570,8 @@ def run_fit(
             "seed": spec.seed,
             "dataset": "synthetic, seed 1, 200 trajectories, stdlib text",
         },
-        "free": free_doc,
-        "points": point_rows,
+        "free": _free_entries(spec, sol, cov),
+        "points": _point_rows(targets, sol, loo_errs),
         "rms_log_error": round(_rms(sol.residuals), 6),
         "loo_method": (
             "refit without the point"
@@ -538,18 +579,7 @@ def run_fit(
             else "linearised: r_i / (1 - h_ii), H = J (J^T J)^-1 J^T"
         ),
         "covariance": "linearised: s^2 (J^T J)^-1, s^2 = sum r^2 / (points - free)",
-        # in parameter units, rows and columns in the order of `free` (bands sample along it)
-        "covariance_matrix": (
-            None
-            if cov is None
-            else [
-                [
-                    _round(float(cov[i, j]) * (a.high - a.low) * (b.high - b.low))
-                    for j, b in enumerate(spec.free)
-                ]
-                for i, a in enumerate(spec.free)
-            ]
-        ),
+        "covariance_matrix": _covariance_matrix(spec, cov),
         "evaluations": sol.evaluations,
         "iterations": sol.iterations,
         "converged": sol.converged,
