@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from agentperf.simulator.cost import CostModel
+from agentperf.simulator.cost import CostModel, IterationCost
 from agentperf.simulator.kv import KvPool
 from agentperf.simulator.profile_types import Profile, RoleConfig
 from agentperf.simulator.prompts import PromptShape
@@ -363,61 +363,89 @@ class Replica:
         iteration's end applies is in the returned plan, for ``complete``."""
         if self._cancel_pending:
             self._purge_cancelled()
-        k1 = self.k + 1
-        prefill: list[tuple[SimRequest, int]] = []
-        new: list[SimRequest] = []
-        if self.role == "decode":
-            inc = self.incoming
-            while inc and inc[0][0] <= t_ns and self.free:
-                req = inc[0][2]
-                if req.cancelled:
-                    heapq.heappop(inc)
-                    continue
-                need = req.prompt.tokens + req.stop_at
-                if not self.pool.reserve(need):
-                    break
-                heapq.heappop(inc)
-                req.reserved = need
-                slot = self.free.pop()
-                self.slots[slot] = req
-                req.slot = slot
-                self.remaining[slot] = req.stop_at
-                self.ctx[slot] = req.prompt.tokens
-                self.events[slot] = 0
-                self.bonus[slot] = 1
-                self.dec[slot] = True
-                self._set_accept(slot, req.accept if req.accept >= 0.0 else self.alpha)
-                new.append(req)
+        new = self._admit_handoffs(t_ns) if self.role == "decode" else []
         dec_idx = np.flatnonzero(self.dec)
         n_dec = len(dec_idx)
+        k1 = self.k + 1
         vb = self.verify_budget
         if vb and n_dec * k1 > vb:  # confidence-scheduled verification: the surest drafts
             k1 = max(1, vb // n_dec)
-        if self.role != "decode":
-            budget = self.chunk - n_dec * k1
-            per_req = self.req_chunk
-            for req in self.prefilling:
-                if budget <= 0:
-                    break
-                n = min(budget, per_req, req.prompt.tokens - req.prefilled)
-                if n > 0:
-                    prefill.append((req, n))
-                    budget -= n
-            waiting = self.waiting
-            while budget > 0 and waiting and self.free:
-                req = waiting[0]
-                if req.cancelled:
-                    waiting.popleft()
-                    continue
-                if not self._admit(req):
-                    break
-                waiting.popleft()
-                self.prefilling.append(req)
-                n = min(budget, per_req, req.prompt.tokens - req.prefilled)
-                prefill.append((req, n))
-                budget -= n
+        prefill = self._choose_prefill(self.chunk - n_dec * k1) if self.role != "decode" else []
         if not prefill and n_dec == 0:
             return None
+        cost = self._price(prefill, dec_idx, k1)
+        return IterationPlan(
+            seconds=cost.seconds,
+            prefill=tuple(prefill),
+            decode=dec_idx,
+            k=k1 - 1,
+            new=tuple(new),
+            energy_j=(
+                self.n_acc * self.p_dyn * cost.utilisation * cost.seconds if self.p_dyn else 0.0
+            ),
+        )
+
+    def _admit_handoffs(self, t_ns: int) -> list[SimRequest]:
+        """A decode replica takes the handed-off requests ready by ``t_ns`` while it has a
+        slot and their prompt and output fit in its KV memory; each emits its first token at
+        the iteration's end."""
+        new: list[SimRequest] = []
+        inc = self.incoming
+        while inc and inc[0][0] <= t_ns and self.free:
+            req = inc[0][2]
+            if req.cancelled:
+                heapq.heappop(inc)
+                continue
+            need = req.prompt.tokens + req.stop_at
+            if not self.pool.reserve(need):
+                break
+            heapq.heappop(inc)
+            req.reserved = need
+            slot = self.free.pop()
+            self.slots[slot] = req
+            req.slot = slot
+            self.remaining[slot] = req.stop_at
+            self.ctx[slot] = req.prompt.tokens
+            self.events[slot] = 0
+            self.bonus[slot] = 1
+            self.dec[slot] = True
+            self._set_accept(slot, req.accept if req.accept >= 0.0 else self.alpha)
+            new.append(req)
+        return new
+
+    def _choose_prefill(self, budget: int) -> list[tuple[SimRequest, int]]:
+        """The prefill chunks of this iteration within ``budget`` tokens (what decoding
+        leaves of the chunk budget): the requests already prefilling first, then waiting
+        ones admitted in order while they fit; each at most ``req_chunk`` tokens."""
+        prefill: list[tuple[SimRequest, int]] = []
+        per_req = self.req_chunk
+        for req in self.prefilling:
+            if budget <= 0:
+                break
+            n = min(budget, per_req, req.prompt.tokens - req.prefilled)
+            if n > 0:
+                prefill.append((req, n))
+                budget -= n
+        waiting = self.waiting
+        while budget > 0 and waiting and self.free:
+            req = waiting[0]
+            if req.cancelled:
+                waiting.popleft()
+                continue
+            if not self._admit(req):
+                break
+            waiting.popleft()
+            self.prefilling.append(req)
+            n = min(budget, per_req, req.prompt.tokens - req.prefilled)
+            prefill.append((req, n))
+            budget -= n
+        return prefill
+
+    def _price(
+        self, prefill: list[tuple[SimRequest, int]], dec_idx: np.ndarray, k1: int
+    ) -> IterationCost:
+        """The cost model's price of an iteration: its prefill chunks, and ``k1`` tokens
+        verified by each decoding slot of ``dec_idx`` (docs/simulator.md "The model")."""
         cm = self.cost
         p_tokens = 0
         p_att = 0.0
@@ -430,38 +458,15 @@ class Replica:
                 p_att += n * cm.attended(req.prefilled + n // 2)
             if cm.attn_full:
                 p_full += n * (req.prefilled + n / 2)
+        n_dec = len(dec_idx)
         d_ctx = 0
         d_att = 0.0
-        rank_s: float | None = None
-        if cm.dp_attention:
-            dp = cm.dp
-            work = np.zeros(dp)
-            for req, n in prefill:
-                work[req.slot % dp] += cm.rank_seconds(
-                    tokens=n,
-                    attended=n * cm.attended(req.prefilled + n // 2),
-                    full_attended=n * (req.prefilled + n / 2),
-                    ctx_read=req.prefilled + n,
-                    prefill=True,
-                )
         if n_dec:
             ctx = self.ctx[dec_idx]
             d_ctx = int(ctx.sum())
             if cm.attn:
                 d_att = float(d_ctx if cm.window is None else np.minimum(ctx, cm.window).sum())
-            if cm.dp_attention:
-                att = ctx if cm.window is None else np.minimum(ctx, cm.window)
-                per_seq = cm.rank_seconds(
-                    tokens=k1,
-                    attended=k1 * att,
-                    full_attended=k1 * ctx,
-                    ctx_read=ctx,
-                    prefill=False,
-                )
-                work += np.bincount(dec_idx % cm.dp, weights=per_seq, minlength=cm.dp)
-        if cm.dp_attention:
-            rank_s = float(work.max()) if cm.scale == 1 else self._ghost_max(work)
-        cost = cm.cost(
+        return cm.cost(
             prefill_tokens=p_tokens,
             prefill_attended=p_att,
             prefill_ctx_read=p_read,
@@ -472,111 +477,144 @@ class Replica:
             drafting=self.k > 0 and n_dec > 0,
             prefill_full_attended=p_full,
             prefill_seqs=len(prefill),
-            rank_s=rank_s,
+            rank_s=self._busiest_rank(prefill, dec_idx, k1) if cm.dp_attention else None,
         )
-        return IterationPlan(
-            seconds=cost.seconds,
-            prefill=tuple(prefill),
-            decode=dec_idx,
-            k=k1 - 1,
-            new=tuple(new),
-            energy_j=(
-                self.n_acc * self.p_dyn * cost.utilisation * cost.seconds if self.p_dyn else 0.0
-            ),
-        )
+
+    def _busiest_rank(
+        self, prefill: list[tuple[SimRequest, int]], dec_idx: np.ndarray, k1: int
+    ) -> float:
+        """Data-parallel attention: the seconds of the busiest rank's own work (each
+        sequence's attention and dense layers on the rank of its slot); a mean-field slice's
+        ghost ranks count too (``_ghost_max``)."""
+        cm = self.cost
+        work = np.zeros(cm.dp)
+        for req, n in prefill:
+            work[req.slot % cm.dp] += cm.rank_seconds(
+                tokens=n,
+                attended=n * cm.attended(req.prefilled + n // 2),
+                full_attended=n * (req.prefilled + n / 2),
+                ctx_read=req.prefilled + n,
+                prefill=True,
+            )
+        if len(dec_idx):
+            ctx = self.ctx[dec_idx]
+            att = ctx if cm.window is None else np.minimum(ctx, cm.window)
+            per_seq = cm.rank_seconds(
+                tokens=k1,
+                attended=k1 * att,
+                full_attended=k1 * ctx,
+                ctx_read=ctx,
+                prefill=False,
+            )
+            work += np.bincount(dec_idx % cm.dp, weights=per_seq, minlength=cm.dp)
+        return float(work.max()) if cm.scale == 1 else self._ghost_max(work)
 
     def complete(self, plan: IterationPlan, end_ns: int) -> None:
         """Apply ``plan``'s effects at its end time ``end_ns``."""
         c = self.counters
         c.iterations += 1
         c.energy_j += plan.energy_j
-        stream = self.stream
         finished: list[SimRequest] = []
         if plan.prefill:
-            done_any = False
-            for req, n in plan.prefill:
-                if req.cancelled or req.slot < 0:
-                    continue
-                req.prefilled += n
-                if req.prefilled < req.prompt.tokens:
-                    continue
-                done_any = True
-                if self.role == "prefill":
-                    self._release(req)
-                    self.dep.handoff(req, end_ns)
-                    continue
-                slot = req.slot
-                req.t_first_ns = end_ns
-                c.generation_tokens += 1
-                self.events[slot] = 1
-                self.ctx[slot] = req.prompt.tokens + 1
-                self.remaining[slot] = req.stop_at - 1
-                if stream and req.on_emit is not None:
-                    req.on_emit(req, 1, end_ns)
-                if req.stop_at <= 1:
-                    finished.append(req)
-                else:
-                    self.dec[slot] = True
-            if done_any:
-                self.prefilling = [
-                    r for r in self.prefilling if r.prefilled < r.prompt.tokens and r.slot >= 0
-                ]
-        idx = plan.decode
-        if len(idx):
-            n = len(idx)
-            k = plan.k
-            if k and self.per_seq_accept:
-                # P(draft j accepted | all before) = α_s · decay^(j−1), α_s by output kind;
-                # one uniform per sequence against the survival Π α_i of each prefix
-                # (``self.surv``: the running product, as cumprod along the drafts
-                # computes it, kept per slot).
-                u = self.rng.random(n)
-                surv = self.surv
-                acc = (u < surv[0][idx]).astype(np.int64)
-                for j in range(1, k):
-                    acc += u < surv[j][idx]
-                c.spec_drafts += n
-                c.spec_draft_tokens += n * k
-                c.spec_accepted += int(acc.sum())
-                steps = acc + 1
-            elif k:
-                a = self.alpha
-                if a >= 1.0:
-                    acc = np.full(n, k, dtype=np.int64)
-                elif a <= 0.0:
-                    acc = np.zeros(n, dtype=np.int64)
-                else:
-                    acc = np.minimum(self.rng.geometric(1.0 - a, size=n) - 1, k)
-                c.spec_drafts += n
-                c.spec_draft_tokens += n * k
-                c.spec_accepted += int(acc.sum())
-                steps = acc + 1
-            else:
-                steps = np.ones(n, dtype=np.int64)
-            if self.role == "decode":
-                steps += self.bonus[idx]
-                self.bonus[idx] = 0
-                for req in plan.new:
-                    req.t_first_ns = end_ns
-            rem = self.remaining[idx]
-            steps = np.minimum(steps, rem)
-            left = rem - steps
-            self.remaining[idx] = left
-            self.ctx[idx] += steps
-            self.events[idx] += 1
-            c.generation_tokens += int(steps.sum())
-            slots = self.slots
-            if stream:
-                for s, m in zip(idx.tolist(), steps.tolist(), strict=True):
-                    req = slots[s]
-                    if req is not None and req.on_emit is not None and m > 0 and not req.cancelled:
-                        req.on_emit(req, m, end_ns)
-            for s in idx[left == 0].tolist():
-                req = slots[s]
-                if req is not None:
-                    finished.append(req)
+            self._complete_prefill(plan.prefill, end_ns, finished)
+        if len(plan.decode):
+            self._complete_decode(plan, end_ns, finished)
         for req in finished:
             self._finish(req, end_ns)
+
+    def _complete_prefill(
+        self, chunks: tuple[tuple[SimRequest, int], ...], end_ns: int, finished: list[SimRequest]
+    ) -> None:
+        """The prefill chunks done: a prompt fully read hands off (a prefill replica) or
+        emits its first token and starts decoding (or finishes, when one token was asked)."""
+        c = self.counters
+        done_any = False
+        for req, n in chunks:
+            if req.cancelled or req.slot < 0:
+                continue
+            req.prefilled += n
+            if req.prefilled < req.prompt.tokens:
+                continue
+            done_any = True
+            if self.role == "prefill":
+                self._release(req)
+                self.dep.handoff(req, end_ns)
+                continue
+            slot = req.slot
+            req.t_first_ns = end_ns
+            c.generation_tokens += 1
+            self.events[slot] = 1
+            self.ctx[slot] = req.prompt.tokens + 1
+            self.remaining[slot] = req.stop_at - 1
+            if self.stream and req.on_emit is not None:
+                req.on_emit(req, 1, end_ns)
+            if req.stop_at <= 1:
+                finished.append(req)
+            else:
+                self.dec[slot] = True
+        if done_any:
+            self.prefilling = [
+                r for r in self.prefilling if r.prefilled < r.prompt.tokens and r.slot >= 0
+            ]
+
+    def _draft_steps(self, idx: np.ndarray, k: int) -> np.ndarray:
+        """Tokens each decoding slot of ``idx`` emits when it verifies ``k`` drafts: 1 plus
+        its accepted drafts, drawn (seeded) and counted (docs/simulator.md "Speculative
+        decoding")."""
+        n = len(idx)
+        if not k:
+            return np.ones(n, dtype=np.int64)
+        if self.per_seq_accept:
+            # P(draft j accepted | all before) = α_s · decay^(j−1), α_s by output kind;
+            # one uniform per sequence against the survival Π α_i of each prefix
+            # (``self.surv``: the running product, as cumprod along the drafts
+            # computes it, kept per slot).
+            u = self.rng.random(n)
+            surv = self.surv
+            acc = (u < surv[0][idx]).astype(np.int64)
+            for j in range(1, k):
+                acc += u < surv[j][idx]
+        elif self.alpha >= 1.0:
+            acc = np.full(n, k, dtype=np.int64)
+        elif self.alpha <= 0.0:
+            acc = np.zeros(n, dtype=np.int64)
+        else:
+            acc = np.minimum(self.rng.geometric(1.0 - self.alpha, size=n) - 1, k)
+        c = self.counters
+        c.spec_drafts += n
+        c.spec_draft_tokens += n * k
+        c.spec_accepted += int(acc.sum())
+        return np.asarray(acc + 1)
+
+    def _complete_decode(
+        self, plan: IterationPlan, end_ns: int, finished: list[SimRequest]
+    ) -> None:
+        """The decode step done: each sequence's tokens (a decode replica's new arrivals add
+        their first), streamed, and the sequences that reached their length finished."""
+        idx = plan.decode
+        steps = self._draft_steps(idx, plan.k)
+        if self.role == "decode":
+            steps += self.bonus[idx]
+            self.bonus[idx] = 0
+            for req in plan.new:
+                req.t_first_ns = end_ns
+        rem = self.remaining[idx]
+        steps = np.minimum(steps, rem)
+        left = rem - steps
+        self.remaining[idx] = left
+        self.ctx[idx] += steps
+        self.events[idx] += 1
+        self.counters.generation_tokens += int(steps.sum())
+        slots = self.slots
+        if self.stream:
+            for s, m in zip(idx.tolist(), steps.tolist(), strict=True):
+                req = slots[s]
+                if req is not None and req.on_emit is not None and m > 0 and not req.cancelled:
+                    req.on_emit(req, m, end_ns)
+        for s in idx[left == 0].tolist():
+            req = slots[s]
+            if req is not None:
+                finished.append(req)
 
     def _finish(self, req: SimRequest, end_ns: int) -> None:
         req.n_events = int(self.events[req.slot])
