@@ -17,6 +17,27 @@ def _parser() -> argparse.ArgumentParser:
     sh = sub.add_parser("show", help="print a profile's resolved parameters and sources")
     sh.add_argument("--profile", required=True)
     sh.add_argument("--catalog-dir", default=None)
+    _add_calibrate(sub)
+    _add_band(sub)
+    _add_holdout(sub)
+    sub.add_parser(
+        "accuracy",
+        help="every profile against its held-out figures: errors, MAPE, admitted or "
+        "quarantined (from the committed records)",
+    )
+    return ap
+
+
+def _add_sweep_arguments(cmd: argparse.ArgumentParser, concurrency_default: str) -> None:
+    """The engine trials' flags a sweep command shares: concurrencies, virtual seconds."""
+    cmd.add_argument("--concurrency", default=None, help=f"comma list ({concurrency_default})")
+    cmd.add_argument("--warmup", type=float, default=60.0, help="virtual seconds")
+    cmd.add_argument("--duration", type=float, default=120.0, help="window, virtual seconds")
+    cmd.add_argument("--ramp", type=float, default=30.0, help="virtual seconds")
+    cmd.add_argument("--seed", type=int, default=0)
+
+
+def _add_calibrate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cal = sub.add_parser(
         "calibrate",
         help="engine trials on virtual time along a concurrency sweep: frontier at speeds, "
@@ -31,13 +52,7 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="dataset file (default: the synthetic set, seed 1, 200 trajectories, stdlib text)",
     )
-    cal.add_argument(
-        "--concurrency", default=None, help="comma list (default: 1, 2, 4, 16, 64 … 12288)"
-    )
-    cal.add_argument("--warmup", type=float, default=60.0, help="virtual seconds")
-    cal.add_argument("--duration", type=float, default=120.0, help="window, virtual seconds")
-    cal.add_argument("--ramp", type=float, default=30.0, help="virtual seconds")
-    cal.add_argument("--seed", type=int, default=0)
+    _add_sweep_arguments(cal, "default: 1, 2, 4, 16, 64 … 12288")
     cal.add_argument(
         "--full", action="store_true", help="run every concurrency (no stop below the slowest)"
     )
@@ -59,6 +74,9 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="--fit: exit 1 unless the fit reproduces the committed record and the profile's values",
     )
+
+
+def _add_band(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     band = sub.add_parser(
         "band",
         help="the frontier over the profile's open parameters and its fit's uncertainty "
@@ -67,6 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     band.add_argument("--profile", required=True)
     band.add_argument("--at", default="", help="per-agent p25 speeds (tok/s), comma list")
     band.add_argument("--concurrency", default=None, help="comma list (default: the fit's)")
+    # None: the fit's trial (or the calibrate defaults)
     band.add_argument("--warmup", type=float, default=None)
     band.add_argument("--duration", type=float, default=None)
     band.add_argument("--ramp", type=float, default=None)
@@ -75,6 +94,9 @@ def _parser() -> argparse.ArgumentParser:
     band.add_argument("--dataset", default=None)
     band.add_argument("--write", action="store_true", help="write <profile>.band.json")
     band.add_argument("--jobs", type=int, default=1, help="samples side by side")
+
+
+def _add_holdout(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ho = sub.add_parser(
         "holdout",
         help="the profile's predictions at published figures it was never fitted to "
@@ -82,20 +104,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     ho.add_argument("--profile", required=True)
     ho.add_argument("--points", required=True, help="published points (YAML/JSON or a name)")
-    ho.add_argument("--concurrency", default=None, help="comma list (default: 1, 2, 4 … 12288)")
-    ho.add_argument("--warmup", type=float, default=60.0, help="virtual seconds")
-    ho.add_argument("--duration", type=float, default=120.0, help="window, virtual seconds")
-    ho.add_argument("--ramp", type=float, default=30.0, help="virtual seconds")
-    ho.add_argument("--seed", type=int, default=0)
+    _add_sweep_arguments(ho, "default: 1, 2, 4 … 12288")
     ho.add_argument("--catalog-dir", default=None)
     ho.add_argument("--dataset", default=None)
     ho.add_argument("--write", action="store_true", help="write <profile>.holdout.json")
-    sub.add_parser(
-        "accuracy",
-        help="every profile against its held-out figures: errors, MAPE, admitted or "
-        "quarantined (from the committed records)",
-    )
-    return ap
 
 
 def _band(args: argparse.Namespace) -> int:
