@@ -16,6 +16,7 @@ import json
 import shlex
 
 from agentperf.contract import RunSpec, SearchOptions, SimulatedLauncher
+from leaderboard.configview import redact
 
 # The engine and the vendor CLI as their own distribution, no Django (docs/engine.md
 # "Install"); tests/cli/test_engine_wheel.py runs the printed block in a fresh venv.
@@ -43,6 +44,13 @@ def search_flags(search: SearchOptions) -> list[str]:
     return flags
 
 
+def public_model_name(name: str) -> str:
+    """The served model name as every public surface shows it: through the same secret
+    detector as the public config (docs/security.md "Secrets in configs"), so a name that
+    is a credential reads ``[redacted]`` here too."""
+    return str(redact(name, key="served_model_name"))
+
+
 def reproduce_command(spec: RunSpec) -> str:
     """The shell lines that repeat the run's search (``run.spec``), one flag group per
     line."""
@@ -51,14 +59,14 @@ def reproduce_command(spec: RunSpec) -> str:
     if isinstance(launcher, SimulatedLauncher):
         target = [
             f"--target sim:{shlex.quote(launcher.profile)}",
-            f"--model {launcher.served_model_name}",
+            f"--model {shlex.quote(public_model_name(launcher.served_model_name))}",
         ]
         if spec.search.prime_cache is False:
             target.append("--no-prime-cache")
     else:
         target = [
             "--base-url http://<your-endpoint>/v1",
-            f"--model {shlex.quote(spec.model.served_model_name)}",
+            f"--model {shlex.quote(public_model_name(spec.model.served_model_name))}",
         ]
     accelerators = [f"--accelerators {spec.accelerators.used}"]
     if spec.accelerators.total:

@@ -35,6 +35,27 @@ def _refused(response, status: int = 400) -> dict[str, list[str]]:
     return response.json()["error"]["fields"]
 
 
+def _report(shard: int) -> dict:
+    """A shard's report as the engine writes it (agentperf/engine/sharding.py ``_report``;
+    agentperf/documents/shards.py ``ShardRunReport``)."""
+    offset = {"offset_ns": 0, "uncertainty_ns": 20_000, "probes": 8}
+    return {
+        "shard": shard,
+        "shards": 2,
+        "agents": 2,
+        "records": 1,
+        "host": "lg1",
+        "boot_id": None,
+        "pid": 4242,
+        "cpus": [0],
+        "health": {"loop_lag_p99_ms": 1.5, "cpu_percent": 12.0, "stamp_delay_p99_ms": 0.1},
+        "cpu_s": 0.5,
+        "peak_rss_mib": 80.0,
+        "clock": {"start": offset, "end": offset},
+        "window": {"start_ns": 1_000, "end_ns": 2_000},
+    }
+
+
 def _shard(run, *, trial_id: str = "t0a1", shard: int = 0) -> dict:
     """A shard's records stored where its upload grant names them, and its report."""
     body = gzip.compress(b'{"request_id": "r0"}\n', mtime=0)
@@ -46,7 +67,7 @@ def _shard(run, *, trial_id: str = "t0a1", shard: int = 0) -> dict:
     return {
         "trial_id": trial_id,
         "shard": shard,
-        "report": {"shard": shard, "agents": [0, 1]},
+        "report": _report(shard),
         "sha256": hashlib.sha256(body).hexdigest(),
         "size": len(body),
     }
