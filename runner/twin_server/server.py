@@ -9,10 +9,12 @@ the body's ``user`` field).
 
 The model's iterations end on timers of the event loop; a timer wakes ``spin_s`` early and
 sleeps the rest precisely, so tokens are written within about 0.1 ms of the model's time on
-an idle machine. The ground-truth log holds, per request, every write that carried output:
-``(perf_counter_ns just before the write, tokens in it, model emission time)``; the
-monotonic clock is shared by every process on the machine, so a client's timestamps can be
-compared with it directly.
+an idle machine.
+
+Its parts: ``SimServer`` (here: routes, admission, emission), a client connection's HTTP
+framing (``connection``), the bytes of an answer (``responses``), ``/metrics``
+(``metrics``), the ground-truth log (``ground_truth``); and the server in its own process
+(``start_server``, here).
 """
 
 from __future__ import annotations
@@ -28,11 +30,10 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any
 from urllib.parse import parse_qs
 
 import orjson
@@ -40,13 +41,22 @@ import orjson
 from agentperf.simulator.behaviour import HONEST, Behaviour
 from agentperf.simulator.deployment import Deployment, RejectedRequest
 from agentperf.simulator.profile_types import Profile
-from agentperf.simulator.prompts import PromptAccountant, PromptError, filler
+from agentperf.simulator.prompts import PromptAccountant, PromptError, filler, message_text
 from agentperf.simulator.scheduler import SimRequest
+from runner.twin_server.connection import Connection, error_body
+from runner.twin_server.ground_truth import GroundTruth, GroundTruthLog
+from runner.twin_server.metrics import EmissionLag, metrics_text
+from runner.twin_server.responses import (
+    SSE_HEAD,
+    chunk_affixes,
+    completion_body,
+    final_chunks,
+    http_chunk,
+    role_chunk,
+    usage,
+)
 
-_MAX_HEAD = 64 * 1024
-_MAX_BODY = 64 * 1024 * 1024
 _PRIME_IN_THREAD_CHARS = 50_000
-_GROUND_TRUTH_REQUESTS = 200_000
 
 
 class RealTimeline:
@@ -75,50 +85,10 @@ class RealTimeline:
 
 
 @dataclass(slots=True)
-class GroundTruth:
-    """What the server really did for one request (perf_counter_ns clock)."""
-
-    request_id: str
-    client_id: str | None
-    t_received_ns: int
-    prompt_tokens: int = 0
-    cached_tokens: int = 0
-    completion_tokens: int = 0
-    emissions: list[tuple[int, int, int]] = field(default_factory=list)  # (t_write, n, t_model)
-
-    @property
-    def t_first_ns(self) -> int | None:
-        return self.emissions[0][0] if self.emissions else None
-
-    @property
-    def t_last_ns(self) -> int | None:
-        return self.emissions[-1][0] if self.emissions else None
-
-    @property
-    def output_speed(self) -> float | None:
-        """(n_out − 1) / (t_last − t_first), as docs/engine.md "Definitions" defines it, on the
-        true writes."""
-        if len(self.emissions) < 2:
-            return None
-        n = sum(e[1] for e in self.emissions)
-        dt = self.emissions[-1][0] - self.emissions[0][0]
-        return (n - 1) / (dt / 1e9) if dt > 0 else None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "request_id": self.request_id,
-            "client_id": self.client_id,
-            "t_received_ns": self.t_received_ns,
-            "prompt_tokens": self.prompt_tokens,
-            "cached_tokens": self.cached_tokens,
-            "completion_tokens": self.completion_tokens,
-            "emissions": [list(e) for e in self.emissions],
-        }
-
-
-@dataclass(slots=True)
 class _Stream:
-    proto: _HttpProtocol
+    """One admitted request's answer in progress: where it goes and how it is framed."""
+
+    proto: Connection
     req: SimRequest
     rid: str
     api: str
@@ -131,17 +101,6 @@ class _Stream:
     reported: int = 0  # completion_tokens in usage (differs from stop_at only when dishonest)
     prefix: bytes = b""
     suffix: bytes = b""
-
-
-def _error_body(status: int, message: str) -> bytes:
-    kind = {400: "BadRequestError", 404: "NotFoundError"}.get(status, "InternalServerError")
-    return json.dumps(
-        {"object": "error", "message": message, "type": kind, "param": None, "code": status}
-    ).encode()
-
-
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
-_REASONS.update({411: "Length Required", 413: "Payload Too Large", 431: "Headers Too Large"})
 
 
 class SimServer:
@@ -168,12 +127,9 @@ class SimServer:
         self.accountant = PromptAccountant()
         self.deployment: Deployment | None = None
         self._server: asyncio.base_events.Server | None = None
-        self._truth: OrderedDict[str, GroundTruth] = OrderedDict()
-        self._by_client: dict[str, str] = {}
+        self._truth = GroundTruthLog()
         self._counter = 0
-        self.lag_max_ns = 0
-        self.lag_sum_ns = 0
-        self.lag_count = 0
+        self.lag = EmissionLag()
         self.requests_total = 0
         self.requests_failed = 0
         self.inflated_hits = 0  # cache_inflated: cached tokens reported beyond the cache
@@ -189,7 +145,7 @@ class SimServer:
         )
         self.deployment.set_streaming(True)
         self._server = await loop.create_server(
-            lambda: _HttpProtocol(self), host, port, backlog=1024, reuse_address=True
+            lambda: Connection(self), host, port, backlog=1024, reuse_address=True
         )
         sock = self._server.sockets[0]
         self.host, self.port = sock.getsockname()[:2]
@@ -201,32 +157,20 @@ class SimServer:
             await self._server.wait_closed()
             self._server = None
 
-    # ---------------------------------------------------------------- ground truth
     def ground_truth(
         self, request_id: str | None = None, *, client_id: str | None = None
     ) -> GroundTruth | None:
         """The true emissions of one request, by server id or by client id."""
-        if request_id is None and client_id is not None:
-            request_id = self._by_client.get(client_id)
-        return self._truth.get(request_id) if request_id is not None else None
-
-    def _record(self, truth: GroundTruth) -> None:
-        self._truth[truth.request_id] = truth
-        if truth.client_id:
-            self._by_client[truth.client_id] = truth.request_id
-        while len(self._truth) > _GROUND_TRUTH_REQUESTS:
-            _, old = self._truth.popitem(last=False)
-            if old.client_id:
-                self._by_client.pop(old.client_id, None)
+        return self._truth.get(request_id, client_id=client_id)
 
     # ---------------------------------------------------------------- routes
     def handle(
-        self, proto: _HttpProtocol, method: str, target: str, headers: dict[str, str], body: bytes
+        self, proto: Connection, method: str, target: str, headers: dict[str, str], body: bytes
     ) -> None:
         path, _, query = target.partition("?")
         if path in ("/v1/chat/completions", "/v1/completions"):
             if method != "POST":
-                proto.respond(405, _error_body(405, "POST required"))
+                proto.respond(405, error_body(405, "POST required"))
                 return
             self._completion(
                 proto, "chat" if path.endswith("chat/completions") else "completions", headers, body
@@ -243,11 +187,11 @@ class SimServer:
                 q.get("request_id", [None])[0], client_id=q.get("client_id", [None])[0]
             )
             if truth is None:
-                proto.respond(404, _error_body(404, "no ground truth for that request"))
+                proto.respond(404, error_body(404, "no ground truth for that request"))
             else:
                 proto.respond(200, json.dumps(truth.to_dict()).encode())
         else:
-            proto.respond(404, _error_body(404, f"{method} {path} not found"))
+            proto.respond(404, error_body(404, f"{method} {path} not found"))
 
     def _models(self) -> bytes:
         created = int(time.time())
@@ -264,9 +208,7 @@ class SimServer:
         ]
         return json.dumps({"object": "list", "data": data}).encode()
 
-    def _completion(
-        self, proto: _HttpProtocol, api: str, headers: dict[str, str], raw: bytes
-    ) -> None:
+    def _completion(self, proto: Connection, api: str, headers: dict[str, str], raw: bytes) -> None:
         t_received = time.perf_counter_ns()
         self.requests_total += 1
         try:
@@ -294,8 +236,6 @@ class SimServer:
         self._admit(proto, api, headers, body, str(model), t_received)
 
     def _uncached_texts(self, api: str, body: dict[str, Any]) -> list[str]:
-        from agentperf.simulator.prompts import message_text
-
         acc = self.accountant
         if api == "chat":
             msgs = body.get("messages")
@@ -315,13 +255,72 @@ class SimServer:
         for t in texts:
             self.accountant.count_text(t)
 
-    def _reject(self, proto: _HttpProtocol, status: int, message: str) -> None:
+    def _reject(self, proto: Connection, status: int, message: str) -> None:
         self.requests_failed += 1
-        proto.respond(status, _error_body(status, message))
+        proto.respond(status, error_body(status, message))
+
+    def _new_request(self, dep: Deployment, api: str, body: dict[str, Any], rid: str) -> SimRequest:
+        """The model's request for a completion body: its prompt's shape, its length limits
+        and its output kind; PromptError or RejectedRequest when the body does not fit."""
+        if api == "chat":
+            shape = self.accountant.chat(self.behaviour.prefix_body(body))
+            max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+        else:
+            shape = self.accountant.completion(body)
+            max_tokens = body.get("max_tokens")
+        for name, v in (("max_tokens", max_tokens), ("min_tokens", body.get("min_tokens"))):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+                raise PromptError(f"{name}: an integer is required")
+        metadata = body.get("metadata")
+        return dep.new_request(
+            rid,
+            shape,
+            max_tokens=max_tokens,
+            min_tokens=body.get("min_tokens") or 0,
+            ignore_eos=bool(body.get("ignore_eos")),
+            # OpenAI's request `metadata` (string values) may name the answer's kind
+            output_kind=metadata.get("output_kind") if isinstance(metadata, dict) else None,
+        )
+
+    def _open_stream(
+        self,
+        proto: Connection,
+        req: SimRequest,
+        api: str,
+        headers: dict[str, str],
+        body: dict[str, Any],
+        model: str,
+        t_received: int,
+    ) -> _Stream:
+        """How ``req``'s answer is written: streamed or whole, its ids, its chunks' framing,
+        and its ground truth when kept (by the client's ``X-Request-Id`` or ``user``)."""
+        client_id = headers.get("x-request-id") or (
+            body.get("user") if isinstance(body.get("user"), str) else None
+        )
+        truth = (
+            GroundTruth(req.rid, client_id, t_received, prompt_tokens=req.prompt.tokens)
+            if self.ground_truth_enabled
+            else None
+        )
+        stream_opts = body.get("stream_options")
+        st = _Stream(
+            proto=proto,
+            req=req,
+            rid=req.rid,
+            api=api,
+            model=model,
+            stream=bool(body.get("stream")),
+            include_usage=bool(isinstance(stream_opts, dict) and stream_opts.get("include_usage")),
+            created=int(time.time()),
+            truth=truth,
+            reported=req.stop_at,
+        )
+        st.prefix, st.suffix = chunk_affixes(api, req.rid, st.created, model)
+        return st
 
     def _admit(
         self,
-        proto: _HttpProtocol,
+        proto: Connection,
         api: str,
         headers: dict[str, str],
         body: dict[str, Any],
@@ -335,28 +334,7 @@ class SimServer:
         self._counter += 1
         rid = f"sim-{self._counter}"
         try:
-            if api == "chat":
-                shape = self.accountant.chat(self.behaviour.prefix_body(body))
-                max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-            else:
-                shape = self.accountant.completion(body)
-                max_tokens = body.get("max_tokens")
-            for name, v in (("max_tokens", max_tokens), ("min_tokens", body.get("min_tokens"))):
-                if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
-                    raise PromptError(f"{name}: an integer is required")
-            req = dep.new_request(
-                rid,
-                shape,
-                max_tokens=max_tokens,
-                min_tokens=body.get("min_tokens") or 0,
-                ignore_eos=bool(body.get("ignore_eos")),
-                # OpenAI's request `metadata` (string values) may name the answer's kind
-                output_kind=(
-                    body["metadata"].get("output_kind")
-                    if isinstance(body.get("metadata"), dict)
-                    else None
-                ),
-            )
+            req = self._new_request(dep, api, body, rid)
         except (PromptError, RejectedRequest) as exc:
             self._reject(proto, 400, str(exc))
             return
@@ -365,50 +343,14 @@ class SimServer:
             gauges = dep.gauges()
             in_flight = int(gauges["running"] + gauges["waiting"]) + 1
             req.stop_at, reported = self.behaviour.lengths(req.stop_at, in_flight=in_flight)
-        client_id = headers.get("x-request-id") or (
-            body.get("user") if isinstance(body.get("user"), str) else None
-        )
-        truth = (
-            GroundTruth(rid, client_id, t_received, prompt_tokens=shape.tokens)
-            if self.ground_truth_enabled
-            else None
-        )
-        stream_opts = body.get("stream_options")
-        st = _Stream(
-            proto=proto,
-            req=req,
-            rid=rid,
-            api=api,
-            model=model,
-            stream=bool(body.get("stream")),
-            include_usage=bool(isinstance(stream_opts, dict) and stream_opts.get("include_usage")),
-            created=int(time.time()),
-            truth=truth,
-            reported=reported,
-        )
-        mj = json.dumps(model)
-        if api == "chat":
-            st.prefix = (
-                f'data: {{"id":"chatcmpl-{rid}","object":"chat.completion.chunk",'
-                f'"created":{st.created},"model":{mj},"choices":[{{"index":0,'
-                f'"delta":{{"content":"'
-            ).encode()
-            st.suffix = b'"},"logprobs":null,"finish_reason":null}]}\n\n'
-        else:
-            st.prefix = (
-                f'data: {{"id":"cmpl-{rid}","object":"text_completion","created":{st.created},'
-                f'"model":{mj},"choices":[{{"index":0,"text":"'
-            ).encode()
-            st.suffix = b'","logprobs":null,"finish_reason":null}]}\n\n'
+        st = self._open_stream(proto, req, api, headers, body, model, t_received)
+        st.reported = reported
         req.owner = st
         req.on_emit = self._on_emit
         req.on_done = self._on_done
         proto.current = req
         if st.stream:
-            proto.write(
-                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-                b"Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n"
-            )
+            proto.write(SSE_HEAD)
         dep.submit(req)
 
     def _on_emit(self, req: SimRequest, n: int, t_model_ns: int) -> None:
@@ -419,62 +361,27 @@ class SimServer:
         st.sent += n
         parts = []
         if start == 0 and st.api == "chat":
-            parts.append(
-                st.prefix[: -len(b'"content":"')]
-                + b'"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n'
-            )
+            parts.append(role_chunk(st.prefix))
         text = self.behaviour.text(n, start) if self.behaviour else filler(n, start)
         parts.append(st.prefix + text.encode() + st.suffix)
         last = st.sent >= req.stop_at
         if last:
-            parts.append(self._tail(st, req))
-        payload = b"".join(parts)
-        framed = b"%x\r\n%b\r\n" % (len(payload), payload)
-        if last:
-            framed += b"0\r\n\r\n"
+            reason = "length" if req.stop_at >= req.max_tokens else "stop"
+            used = self._usage(st, req) if st.include_usage else None
+            parts.append(final_chunks(st.api, st.rid, st.created, st.model, reason, used))
+        framed = http_chunk(b"".join(parts), last=last)
         t = time.perf_counter_ns()
         st.proto.write(framed)
-        lag = t - t_model_ns
-        self.lag_sum_ns += lag
-        self.lag_count += 1
-        if lag > self.lag_max_ns:
-            self.lag_max_ns = lag
+        self.lag.add(t - t_model_ns)
         if st.truth is not None:
             st.truth.emissions.append((t, n, t_model_ns))
 
-    def _tail(self, st: _Stream, req: SimRequest) -> bytes:
-        p = req.prompt.tokens
-        reason = "length" if req.stop_at >= req.max_tokens else "stop"
-        head: dict[str, Any] = {"id": ("chatcmpl-" if st.api == "chat" else "cmpl-") + st.rid}
-        obj = "chat.completion.chunk" if st.api == "chat" else "text_completion"
-        head.update({"object": obj, "created": st.created, "model": st.model})
-        choice: dict[str, Any] = {"index": 0}
-        if st.api == "chat":
-            choice["delta"] = {}
-        else:
-            choice["text"] = ""
-        choice.update({"logprobs": None, "finish_reason": reason})
-        out = b"data: " + json.dumps({**head, "choices": [choice]}).encode() + b"\n\n"
-        if st.include_usage:
-            usage = {**head, "choices": [], "usage": self._usage(p, st.reported, self._cached(req))}
-            out += b"data: " + json.dumps(usage).encode() + b"\n\n"
-        return out + b"data: [DONE]\n\n"
-
-    @staticmethod
-    def _usage(prompt: int, completion: int, cached: int) -> dict[str, Any]:
-        return {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": cached},
-        }
-
-    def _cached(self, req: SimRequest) -> int:
-        """The cached_tokens reported for ``req`` (once per request: cache_inflated adds
-        what it claims beyond the cache to the hit counter)."""
-        reported = self.behaviour.cached(req.cached, req.prompt.tokens)
-        self.inflated_hits += reported - req.cached
-        return reported
+    def _usage(self, st: _Stream, req: SimRequest) -> dict[str, Any]:
+        """The usage reported for ``req`` (once per request: cache_inflated adds the cached
+        tokens it claims beyond the cache to the hit counter)."""
+        cached = self.behaviour.cached(req.cached, req.prompt.tokens)
+        self.inflated_hits += cached - req.cached
+        return usage(req.prompt.tokens, st.reported, cached)
 
     def _on_done(self, req: SimRequest) -> None:
         st: _Stream = req.owner
@@ -484,213 +391,39 @@ class SimServer:
             st.truth.completion_tokens = req.stop_at
         if not st.stream:
             text = self.behaviour.text(req.stop_at) if self.behaviour else filler(req.stop_at)
-            reason = req.finish_reason
-            if st.api == "chat":
-                choice: dict[str, Any] = {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "finish_reason": reason,
-                }
-                obj, prefix = "chat.completion", "chatcmpl-"
-            else:
-                choice = {"index": 0, "text": text, "finish_reason": reason}
-                obj, prefix = "text_completion", "cmpl-"
-            body = {
-                "id": prefix + st.rid,
-                "object": obj,
-                "created": st.created,
-                "model": st.model,
-                "choices": [choice],
-                "usage": self._usage(req.prompt.tokens, st.reported, self._cached(req)),
-            }
+            body = completion_body(
+                st.api,
+                st.rid,
+                st.created,
+                st.model,
+                text,
+                req.finish_reason,
+                self._usage(st, req),
+            )
             t = time.perf_counter_ns()
-            proto.respond(200, json.dumps(body).encode(), done=False)
+            proto.respond(200, body, done=False)
             if st.truth is not None:
                 st.truth.emissions.append((t, req.stop_at, req.t_last_ns or t))
         if st.truth is not None:
-            self._record(st.truth)
+            self._truth.record(st.truth)
         proto.finish_request()
 
     def on_disconnect(self, req: SimRequest) -> None:
         if self.deployment is not None and not req.done:
             self.deployment.cancel(req)
 
-    # ---------------------------------------------------------------- metrics
     def metrics_text(self) -> str:
+        """The /metrics body (runner/twin_server/metrics.py)."""
         dep = self.deployment
         assert dep is not None
-        c = dep.totals()
-        g = dep.gauges()
-        label = f'{{model_name="{self.profile.served_model_names[0]}"}}'
-        rows: list[tuple[str, str, str, float]] = [
-            ("vllm:num_requests_running", "gauge", "Requests in the batch.", g["running"]),
-            ("vllm:num_requests_waiting", "gauge", "Requests queued.", g["waiting"]),
-            ("vllm:kv_cache_usage_perc", "gauge", "KV cache in use (1 = full).", g["kv_usage"]),
-            (
-                "vllm:prefix_cache_queries_total",
-                "counter",
-                "Prompt tokens looked up.",
-                c.prefix_queries,
-            ),
-            (
-                "vllm:prefix_cache_hits_total",
-                "counter",
-                "Prompt tokens found cached.",
-                c.prefix_hits + self.inflated_hits,
-            ),
-            ("vllm:prompt_tokens_total", "counter", "Prompt tokens admitted.", c.prompt_tokens),
-            ("vllm:generation_tokens_total", "counter", "Tokens generated.", c.generation_tokens),
-            ("vllm:request_success_total", "counter", "Requests finished.", c.requests_finished),
-            ("vllm:spec_decode_num_drafts_total", "counter", "Draft proposals.", c.spec_drafts),
-            (
-                "vllm:spec_decode_num_draft_tokens_total",
-                "counter",
-                "Draft tokens.",
-                c.spec_draft_tokens,
-            ),
-            (
-                "vllm:spec_decode_num_accepted_tokens_total",
-                "counter",
-                "Accepted draft tokens.",
-                c.spec_accepted,
-            ),
-            ("sim:iterations_total", "counter", "Model iterations run.", c.iterations),
-            (
-                "sim:accelerators_used",
-                "gauge",
-                "Accelerators serving.",
-                self.behaviour.accelerators_seen(self.profile.accelerators_used),
-            ),
-            (
-                "sim:emission_lag_seconds_max",
-                "gauge",
-                "Worst write lag behind the model.",
-                self.lag_max_ns / 1e9,
-            ),
-            (
-                "sim:emission_lag_seconds_sum",
-                "counter",
-                "Total write lag behind the model.",
-                self.lag_sum_ns / 1e9,
-            ),
-            (
-                "sim:emission_lag_seconds_count",
-                "counter",
-                "Writes carrying output.",
-                self.lag_count,
-            ),
-        ]
-        if self.profile.power_tdp_w is not None:  # modelled, never measured
-            rows += [
-                (
-                    "sim:modelled_dynamic_energy_joules_total",
-                    "counter",
-                    "Modelled accelerator energy above idle (docs/simulator.md).",
-                    c.energy_j,
-                ),
-                (
-                    "sim:modelled_idle_power_watts",
-                    "gauge",
-                    "Modelled idle power per accelerator (docs/simulator.md).",
-                    self.profile.power_idle_w,
-                ),
-            ]
-        lines = []
-        for name, kind, help_text, value in rows:
-            lines.append(f"# HELP {name} {help_text}")
-            lines.append(f"# TYPE {name} {kind}")
-            lines.append(f"{name}{label} {float(value)!r}")
-        return "\n".join(lines) + "\n"
-
-
-class _HttpProtocol(asyncio.Protocol):
-    """One client connection: sequential HTTP/1.1 requests with keep-alive."""
-
-    def __init__(self, server: SimServer) -> None:
-        self.server = server
-        self.transport: asyncio.Transport | None = None
-        self.buf = bytearray()
-        self.busy = False
-        self.closed = False
-        self.current: SimRequest | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # a stream transport (asyncio's or uvloop's, which has the same API unsubclassed)
-        self.transport = cast(asyncio.Transport, transport)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        if self.current is not None:
-            self.server.on_disconnect(self.current)
-            self.current = None
-
-    def data_received(self, data: bytes) -> None:
-        self.buf += data
-        if not self.busy:
-            self._process()
-
-    def write(self, data: bytes) -> None:
-        if self.transport is not None and not self.closed:
-            self.transport.write(data)
-
-    def respond(
-        self, status: int, body: bytes, ctype: str = "application/json", *, done: bool = True
-    ) -> None:
-        head = (
-            f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\nContent-Type: {ctype}\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: keep-alive\r\n\r\n"
-        ).encode()
-        self.write(head + body)
-        if done:
-            self.finish_request()
-
-    def finish_request(self) -> None:
-        self.busy = False
-        self.current = None
-        if self.buf and not self.closed:
-            self._process()
-
-    def _process(self) -> None:
-        while not self.busy and not self.closed:
-            end = self.buf.find(b"\r\n\r\n")
-            if end < 0:
-                if len(self.buf) > _MAX_HEAD:
-                    self._fatal(431)
-                return
-            head = bytes(self.buf[:end]).decode("latin-1")
-            lines = head.split("\r\n")
-            parts = lines[0].split(" ")
-            if len(parts) != 3:
-                self._fatal(400)
-                return
-            method, target = parts[0], parts[1]
-            headers: dict[str, str] = {}
-            for line in lines[1:]:
-                name, _, value = line.partition(":")
-                headers[name.strip().lower()] = value.strip()
-            if "chunked" in headers.get("transfer-encoding", "").lower():
-                self._fatal(411)
-                return
-            try:
-                length = int(headers.get("content-length", "0"))
-            except ValueError:
-                self._fatal(400)
-                return
-            if length > _MAX_BODY:
-                self._fatal(413)
-                return
-            if len(self.buf) < end + 4 + length:
-                return
-            body = bytes(self.buf[end + 4 : end + 4 + length])
-            del self.buf[: end + 4 + length]
-            self.busy = True
-            self.server.handle(self, method, target, headers, body)
-
-    def _fatal(self, status: int) -> None:
-        self.respond(status, _error_body(status, _REASONS.get(status, "error")), done=False)
-        if self.transport is not None:
-            self.transport.close()
-        self.closed = True
+        return metrics_text(
+            self.profile,
+            dep.totals(),
+            dep.gauges(),
+            inflated_hits=self.inflated_hits,
+            accelerators_seen=self.behaviour.accelerators_seen(self.profile.accelerators_used),
+            lag=self.lag,
+        )
 
 
 async def serve(
@@ -752,15 +485,7 @@ class ServerProcess:
             if exc.code == 404:
                 return None
             raise
-        return GroundTruth(
-            request_id=d["request_id"],
-            client_id=d["client_id"],
-            t_received_ns=d["t_received_ns"],
-            prompt_tokens=d["prompt_tokens"],
-            cached_tokens=d["cached_tokens"],
-            completion_tokens=d["completion_tokens"],
-            emissions=[(int(t), int(n), int(m)) for t, n, m in d["emissions"]],
-        )
+        return GroundTruth.from_dict(d)
 
     def metrics(self) -> str:
         with urllib.request.urlopen(self.url + "/metrics", timeout=30) as resp:
