@@ -50,6 +50,12 @@ MAX_SPEC_K = 64  # as the config's speculative.draft_tokens
 MAX_STEP_US = 1e6  # one scheduler iteration, draft step or transfer: at most a second
 MAX_EOS_MEAN_TOKENS = 131072
 
+# The role sections each deployment mode reads (docs/simulator.md "The model")
+ROLES_OF_MODE: dict[str, tuple[str, ...]] = {
+    "aggregated": ("aggregated",),
+    "disaggregated": ("prefill", "decode"),
+}
+
 
 def refusal(text: str, path: str = "") -> PydanticCustomError:
     """A refusal in the profile's own words, at ``path`` (dotted) below the field whose
@@ -380,7 +386,7 @@ class DeploymentDocument(_Mapping):
     @classmethod
     def _roles_the_mode_uses(cls, value: Any, info: ValidationInfo) -> Any:
         """A role section the mode does not use is not read (``mode`` is validated first)."""
-        used = ("aggregated",) if info.data.get("mode") == "aggregated" else ("prefill", "decode")
+        used = ROLES_OF_MODE.get(info.data.get("mode", ""), ())
         return value if info.field_name in used else None
 
     @field_validator("moe_comm", "grouped_gemm", "power", mode="before")
@@ -390,14 +396,14 @@ class DeploymentDocument(_Mapping):
 
     @model_validator(mode="after")
     def _roles_of_the_mode(self) -> DeploymentDocument:
-        names = ("aggregated",) if self.mode == "aggregated" else ("prefill", "decode")
-        for name in names:
+        for name in ROLES_OF_MODE[self.mode]:
             if getattr(self, name) is None:
                 raise refusal(f"required when mode is {self.mode}", name)
         return self
 
     def roles(self) -> tuple[RoleConfig, ...]:
-        names = ("aggregated",) if self.mode == "aggregated" else ("prefill", "decode")
+        """The deployment's roles, in the order the mode names them."""
+        names = ROLES_OF_MODE[self.mode]
         docs: list[RoleDocument | None] = [getattr(self, name) for name in names]
         return tuple(doc.config(name) for name, doc in zip(names, docs, strict=True) if doc)
 
