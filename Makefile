@@ -55,6 +55,7 @@ web: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(PYTHON) tools/check_sizes.py  # no file over 700 lines, no function over 80 (docs/architecture.md "Size")
 
 # Imports flow one way: the layers and contracts in pyproject.toml (docs/architecture.md).
 imports: install
