@@ -107,14 +107,21 @@ def truncated(*, minimum: float = 0.0, maximum: float = math.inf) -> PlainValida
     return _number_validator(int, integer=False, minimum=minimum, maximum=maximum)
 
 
-# A yes/no of the document, read as Python's truth value (as profiles always were read).
-Flag = Annotated[bool, PlainValidator(bool)]
+def _flag(value: Any) -> bool:
+    """A yes/no of the document: true or false only (``"false"`` or ``0`` is refused, never
+    read as its truth value)."""
+    if not isinstance(value, bool):
+        raise refusal(f"expected true or false, got {type(value).__name__}")
+    return value
+
+
+Flag = Annotated[bool, PlainValidator(_flag)]
 
 
 class _Mapping(BaseModel):
     """A mapping of the document: unknown keys refused, anything else is "expected a
     mapping". A section whose ``EMPTY_AS_DEFAULTS`` is set reads absent, null or empty as
-    all its defaults."""
+    all its defaults (``false`` is not empty: it is refused, not read as the defaults)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, coerce_numbers_to_str=True)
     EMPTY_AS_DEFAULTS: ClassVar[bool] = False
@@ -122,7 +129,7 @@ class _Mapping(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _a_mapping(cls, data: Any) -> Any:
-        if cls.EMPTY_AS_DEFAULTS and not data:
+        if cls.EMPTY_AS_DEFAULTS and (data is None or data == {}):
             return {}
         if not isinstance(data, dict):
             raise refusal(f"expected a mapping, got {type(data).__name__}")

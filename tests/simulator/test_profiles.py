@@ -139,6 +139,23 @@ def test_unknown_deployment_fields_are_refused(tmp_path: Path):
         load_profile(_write(tmp_path, _profile_doc(turbo=True)), catalog_dir=cat)
 
 
+@pytest.mark.parametrize("flag", ["false", "no", 0, 1])
+def test_a_yes_no_field_takes_true_or_false_only(tmp_path: Path, flag: object):
+    """``enabled: "false"`` was read as its truth value (true): now refused, by its path."""
+    cat = _fixture_catalog(tmp_path, fp8=1979)
+    doc = _profile_doc(prefix_caching={"enabled": flag})
+    with pytest.raises(ProfileError, match=r"prefix_caching\.enabled: expected true or false"):
+        load_profile(_write(tmp_path, doc), catalog_dir=cat)
+
+
+def test_a_section_given_as_false_is_refused_not_read_as_its_defaults(tmp_path: Path):
+    cat = _fixture_catalog(tmp_path, fp8=1979)
+    doc = _profile_doc(prefix_caching=False)
+    with pytest.raises(ProfileError, match=r"prefix_caching: expected a mapping, got bool"):
+        load_profile(_write(tmp_path, doc), catalog_dir=cat)
+    load_profile(_write(tmp_path, _profile_doc(prefix_caching=None)), catalog_dir=cat)
+
+
 def test_the_repository_catalog_has_the_systems_the_profiles_name():
     assert CATALOG_SYSTEMS <= set(load_catalog().systems)
 
