@@ -1,14 +1,39 @@
-"""Synthetic catalog rows, submissions, runs and published results, built through the real
-publish service (leaderboard.publishing.result_publish) from made-up trial figures: the
-test suite's data and benchmarks/site.py's. No shared mutable fixtures."""
+"""Synthetic catalog rows, submissions, runs and published results: the test suite's data
+and benchmarks/site.py's. No shared mutable fixtures.
+
+A result is made the way the pipeline makes one (docs/pipeline.md), in process, from
+made-up trial figures: its submission walks the lifecycle service (draft → submitted →
+validated), its run is dispatched (the run spec through runs.dispatch), started by
+runs.services.run_start with the worker's own runner info, its trials carry the engine's
+summaries and verdicts (agentperf.engine.trial.evaluate_tiers) as the contract's documents,
+its completion and verification go verifying → in_review (the report stored by
+runs.verification_report.verification_store), and it is published by
+leaderboard.publishing.result_publish. Where a service needs evidence made-up figures
+cannot give (the raw records run_record_trial and run_complete check in storage, the
+private test set run_prepare generates), the step writes what that service would write;
+each such place says so. The steps (`submission_validated`, `dispatched`, `started`,
+`trials_stored`, `finished`) serve builders of runs with real raw records too
+(tests/support/records.py).
+"""
 
 from __future__ import annotations
 
+import copy
+import functools
 import itertools
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from catalog.models import AIModel, HardwareSystem, SloTier, SloTierSet
+from submissions import constants as c
 from submissions.models import Organization, Submission
+from submissions.services.lifecycle import submission_transition
+
+if TYPE_CHECKING:
+    from agentperf import contract
+    from agentperf.engine.metrics import TrialSummary
+    from catalog.models import Dataset
+    from leaderboard.models import Result
+    from runs.models import BenchmarkRun
 
 _seq = itertools.count(1)
 
@@ -19,6 +44,12 @@ DEFAULT_TIERS = [
     ("180 tok/s", 180, 5),
     ("300 tok/s", 300, 3),
 ]
+
+
+# --- catalog rows and submissions --------------------------------------------------------
+# No service writes one catalog row or organization: the catalog's rows come from its files
+# (catalog.services.catalog_seed, all of them at once) and an organization from
+# `manage.py create_org`, so these write the row as those do.
 
 
 def make_org(name: str | None = None) -> Organization:
@@ -66,14 +97,19 @@ def make_tier_set(model: AIModel | None = None, tiers=DEFAULT_TIERS) -> SloTierS
         effective_date="2026-11-01",
         source="test",
     )
-    for order, (name, speed, ttft) in enumerate(tiers):
-        SloTier.objects.create(
+    SloTier.objects.bulk_create(
+        SloTier(
             tier_set=tier_set, name=name, order=order, min_p25_output_speed=speed, max_ttft_s=ttft
         )
+        for order, (name, speed, ttft) in enumerate(tiers)
+    )
     return tier_set
 
 
-def make_submission(*, org: Organization, status: str = "draft", **fields: Any) -> Submission:
+def make_submission(*, org: Organization, status: str = c.DRAFT, **fields: Any) -> Submission:
+    """A submission row in `status`, with no history: the state a test starts from (the
+    lifecycle's own tests move it from there). ``config`` is stored as given, which need
+    not be a whole deployment config; `submission_validated` walks a draft on."""
     model = fields.pop("model", None) or make_model()
     hardware = fields.pop("hardware", None) or make_hardware()
     return Submission.objects.create(
@@ -86,7 +122,16 @@ def make_submission(*, org: Organization, status: str = "draft", **fields: Any) 
     )
 
 
-# --- runs and published results (leaderboard) ------------------------------------------
+def submission_validated(submission: Submission) -> Submission:
+    """A draft moved draft → submitted → validated by the lifecycle service, as
+    submission_submit moves a config that parsed and names catalog rows
+    (submissions/services/submissions.py); the dispatch it asks for is make_run's."""
+    for to in (c.SUBMITTED, c.VALIDATED):
+        submission_transition(submission=submission, to=to, actor_label="system")
+    return submission
+
+
+# --- trial figures as the worker reports them ----------------------------------------------
 
 RAMP = (1, 2, 4, 8, 16, 32, 64, 128)
 
@@ -115,25 +160,16 @@ def synthetic_points(
     return out
 
 
-def trial_metrics(
-    *,
-    speed: float,
-    throughput: float,
-    ttft_p75: float,
-    accelerators: int,
-    requests: int = 400,
-    **extra: Any,
-) -> dict:
-    """``Trial.metrics`` as the worker stores it: the engine's own TrialSummary
-    (agentperf.engine.metrics) with the contract's named extras, through
-    ``contract.TrialMetrics`` (docs/pipeline.md "The contract"), so a change of either shape
-    breaks the tests that use it."""
-    from agentperf import contract
+def trial_summary(
+    *, speed: float, throughput: float, ttft_p75: float, accelerators: int, requests: int = 400
+) -> TrialSummary:
+    """The engine's TrialSummary (agentperf.engine.metrics) of a trial with these figures
+    over a 120 s window after a 30 s warm-up."""
     from agentperf.engine.metrics import NS, ClientHealth, TrialSummary
 
     window_s = 120.0
     output_tokens = speed * 0.5 * window_s  # what a half-busy agent generates
-    summary = TrialSummary(
+    return TrialSummary(
         window_start_ns=int(30 * NS),
         window_end_ns=int((30 + window_s) * NS),
         window_s=window_s,
@@ -164,6 +200,30 @@ def trial_metrics(
         requests_total=requests,
         speed_undefined=0,
     )
+
+
+def trial_metrics(
+    *,
+    speed: float,
+    throughput: float,
+    ttft_p75: float,
+    accelerators: int,
+    requests: int = 400,
+    **extra: Any,
+) -> dict:
+    """``Trial.metrics`` as the worker stores it: the engine's own TrialSummary
+    (`trial_summary`) with the contract's named extras, through ``contract.TrialMetrics``
+    (docs/pipeline.md "The contract"), so a change of either shape breaks the tests that
+    use it."""
+    from agentperf import contract
+
+    summary = trial_summary(
+        speed=speed,
+        throughput=throughput,
+        ttft_p75=ttft_p75,
+        accelerators=accelerators,
+        requests=requests,
+    )
     return contract.TrialMetrics.of(summary, **extra).dump()
 
 
@@ -172,7 +232,13 @@ def measured_telemetry(
 ) -> dict:
     """A trial's telemetry as the runner host reports it: NVML-shaped samples (energy
     counter and power, one a second, `power_w` split over `accelerators` in use) through
-    the real window maths (runner.telemetry.window_energy)."""
+    the real window maths (runner.telemetry.window_energy). A fresh copy of the one
+    computed for these arguments (the maths is the costliest part of a synthetic run)."""
+    return copy.deepcopy(_measured_telemetry(power_w, accelerators, window_s, tool))
+
+
+@functools.lru_cache(maxsize=256)
+def _measured_telemetry(power_w: float, accelerators: int, window_s: float, tool: str) -> dict:
     from runner.telemetry import GpuSample, window_energy
 
     s = 1_000_000_000
@@ -221,19 +287,103 @@ def modelled_energy(
     return block
 
 
-def run_spec(*, run, accelerators: int, cap: int, **search: Any) -> dict:
-    """``BenchmarkRun.run_spec`` as dispatch stores it (runs/dispatch.py run_prepare): a
-    contract RunSpec (docs/pipeline.md "The contract") with the settings' search options, a
-    simulated launcher for a simulated submission and an attached endpoint otherwise."""
-    from django.conf import settings
+class SyntheticTrial(NamedTuple):
+    """One trial's report as the worker sends it (contract.TrialReport), less the raw
+    records a synthetic trial has none of."""
 
+    index: int
+    concurrency: int
+    phase: str
+    metrics: contract.TrialMetrics
+    verdicts: dict[str, contract.TierVerdict]
+    telemetry: contract.TrialTelemetry
+
+
+class Power(NamedTuple):
+    """What a run's trials draw: measured on the host (`measured_w`, the runner's
+    telemetry) and modelled by the twin (`modelled_w`, the simulator's counters), each at
+    the largest trial and falling to half at none; None: not reported."""
+
+    measured_w: float | None = None
+    modelled_w: float | None = None
+
+
+def synthetic_trials(
+    spec: contract.RunSpec, points, *, accelerators: int, power: Power | None = None
+) -> list[SyntheticTrial]:
+    """The trials of `points` [(N, speed, throughput, ttft_p75)] as the worker reports them
+    under `spec`: the engine's summary, its verdicts on the spec's tiers
+    (agentperf.engine.trial.evaluate_tiers, as the worker's trial gives them) and the
+    window's telemetry."""
     from agentperf import contract
-    from runs.dispatch import loadgen_section
+    from agentperf.engine.trial import evaluate_tiers
 
-    submission = run.submission
+    power = power or Power()
+    tiers = spec.engine_tiers()
+    top = points[-1][0]
+    out = []
+    for index, (n, speed, throughput, ttft) in enumerate(points):
+        summary = trial_summary(
+            speed=speed, throughput=throughput, ttft_p75=ttft, accelerators=accelerators
+        )
+        verdicts = evaluate_tiers(summary, tiers, min_requests=spec.search.min_requests)
+        share = 0.5 + 0.5 * n / top
+        watts = power.measured_w * share if power.measured_w else None
+        extra: dict[str, Any] = {"power_w": watts} if watts else {}
+        if power.modelled_w:  # what a simulated run's worker stores (runner/worker/director.py)
+            extra["modelled_energy"] = modelled_energy(
+                power_w=power.modelled_w * share, accelerators=accelerators
+            )
+        telemetry = (
+            measured_telemetry(power_w=watts, accelerators=accelerators)
+            if watts
+            else {"measured": False, "reason": "not measured: no accelerator telemetry"}
+        )
+        out.append(
+            SyntheticTrial(
+                index=index,
+                concurrency=n,
+                phase="ramp",
+                metrics=contract.TrialMetrics.of(summary, **extra),
+                verdicts={name: contract.TierVerdict.of(v) for name, v in verdicts.items()},
+                telemetry=contract.TrialTelemetry.model_validate(telemetry),
+            )
+        )
+    return out
+
+
+def search_summary(trials: list[SyntheticTrial], tiers: list[str], *, cap: int) -> dict:
+    """The completion's search summary: the engine's own search result over the trials
+    (agentperf.engine.search), through contract.SearchSummary."""
+    from agentperf import contract
+    from agentperf.engine.search import SearchResult, SearchTrial, tier_results
+
+    searched = [
+        SearchTrial(t.index, t.concurrency, t.phase, {k: v.passed for k, v in t.verdicts.items()})
+        for t in trials
+    ]
+    results = tier_results(searched, tiers, cap=cap, confirm=False)
+    return contract.SearchSummary.of(SearchResult(searched, results, cap=cap, flags=[])).dump()
+
+
+# --- runs: dispatched, started, trials stored, completed, verified --------------------------
+
+
+def _launcher_section(submission: Submission, accelerators: int) -> tuple[str, dict[str, Any]]:
+    """(pool, the run spec's launcher section): dispatch's own reading of the config
+    (runs.dispatch.launcher_spec) when it names a launcher dispatch can run; otherwise (a
+    test's partial config, an endpoint no pool allowlists) the twin's tiny profile for a
+    simulated submission and an attached endpoint on its hardware's pool for a measured one."""
+    from runs.dispatch import SIMULATED_POOL, DispatchError, launcher_spec
+
+    if (submission.config or {}).get("launcher"):
+        try:
+            return launcher_spec(submission)
+        except DispatchError:
+            pass
     served = f"{submission.model.slug}-served"
     if submission.is_simulated:
-        launcher: dict[str, Any] = {
+        return SIMULATED_POOL, {
             "kind": "simulated",
             "profile": "tiny",
             "seed": 0,
@@ -243,41 +393,187 @@ def run_spec(*, run, accelerators: int, cap: int, **search: Any) -> dict:
             "accelerators_used": accelerators,
             "accelerators_total": accelerators,
         }
-    else:
-        launcher = {
-            "kind": "attached",
-            "endpoint_id": "lab-1",
-            "url": "http://endpoint.test/v1",
-            "api_key_env": "",
-            "served_model_name": served,
-        }
+    return submission.hardware.runner_pool, {
+        "kind": "attached",
+        "endpoint_id": "lab-1",
+        "url": "http://endpoint.test/v1",
+        "api_key_env": "",
+        "served_model_name": served,
+    }
+
+
+def run_spec(*, run: BenchmarkRun, accelerators: int, cap: int, **search: Any) -> dict:
+    """``BenchmarkRun.run_spec`` as dispatch stores it: the spec runs.dispatch.run_spec_for
+    builds for the run's submission and tier set (docs/pipeline.md "The contract"), with
+    `accelerators` used, a 30 s warm-up and a 120 s window (the synthetic trials' own)
+    under `cap`, then `search`, over its search options; its load generation and time
+    limits follow from those options as dispatch derives them."""
+    from agentperf import contract
+    from runs import dispatch
+
+    submission = run.submission
+    pool, launcher = _launcher_section(submission, accelerators)
+    built = dispatch.run_spec_for(
+        submission,
+        pool=pool,
+        launcher=launcher,
+        tier_set=contract.TierSetRef(slug=run.tier_set.slug, version=run.tier_set.version),
+        tiers=run.tier_set.as_engine_tiers(),
+    ).stored()
     options = {
-        **settings.RUN_SEARCH_OPTIONS,
+        **built["search"],
         "warmup_s": 30.0,
         "duration_s": 120.0,
         "cap": cap,
         **search,
     }
-    pool = "simulated" if submission.is_simulated else submission.hardware.runner_pool
-    return contract.RunSpec.model_validate(
-        {
-            "version": contract.SPEC_VERSION,
-            "run_id": run.pk,
-            "submission_id": submission.pk,
-            "pool": pool,
-            "launcher": launcher,
-            "model": {"slug": submission.model.slug, "served_model_name": served},
-            "tier_set": {"slug": run.tier_set.slug, "version": run.tier_set.version},
-            "tiers": run.tier_set.as_engine_tiers(),
-            "accelerators": {"used": accelerators, "total": None},
-            "search": options,
-            "loadgen": loadgen_section(pool, options),
-            "heartbeat_interval_s": 15,
-            "telemetry_interval_s": 1.0,
-            "limits": {"soft_s": 3000, "hard_s": 3600},
-            "simulated": submission.is_simulated,
-        }
-    ).stored()
+    soft, hard = dispatch.time_limits(options, launcher)
+    # `accelerators` used of dispatch's total; dispatch's per-worker split only where it
+    # adds up to them
+    counts = built["accelerators"]
+    if counts["used"] != accelerators:
+        counts = {"used": accelerators, "total": counts["total"]}
+    fields = {
+        **built,
+        "accelerators": counts,
+        "search": options,
+        "loadgen": dispatch.loadgen_section(pool, options),
+        "limits": {"soft_s": soft, "hard_s": hard},
+    }
+    fields.pop("run_id")
+    return dispatch.run_spec_build(fields, run.pk).stored()
+
+
+def dispatched(
+    submission: Submission,
+    *,
+    tier_set: SloTierSet,
+    accelerators: int,
+    cap: int,
+    dataset: Dataset | None = None,
+    status: str = "pending",
+    **search: Any,
+) -> BenchmarkRun:
+    """The run as runs.dispatch.run_prepare leaves it: its spec (`run_spec`, with `search`
+    over its search options), the queue and time limits that follow from it, and a run
+    token. run_prepare itself would pick the default tier set and generate the private test
+    set, where a test names its own."""
+    from core.queues import pool_queue
+    from runs.dispatch import run_token_mint
+    from runs.models import BenchmarkRun
+
+    run = BenchmarkRun.objects.create(
+        submission=submission, tier_set=tier_set, dataset=dataset, status=status
+    )
+    run.run_spec = run_spec(run=run, accelerators=accelerators, cap=cap, **search)
+    run.queue = pool_queue(run.run_spec["pool"])
+    run.soft_time_limit_s = run.run_spec["limits"]["soft_s"]
+    run.time_limit_s = run.run_spec["limits"]["hard_s"]
+    _, run.token_hash = run_token_mint(run)
+    run.save(update_fields=["run_spec", "queue", "soft_time_limit_s", "time_limit_s", "token_hash"])
+    return run
+
+
+def started(run: BenchmarkRun) -> BenchmarkRun:
+    """A dispatched run of a validated submission taken on: validated → queued, as
+    runs.dispatch.submission_dispatch leaves it (the task message is not sent), then
+    pending → running by runs.services.run_start with the worker's own runner info, as the
+    pool worker's first call does. Returns the run as run_start does."""
+    from runner.worker.director import runner_info
+    from runs import dispatch
+    from runs.services import run_start
+
+    submission_transition(
+        submission=run.submission,
+        to=c.QUEUED,
+        actor_label=dispatch.ACTOR,
+        data={"run_id": run.pk, "queue": run.queue},
+    )
+    return run_start(run=run, runner_info=runner_info())
+
+
+def trials_stored(run: BenchmarkRun, trials: list[SyntheticTrial]) -> None:
+    """The trials' rows as runs.services.run_record_trial stores a worker's reports, less
+    their raw records (that service takes a trial only with its records in storage)."""
+    from runs.models import Trial
+
+    Trial.objects.bulk_create(
+        Trial(
+            run=run,
+            index=t.index,
+            concurrency=t.concurrency,
+            phase=t.phase,
+            window_start_s=t.metrics.window_start_ns / 1e9,
+            window_end_s=t.metrics.window_end_ns / 1e9,
+            metrics=t.metrics.dump(),
+            verdicts={name: v.dump() for name, v in t.verdicts.items()},
+            telemetry=t.telemetry.dump(),
+            attempt=run.attempt,
+        )
+        for t in trials
+    )
+
+
+def _completed(run: BenchmarkRun, summary: dict, *, trials: int) -> None:
+    """running → verifying with the search summary, as runs.services.run_complete stores a
+    completion (it first checks raw records in storage, which synthetic trials lack)."""
+    from runs import services
+    from runs.progress import progress_settled
+
+    run.search_summary = summary
+    run.progress = progress_settled(run.progress, "verifying")
+    run.save(update_fields=["search_summary", "progress"])
+    submission_transition(
+        submission=run.submission,
+        to=c.VERIFYING,
+        actor_label=services.ACTOR,
+        expected_from=c.RUNNING,
+        data={"run_id": run.pk, "trials": trials},
+    )
+
+
+def _verified(run: BenchmarkRun, checks: list[dict] | None) -> None:
+    """verifying → in_review with the run done, as runs.services.run_verify ends; its report
+    the given checks (None: none), stored by runs.verification_report.verification_store
+    (the checks run_verify computes read raw records)."""
+    from django.utils import timezone
+
+    from runs.progress import progress_settled
+    from runs.verification_report import verification_store
+
+    report = verification_store(run=run, checks=checks) if checks is not None else None
+    run.status = run.STATUS_DONE
+    run.finished_at = timezone.now()
+    run.progress = progress_settled(run.progress, run.STATUS_DONE)
+    run.save(update_fields=["status", "finished_at", "progress"])
+    submission_transition(
+        submission=run.submission,
+        to=c.IN_REVIEW,
+        actor_label="verification",
+        expected_from=c.VERIFYING,
+        data={"run_id": run.pk, "verification": report.status if report else None},
+    )
+
+
+def finished(
+    run: BenchmarkRun, summary: dict, *, trials: int, checks: list[dict] | None = None
+) -> None:
+    """A running run completed with `summary` (→ verifying) and verified with `checks` as
+    its report (→ in_review, the run done); see `_completed` and `_verified`."""
+    _completed(run, summary, trials=trials)
+    _verified(run, checks)
+
+
+def _documents_stored(run: BenchmarkRun, summary: dict, checks: list[dict] | None) -> None:
+    """The search summary and the report of a run whose submission a test put in a state
+    of its own: stored without moving it (no lifecycle event)."""
+    from runs.verification_report import verification_store
+
+    if summary:
+        run.search_summary = summary
+        run.save(update_fields=["search_summary"])
+    if checks is not None:
+        verification_store(run=run, checks=checks)
 
 
 def make_run(
@@ -288,80 +584,45 @@ def make_run(
     accelerators: int = 8,
     status: str = "done",
     power_w: float | None = None,
-    dataset=None,
+    dataset: Dataset | None = None,
     verification: list[dict] | None = None,
     summary: bool = True,
     modelled_power_w: float | None = None,
-):
-    """A finished run whose trials are `points` [(N, speed, throughput, ttft_p75)], with
-    verdicts against `tier_set` and the engine's own search summary."""
-    from agentperf import contract
-    from agentperf.engine.search import SearchResult, SearchTrial, tier_results
-    from agentperf.engine.trial import TierVerdict
-    from runs.models import BenchmarkRun, Trial, VerificationReport
+) -> BenchmarkRun:
+    """A run of `submission` whose trials are `points` [(N, speed, throughput, ttft_p75)],
+    judged on `tier_set`'s tiers, with the engine's own search summary (unless `summary` is
+    False) and `verification`'s checks as its report (None: no report).
 
-    tiers = list(tier_set.tiers.all())
-    run = BenchmarkRun.objects.create(
-        submission=submission, tier_set=tier_set, dataset=dataset, status=status
+    A validated submission (`submission_validated`) goes the pipeline's way: queued,
+    running, then (`status` "done") verifying and in_review, or (`status` "running") left
+    running. A submission a test put in another state keeps it and its history: the run is
+    stored in `status`, with no lifecycle event.
+    """
+    piped = submission.status == c.VALIDATED
+    if piped and status not in ("done", "running"):
+        raise ValueError(f"a dispatched run ends done or is left running, not {status!r}")
+    cap = max(p[0] for p in points)
+    run = dispatched(
+        submission,
+        tier_set=tier_set,
+        accelerators=accelerators,
+        cap=cap,
+        dataset=dataset,
+        status="pending" if piped else status,
     )
-    run.run_spec = run_spec(run=run, accelerators=accelerators, cap=max(p[0] for p in points))
-    run.save(update_fields=["run_spec"])
-    trials, search_trials = [], []
-    for index, (n, speed, throughput, ttft) in enumerate(points):
-        verdicts = {  # the engine's own verdicts, as the worker reports them (the contract)
-            t.name: contract.TierVerdict.of(
-                TierVerdict(
-                    passed=speed >= t.min_p25_output_speed and ttft <= t.max_ttft_s, ttft_s=ttft
-                )
-            )
-            for t in tiers
-        }
-        watts = power_w * (0.5 + 0.5 * n / points[-1][0]) if power_w else None
-        extra: dict[str, Any] = {"power_w": watts} if watts else {}
-        if modelled_power_w:  # what a simulated run's worker stores (runner/worker/director.py)
-            extra["modelled_energy"] = modelled_energy(
-                power_w=modelled_power_w * (0.5 + 0.5 * n / points[-1][0]),
-                accelerators=accelerators,
-            )
-        telemetry = (
-            measured_telemetry(power_w=watts, accelerators=accelerators)
-            if watts
-            else {"measured": False, "reason": "not measured: no accelerator telemetry"}
-        )
-        trials.append(
-            Trial(
-                run=run,
-                index=index,
-                concurrency=n,
-                phase="ramp",
-                metrics=trial_metrics(
-                    speed=speed,
-                    throughput=throughput,
-                    ttft_p75=ttft,
-                    accelerators=accelerators,
-                    **extra,
-                ),
-                verdicts={name: v.dump() for name, v in verdicts.items()},
-                telemetry=contract.TrialTelemetry.model_validate(telemetry).dump(),
-            )
-        )
-        search_trials.append(
-            SearchTrial(index, n, "ramp", {k: v.passed for k, v in verdicts.items()})
-        )
-    Trial.objects.bulk_create(trials)
-    if summary:
-        cap = max(p[0] for p in points)
-        results = tier_results(search_trials, [t.name for t in tiers], cap=cap, confirm=False)
-        run.search_summary = contract.SearchSummary.of(
-            SearchResult(search_trials, results, cap=cap, flags=[])
-        ).dump()
-        run.save(update_fields=["search_summary"])
-    if verification is not None:
-        VerificationReport.objects.create(
-            run=run,
-            status="fail" if any(c.get("status") == "fail" for c in verification) else "pass",
-            checks=verification,
-        )
+    if piped:
+        run = started(run)
+    power = Power(measured_w=power_w, modelled_w=modelled_power_w)
+    trials = synthetic_trials(run.spec, points, accelerators=accelerators, power=power)
+    trials_stored(run, trials)
+    names = [t.name for t in run.spec.tiers]
+    found = search_summary(trials, names, cap=cap) if summary else {}
+    if piped and status == "done":
+        finished(run, found, trials=len(trials), checks=verification)
+    elif not piped:
+        _documents_stored(run, found, verification)
+    for name in ("status", "status_reason", "status_changed_at"):  # where the run left it
+        setattr(submission, name, getattr(run.submission, name))
     return run
 
 
@@ -381,8 +642,9 @@ def make_published_result(
     published_at=None,
     source: str = "vendor_submitted",
     modelled_power_w: float | None = None,
-):
-    """A Result published through `result_publish`, from a run with synthetic trials."""
+) -> Result:
+    """A Result of a submission taken through the pipeline (`make_run`) and published by
+    leaderboard.publishing.result_publish, from a run with synthetic trials."""
     from leaderboard.publishing import result_publish
 
     model = model or make_model()
@@ -390,7 +652,6 @@ def make_published_result(
     tier_set = tier_set or make_tier_set()
     submission = make_submission(
         org=org or make_org(),
-        status="in_review",
         model=model,
         hardware=hardware,
         is_simulated=simulated,
@@ -398,7 +659,7 @@ def make_published_result(
         config=config or {},
     )
     run = make_run(
-        submission=submission,
+        submission=submission_validated(submission),
         points=points or synthetic_points(accelerators=accelerators),
         tier_set=tier_set,
         accelerators=accelerators,

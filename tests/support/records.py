@@ -7,6 +7,7 @@ tests.services), and ``result_publish``."""
 from __future__ import annotations
 
 import gzip
+import hashlib
 import random
 from dataclasses import dataclass
 
@@ -18,12 +19,15 @@ from agentperf.engine.search import SearchResult, SearchTrial, tier_results
 from agentperf.engine.stats import min_requests_table, trial_intervals
 from agentperf.engine.trial import Tier, evaluate_tiers, mark_marginal
 from demo.synthetic import (
+    dispatched,
+    finished,
     make_hardware,
     make_model,
     make_org,
     make_submission,
     make_tier_set,
-    run_spec,
+    started,
+    submission_validated,
 )
 
 WARMUP_S = 10.0
@@ -123,6 +127,81 @@ def records_blob(records: list[RequestRecord]) -> bytes:
     return gzip.compress(lines, compresslevel=6, mtime=0)
 
 
+def _measured_trial(
+    run, index: int, shape: Shape, phase: str, *, tiers: list[Tier], resamples: int
+) -> contract.TrialReport:
+    """One trial as the pool worker reports it: its raw records put where the upload grant
+    points (runs.services.upload_key), the engine's summary, verdicts, session-bootstrap
+    intervals and marginal marks over them."""
+    from django.core.files.base import ContentFile
+    from django.core.files.storage import storages
+
+    from runs.services import upload_key
+    from submissions.models import Artifact
+
+    accelerators = run.spec.accelerators.used
+    w0, w1 = int(WARMUP_S * NS), int((WARMUP_S + WINDOW_S) * NS)
+    records = session_records(shape, seed=index + 1)
+    ps = {t.ttft_percentile for t in tiers}
+    summary = summarize(
+        records,
+        window_start_ns=w0,
+        window_end_ns=w1,
+        accelerators=accelerators,
+        extra_ttft_percentiles=ps,
+    )
+    verdicts = evaluate_tiers(summary, tiers, min_requests=20)
+    intervals = trial_intervals(
+        records,
+        window_start_ns=w0,
+        window_end_ns=w1,
+        ttft_percentiles=ps,
+        resamples=resamples,
+        seed=index,
+        accelerators=accelerators,
+    )
+    mark_marginal(verdicts, tiers, intervals, summary, min_requests=20)
+    statistics = {
+        "intervals": {k: v.to_dict() for k, v in intervals.items()},
+        "min_requests": min_requests_table({25.0, *ps}),
+        "marginal": sorted(n for n, v in verdicts.items() if v.marginal),
+    }
+    blob = records_blob(records)
+    key = upload_key(run, kind=Artifact.KIND_RAW_RECORDS, trial_index=index)
+    storage = storages["artifacts"]
+    if storage.exists(key):  # as the upload target replaces it (runs/api.py BlobView)
+        storage.delete(key)
+    storage.save(key, ContentFile(blob))
+    return contract.TrialReport(
+        index=index,
+        concurrency=shape.concurrency,
+        phase=phase,
+        metrics=contract.TrialMetrics.of(summary, statistics=statistics),
+        verdicts={k: contract.TierVerdict.of(v) for k, v in verdicts.items()},
+        telemetry=contract.TrialTelemetry(measured=False, reason="not measured"),
+        raw_records=contract.RawRecordsRef(
+            key=key, sha256=hashlib.sha256(blob).hexdigest(), size=len(blob), count=len(records)
+        ),
+    )
+
+
+def _search_summary(run, reports: list[contract.TrialReport]) -> dict:
+    """The completion's search summary: the engine's search result over the stored trials."""
+    searched = [
+        SearchTrial(
+            r.index,
+            r.concurrency,
+            r.phase,
+            {k: v.passed for k, v in r.verdicts.items()},
+            marginal=sorted(k for k, v in r.verdicts.items() if v.marginal),
+        )
+        for r in reports
+    ]
+    cap = max(r.concurrency for r in reports)
+    results = tier_results(searched, [t.name for t in run.spec.tiers], cap=cap)
+    return contract.SearchSummary.of(SearchResult(searched, results, cap=cap, flags=[])).dump()
+
+
 def make_result_with_records(
     *,
     shapes: list[Shape],
@@ -133,108 +212,38 @@ def make_result_with_records(
     tier_set=None,
     resamples: int = 300,
 ):
-    """A published Result whose every trial was measured from raw records in storage."""
+    """A published Result whose every trial was measured from raw records in storage, taken
+    through the pipeline: submitted, dispatched and started (demo.synthetic), each trial
+    stored by runs.services.run_record_trial, completed and taken to review without a
+    report (demo.synthetic.finished: run_complete's verification fails a run with no
+    qualification and no test set), and published by result_publish."""
     from leaderboard.publishing import result_publish
-    from runs.models import BenchmarkRun
     from runs.services import run_record_trial
-    from submissions.models import Artifact
-    from submissions.services.artifacts import artifact_store
 
     model = model or make_model()
     hardware = hardware or make_hardware()
     tier_set = tier_set or make_tier_set()
-    submission = make_submission(
-        org=make_org(), status="in_review", model=model, hardware=hardware, config={}
+    submission = submission_validated(
+        make_submission(org=make_org(), model=model, hardware=hardware, config={})
     )
-    # running while its trials are stored (the runner API takes trials of a running run only)
-    run = BenchmarkRun.objects.create(
-        submission=submission,
-        tier_set=tier_set,
-        status="running",
+    run = started(
+        dispatched(
+            submission,
+            tier_set=tier_set,
+            accelerators=accelerators,
+            cap=64,
+            warmup_s=WARMUP_S,
+            duration_s=WINDOW_S,
+        )
     )
-    run.run_spec = run_spec(
-        run=run, accelerators=accelerators, cap=64, warmup_s=WARMUP_S, duration_s=WINDOW_S
-    )
-    run.save(update_fields=["run_spec"])
-    tiers = [
-        Tier(t.name, t.min_p25_output_speed, t.max_ttft_s, t.ttft_percentile, t.max_error_rate)
-        for t in tier_set.tiers.all()
-    ]
-    w0, w1 = int(WARMUP_S * NS), int((WARMUP_S + WINDOW_S) * NS)
-    search_trials = []
+    tiers = run.spec.engine_tiers()
+    reports = []
     for index, shape in enumerate(shapes):
-        records = session_records(shape, seed=index + 1)
-        ps = {t.ttft_percentile for t in tiers}
-        summary = summarize(
-            records,
-            window_start_ns=w0,
-            window_end_ns=w1,
-            accelerators=accelerators,
-            extra_ttft_percentiles=ps,
+        seen = any(s.concurrency == shape.concurrency for s in shapes[:index])
+        report = _measured_trial(
+            run, index, shape, "confirm" if seen else "ramp", tiers=tiers, resamples=resamples
         )
-        verdicts = evaluate_tiers(summary, tiers, min_requests=20)
-        intervals = trial_intervals(
-            records,
-            window_start_ns=w0,
-            window_end_ns=w1,
-            ttft_percentiles=ps,
-            resamples=resamples,
-            seed=index,
-            accelerators=accelerators,
-        )
-        mark_marginal(verdicts, tiers, intervals, summary, min_requests=20)
-        statistics = {
-            "intervals": {k: v.to_dict() for k, v in intervals.items()},
-            "min_requests": min_requests_table({25.0, *ps}),
-            "marginal": sorted(n for n, v in verdicts.items() if v.marginal),
-        }
-        # what the worker reports (agentperf/contract.py): the engine's summary and verdicts
-        metrics = contract.TrialMetrics.of(summary, statistics=statistics).dump()
-        blob = records_blob(records)
-        artifact = artifact_store(
-            kind=Artifact.KIND_RAW_RECORDS,
-            key=f"runs/{run.pk}/trials/{index:03d}-records.jsonl.gz",
-            content=blob,
-            content_type="application/gzip",
-            run=run,
-        )
-        phase = (
-            "confirm" if any(s.concurrency == shape.concurrency for s in shapes[:index]) else "ramp"
-        )
-        # stored the way the runner API stores a worker's report (runs.services)
-        run_record_trial(
-            run=run,
-            attempt=run.attempt,
-            report=contract.TrialReport(
-                index=index,
-                concurrency=shape.concurrency,
-                phase=phase,
-                metrics=contract.TrialMetrics.model_validate(metrics),
-                verdicts={k: contract.TierVerdict.of(v) for k, v in verdicts.items()},
-                telemetry=contract.TrialTelemetry(measured=False, reason="not measured"),
-                raw_records=contract.RawRecordsRef(
-                    key=artifact.storage_key,
-                    sha256=artifact.sha256,
-                    size=artifact.size,
-                    count=len(records),
-                ),
-            ),
-        )
-        search_trials.append(
-            SearchTrial(
-                index,
-                shape.concurrency,
-                phase,
-                {k: v.passed for k, v in verdicts.items()},
-                marginal=sorted(k for k, v in verdicts.items() if v.marginal),
-            )
-        )
-    run.status = "done"
-    run.save(update_fields=["status"])
-    cap = max(s.concurrency for s in shapes)
-    results = tier_results(search_trials, [t.name for t in tiers], cap=cap)
-    run.search_summary = contract.SearchSummary.of(
-        SearchResult(search_trials, results, cap=cap, flags=[])
-    ).dump()
-    run.save(update_fields=["search_summary"])
+        run_record_trial(run=run, attempt=run.attempt, report=report)
+        reports.append(report)
+    finished(run, _search_summary(run, reports), trials=len(reports))
     return result_publish(submission=submission, run=run, label=label)
