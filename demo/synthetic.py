@@ -466,9 +466,10 @@ def dispatched(
         submission=submission, tier_set=tier_set, dataset=dataset, status=status
     )
     run.run_spec = run_spec(run=run, accelerators=accelerators, cap=cap, **search)
-    run.queue = pool_queue(run.run_spec["pool"])
-    run.soft_time_limit_s = run.run_spec["limits"]["soft_s"]
-    run.time_limit_s = run.run_spec["limits"]["hard_s"]
+    spec = run.spec
+    run.queue = pool_queue(spec.pool)
+    run.soft_time_limit_s = spec.limits.soft_s
+    run.time_limit_s = spec.limits.hard_s
     _, run.token_hash = run_token_mint(run)
     run.save(update_fields=["run_spec", "queue", "soft_time_limit_s", "time_limit_s", "token_hash"])
     return run
@@ -479,7 +480,7 @@ def started(run: BenchmarkRun) -> BenchmarkRun:
     runs.dispatch.submission_dispatch leaves it (the task message is not sent), then
     pending → running by runs.services.run_start with the worker's own runner info, as the
     pool worker's first call does. Returns the run as run_start does."""
-    from runner.worker.director import runner_info
+    from runner.worker.qualification import runner_info
     from runs import dispatch
     from runs.services import run_start
 

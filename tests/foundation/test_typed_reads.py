@@ -19,9 +19,7 @@ The scan walks the AST of every web package and fails on:
   review, portal), except the few named below that decode no stored result document.
 
 What it does not follow: a document passed on under a dict key or returned by a function
-and read by the caller. ``PENDING`` names the functions, outside this change, that still
-read a stored document as a dict; each entry must still find a read (so a converted one is
-struck off), and nothing else may.
+and read by the caller.
 
 The scanner is checked on small sources first, so a regression in it shows as a failure
 here rather than as a scan that finds nothing.
@@ -72,13 +70,6 @@ DECODING_PACKAGES = ("leaderboard", "portal", "review", "runs")
 DECODES_ALLOWED = {
     ("review/presenters.py", "figure_json"),  # a Plotly figure's own JSON, made just now
     ("leaderboard/export.py", "latest_manifest"),  # the export's manifest, which it wrote
-}
-# (path, function): readers outside this change that still take a stored document apart as
-# a dict, each with what it should read instead. Strike an entry off once it is converted.
-PENDING = {
-    # the test builders, rewritten through the real services right now (#37 item 8): their
-    # dispatched run reads run.spec ("*": anywhere in the module)
-    ("demo/synthetic.py", "*"),
 }
 LOADS = {("json", "loads"), ("json", "load"), ("orjson", "loads")}
 # Calls through which a stored document stays the stored document.
@@ -310,20 +301,8 @@ def test_the_scanner_passes_reads_through_the_models(name: str) -> None:
 
 
 def test_no_web_package_reads_a_stored_result_document_as_a_dict() -> None:
-    reads = [read for path, source in web_sources() for read in scan_source(source, path)]
-    found = [read for read in reads if not _pending(read)]
+    found = [read for path, source in web_sources() for read in scan_source(source, path)]
     assert found == [], "stored documents read as dicts:\n" + "\n".join(map(str, found))
-
-
-def _pending(read: Read) -> bool:
-    return (read.path, read.function) in PENDING or (read.path, "*") in PENDING
-
-
-def test_every_pending_reader_still_reads_a_dict() -> None:
-    """A converted reader leaves PENDING, so the list only shrinks."""
-    reads = [read for path, source in web_sources() for read in scan_source(source, path)]
-    found = {(r.path, r.function) for r in reads} | {(r.path, "*") for r in reads}
-    assert PENDING - found == set()
 
 
 def test_the_scan_covers_the_readers() -> None:

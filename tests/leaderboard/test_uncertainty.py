@@ -17,6 +17,7 @@ from agentperf.engine.trial import TierVerdict
 from leaderboard import charts
 from leaderboard.pages.common import bracket_text
 from leaderboard.publishing import tier_brackets
+from leaderboard.result_documents import TierBracket
 from runs import timeline
 from tests.support.records import (
     WARMUP_S,
@@ -85,7 +86,7 @@ def test_tier_brackets_hold_highest_pass_lowest_fail_and_confirmation(result):
         "marginal": False,
         "flags": [],
     }
-    assert bracket_text(b["60 tok/s"]) == "16 … 32 · confirmed"
+    assert bracket_text(result.tier_brackets["60 tok/s"]) == "16 … 32 · confirmed"
 
 
 def _v(passed: bool, *, marginal: bool) -> dict:
@@ -107,7 +108,8 @@ def test_a_marginal_verdict_at_a_bound_flags_the_bracket():
     ]
     b = tier_brackets({}, trials, ["t"])["t"]
     assert (b["highest_pass"], b["lowest_fail"], b["marginal"]) == (2, 4, True)
-    assert "marginal" in b["flags"] and bracket_text(b).endswith("marginal")
+    assert "marginal" in b["flags"]
+    assert bracket_text(TierBracket.model_validate(b)).endswith("marginal")
     # the same marginal verdict away from the bracket flags nothing
     trials[2].verdicts = {"t": _v(False, marginal=False)}
     trials[3].verdicts = {"t": _v(False, marginal=True)}
