@@ -20,6 +20,7 @@ from django.core.files.storage import storages
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
+from pydantic import ValidationError
 
 from agentperf import contract
 from core.contention import is_contention
@@ -52,6 +53,20 @@ def final_status(run: BenchmarkRun) -> str | None:
 
 class RunInvalid(Exception):
     """The payload is wrong (missing raw records, bad sizes); the message says what."""
+
+
+def _stored_tier_names(run: BenchmarkRun) -> list[str]:
+    """The tiers of the run's stored spec ([] for a run never dispatched); a spec stored by
+    another contract version is a conflict the runner is told about, never a 500."""
+    if not run.run_spec:
+        return []
+    try:
+        return [t.name for t in run.spec.tiers]
+    except ValidationError as exc:
+        raise RunConflict(
+            f"run #{run.pk}'s stored spec does not fit the contract ({exc.error_count()} "
+            "problems): dispatch it again"
+        ) from exc
 
 
 def _locked(run: BenchmarkRun) -> BenchmarkRun:
@@ -291,7 +306,7 @@ def run_record_trial(
         count = Trial.objects.filter(run=locked).count()
         if index != count:
             raise RunConflict(f"run #{run.pk} has {count} trials; the next index is {count}")
-        tiers = [t.name for t in locked.spec.tiers] if locked.run_spec else []
+        tiers = _stored_tier_names(locked)
         if sorted(report.verdicts) != sorted(tiers):
             raise RunInvalid(
                 f"the verdicts name tiers {sorted(report.verdicts)}; the run's tiers are "
@@ -624,6 +639,12 @@ def run_shard_reports(*, run: BenchmarkRun, trial_id: str, shards: int) -> list[
         if not storage.exists(report_key):
             continue
         with storage.open(report_key, "rb") as fh:
-            report = contract.ShardReport.model_validate_json(fh.read())
+            try:
+                report = contract.ShardReport.model_validate_json(fh.read())
+            except ValidationError as exc:  # stored before a contract change: say so, no 500
+                raise RunConflict(
+                    f"shard {s}'s stored report does not fit the contract "
+                    f"({exc.error_count()} problems); the shard must report again"
+                ) from exc
         out.append({**report.dump(), "key": shard_key(run, trial_id, s)})
     return out

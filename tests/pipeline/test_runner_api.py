@@ -128,6 +128,19 @@ def test_a_trial_index_past_the_next_one_is_a_conflict(two_runs):
     assert "next index is 0" in response.json()["error"]["message"]
 
 
+def test_a_trial_against_a_stored_spec_that_no_longer_fits_the_contract_is_a_conflict(two_runs):
+    """A spec stored by another contract version (a deploy between dispatch and the trial)
+    is named as such, a 409, never a 500."""
+    run_a, token_a, _, _ = two_runs
+    client = _started(run_a, token_a)
+    payload = trial_payload(run_a, 0, 1)
+    BenchmarkRun.objects.filter(pk=run_a.pk).update(run_spec={**run_a.run_spec, "retired": 1})
+    response = client.post(f"/api/v1/runner/runs/{run_a.pk}/trials", payload, format="json")
+    assert response.status_code == 409
+    assert "stored spec does not fit the contract" in response.json()["error"]["message"]
+    assert Trial.objects.filter(run=run_a).count() == 0
+
+
 def test_a_trial_without_its_raw_records_in_storage_is_refused(two_runs):
     run_a, token_a, _, _ = two_runs
     client = _started(run_a, token_a)
