@@ -399,7 +399,9 @@ class DeploymentDocument(_Mapping):
     @field_validator("moe_comm", "grouped_gemm", "power", mode="before")
     @classmethod
     def _empty_is_absent(cls, value: Any) -> Any:
-        return value or None
+        """An empty section (null or {}) is an absent one; ``false`` is not empty (refused
+        as "expected a mapping", never read as absent)."""
+        return None if value is None or value == {} else value
 
     @model_validator(mode="after")
     def _roles_of_the_mode(self) -> DeploymentDocument:

@@ -148,12 +148,13 @@ def test_a_yes_no_field_takes_true_or_false_only(tmp_path: Path, flag: object):
         load_profile(_write(tmp_path, doc), catalog_dir=cat)
 
 
-def test_a_section_given_as_false_is_refused_not_read_as_its_defaults(tmp_path: Path):
+@pytest.mark.parametrize("section", ["prefix_caching", "moe_comm", "power"])
+def test_a_section_given_as_false_is_refused_not_read_as_absent(tmp_path: Path, section: str):
     cat = _fixture_catalog(tmp_path, fp8=1979)
-    doc = _profile_doc(prefix_caching=False)
-    with pytest.raises(ProfileError, match=r"prefix_caching: expected a mapping, got bool"):
+    doc = _profile_doc(**{section: False})
+    with pytest.raises(ProfileError, match=rf"{section}: expected a mapping, got bool"):
         load_profile(_write(tmp_path, doc), catalog_dir=cat)
-    load_profile(_write(tmp_path, _profile_doc(prefix_caching=None)), catalog_dir=cat)
+    load_profile(_write(tmp_path, _profile_doc(**{section: None})), catalog_dir=cat)
 
 
 def test_the_repository_catalog_has_the_systems_the_profiles_name():
