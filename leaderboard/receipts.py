@@ -349,8 +349,13 @@ def sign_status(
     if key is None or stored is None or not stored.receipt:
         return
     _, why = published_config(stored)
-    if config_redacted is None and stored.status_predicate is not None:
-        config_redacted = stored.status_predicate.get("config_redacted")
+    if config_redacted is None and stored.receipt_status:
+        previous = stored.status_predicate
+        if not isinstance(previous, dict):  # never re-sign past it: its redaction would go
+            raise ValueError(
+                f"result #{result_id}'s stored status statement cannot be read; not re-signed"
+            )
+        config_redacted = previous.get("config_redacted")
     predicate: dict[str, Any] = {
         "result_id": result_id,
         "status": to,

@@ -12,9 +12,10 @@ shape, :class:`LadderDocument`, that both ways of handing in a ladder fill in:
   platform's limits apply; the conditions are the pool's, so the body has none.
 
 Each side spells the list of changes its own way (the field's alias), so an error names the
-field as the document wrote it: ``steps.1.patch`` in the file, ``rungs.1.patch`` in the body
-(agentperf.fielderrors). The file's fields keep the engine's wording for what they refuse
-("expected a non-empty string", "unknown key (allowed: …)").
+field as the document wrote it: ``steps.1.patch`` in the file (the engine's CLI prints it
+``steps[1].patch``), ``rungs.1.patch`` in the body (agentperf.fielderrors). The file's
+fields keep the engine's wording for what they refuse ("expected a non-empty string",
+"unknown key (allowed: …)").
 """
 
 from __future__ import annotations
