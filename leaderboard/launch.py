@@ -11,7 +11,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from leaderboard.models import Result
 
 HOST_PROCESS = "host process, image not run"
 SLURM_IMAGE_RUNTIMES = {"podman", "pyxis"}  # runner/launchers/slurm.py runtimes
@@ -25,24 +28,24 @@ NOTES = {
 }
 
 
-def result_launch(result: Any) -> dict[str, Any] | None:
-    """{launcher, image_run, image, note} from the run's endpoint report; None when the run
-    reported no launcher."""
-    run = getattr(result, "run", None)
-    endpoint = ((getattr(run, "runner_info", None) or {}).get("endpoint")) or {}
-    launcher = endpoint.get("launcher")
-    if not launcher:
+def result_launch(result: Result) -> dict[str, Any] | None:
+    """{launcher, image_run, image, note} from the run's endpoint report (``run.runner``);
+    None when the run reported no launcher."""
+    runner = result.run.runner if result.run is not None else None
+    endpoint = runner.endpoint if runner is not None else None
+    if endpoint is None:
         return None
-    slurm = endpoint.get("slurm") or {}
-    runtime = slurm.get("runtime") if launcher == "slurm" else None
+    launcher = endpoint.launcher
+    slurm = endpoint.slurm
+    runtime = slurm.runtime if launcher == "slurm" and slurm is not None else None
     # a Slurm task runs the image through the pool's container runtime; `host` runs none
     image_run = launcher == "container" or runtime in SLURM_IMAGE_RUNTIMES
-    note = NOTES.get(str(launcher), str(launcher))
+    note = NOTES.get(launcher, launcher)
     if launcher == "slurm":
         note += f", each task in the image ({runtime})" if image_run else f"; {HOST_PROCESS}"
     return {
         "launcher": launcher,
         "image_run": image_run,
-        "image": (endpoint.get("image") or slurm.get("image")) if image_run else None,
+        "image": endpoint.image if image_run else None,
         "note": note,
     }

@@ -24,6 +24,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from agentperf import contract
 from agentperf import receipt as rc
 from leaderboard import configview
 from leaderboard.cachetruth import result_cache_truth
@@ -253,6 +254,11 @@ def _image(
     return predicate, rc.subject(rc.IMAGE_PREFIX + reference, digest)
 
 
+def _endpoint(run: BenchmarkRun) -> contract.Endpoint | None:
+    """The endpoint the run's launcher reported (``run.runner``); None when none was."""
+    return run.runner.endpoint if run.runner is not None else None
+
+
 def publication_statement(
     result: Result, raw: list[RawFile], raw_digests: dict[str, str], *, keyid: str
 ) -> dict[str, Any]:
@@ -299,7 +305,7 @@ def publication_statement(
             {"name": f.name, "trials": list(f.trials), "records": f.records, "size": f.size}
             for f in raw
         ],
-        "launcher": (run.runner_info or {}).get("launcher"),
+        "launcher": endpoint.launcher if (endpoint := _endpoint(run)) else None,
         "proves": PROVES,
     }
     return rc.statement(subjects, predicate)

@@ -91,9 +91,12 @@ def trial_rows(
     return rows
 
 
-def tier_outcomes(search_summary: dict[str, Any], tiers: list[dict[str, Any]]) -> list[dict]:
-    """Per tier: its thresholds and the search's result (max agents, confirmed, flags)."""
-    found = contract.SearchSummary.model_validate(search_summary).tiers if search_summary else {}
+def tier_outcomes(
+    summary: contract.SearchSummary | None, tiers: list[dict[str, Any]]
+) -> list[dict]:
+    """Per tier: its thresholds and the search's result (``run.summary``: max agents,
+    confirmed, flags; none before the run completes)."""
+    found = summary.tiers if summary is not None else {}
     out = []
     for tier in tiers:
         res = found.get(tier["name"])

@@ -258,7 +258,6 @@ def _detail_context(
         {"spec": spec, "form": bound.get(spec.name) or decision_form(spec.name, submission)}
         for spec in available
     ]
-    summary = (run.search_summary if run else None) or {}
     probes = _with_evidence_rows(
         probe for probe in ((run.qualification if run else None) or []) if isinstance(probe, dict)
     )
@@ -266,7 +265,7 @@ def _detail_context(
         "submission": submission,
         "run": run,
         "runs": list(submission.runs.latest_first()),
-        "tiers": presenters.tier_outcomes(summary, tiers),
+        "tiers": presenters.tier_outcomes(run.summary if run else None, tiers),
         "search_flags": s.flags if run is not None and (s := run.summary) else [],
         "trial_rows": rows,
         "chart": presenters.trial_chart(rows, tiers) if rows else None,

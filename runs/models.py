@@ -117,6 +117,12 @@ class BenchmarkRun(models.Model):
         """The search summary through the contract; None until the run completes."""
         return contract.search_summary(self.search_summary)
 
+    @cached_property
+    def runner(self) -> contract.RunnerInfo | None:
+        """The worker about itself (``StartReport.runner_info``, merged over the run): its
+        host and the endpoint the launcher reported; None before the run started."""
+        return contract.RunnerInfo.model_validate(self.runner_info) if self.runner_info else None
+
     @property
     def last_progress(self) -> contract.Progress | None:
         """The worker's last progress through the contract, parsed on each read (every

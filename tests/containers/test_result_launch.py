@@ -6,11 +6,30 @@ from __future__ import annotations
 
 import pytest
 
+from agentperf import contract
+from agentperf.documents.endpoint import AcceleratorsGiven
 from demo.synthetic import make_published_result
 
 pytestmark = pytest.mark.django_db
 
 IMAGE = "registry.example/agentperf/llamacpp@sha256:" + "c" * 64
+
+
+def _slurm(runtime: str) -> dict:
+    """A Slurm job's layout as the launcher reports it (agentperf/documents/endpoint.py
+    ``SlurmLayout``), with no node or task yet: what these tests read is its runtime."""
+    layout = contract.SlurmLayout(
+        job_id="4242",
+        job_name="agentperf-run-1",
+        partition=None,
+        runtime=runtime,
+        router=None,
+        roles=[],
+        nodes=[],
+        tasks=[],
+        accelerators=AcceleratorsGiven(used=None, given=0),
+    )
+    return layout.dump()
 
 
 def _published(endpoint: dict):
@@ -31,12 +50,12 @@ def _published(endpoint: dict):
             "image pulled by digest and run (Podman)",
         ),
         (
-            {"launcher": "slurm", "image": IMAGE, "slurm": {"runtime": "podman"}},
+            {"launcher": "slurm", "image": IMAGE, "slurm": _slurm("podman")},
             True,
             "a Slurm job on the pool&#x27;s cluster, each task in the image (podman)",
         ),
         (
-            {"launcher": "slurm", "image": None, "slurm": {"runtime": "host"}},
+            {"launcher": "slurm", "image": None, "slurm": _slurm("host")},
             False,
             "a Slurm job on the pool&#x27;s cluster; host process, image not run",
         ),
@@ -70,11 +89,11 @@ def test_the_page_and_the_api_say_whether_the_image_ran(client, endpoint, image_
             "as declared, not run",
         ),
         (
-            {"launcher": "slurm", "image": IMAGE, "slurm": {"runtime": "podman"}},
+            {"launcher": "slurm", "image": IMAGE, "slurm": _slurm("podman")},
             "pulled by digest and run (slurm launcher)",
         ),
         (
-            {"launcher": "slurm", "image": None, "slurm": {"runtime": "host"}},
+            {"launcher": "slurm", "image": None, "slurm": _slurm("host")},
             "as declared, not run",
         ),
     ],

@@ -61,6 +61,8 @@ STORED = {
     "search_summary",
     "progress",
     "checks",
+    "runner_info",
+    "qualification",
 }
 # Stored documents travel as dicts in parameters with these names.
 STORED_PARAMETERS = STORED | {"point"}

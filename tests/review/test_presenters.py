@@ -79,7 +79,7 @@ def test_tier_outcomes_join_thresholds_with_the_search_result():
         name="20 tok/s", max_agents=24, lowest_fail=None, confirmed=True, converged=True, flags=[]
     )
     result = SearchResult([trial], {"20 tok/s": tier}, cap=64, flags=[])
-    out = tier_outcomes(contract.SearchSummary.of(result).dump(), TIERS)
+    out = tier_outcomes(contract.SearchSummary.of(result), TIERS)
     assert out[0]["max_agents"] == 24 and out[0]["confirmed"] is True
     assert out[0]["max_error_percent"] == 1.0
     assert out[1]["max_agents"] is None and out[1]["flags"] == []
