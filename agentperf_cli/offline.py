@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 # config/settings.py: MAX_CONFIG_BYTES = env_int("MAX_CONFIG_BYTES", 256 * 1024)
-from agentperf.schema.deployment import DEFAULT_MAX_CONFIG_BYTES
+from agentperf.schema.loading import DEFAULT_MAX_CONFIG_BYTES
 
 
 def content_type_for(path: Path) -> str:

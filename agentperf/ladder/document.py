@@ -40,7 +40,7 @@ from pydantic_core import PydanticCustomError
 from agentperf.engine.datasets.synthetic import SHAPES
 from agentperf.engine.trial import parse_tiers
 from agentperf.fielderrors import CROSS_FIELD
-from agentperf.simulator.profile import OUTPUT_KINDS
+from agentperf.simulator.profile_types import OUTPUT_KINDS
 
 Order = Literal["forward", "reverse", "leave_one_out"]
 ORDERS: tuple[str, ...] = get_args(Order)

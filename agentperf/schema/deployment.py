@@ -57,10 +57,9 @@ from agentperf.simulator.profile import ProfileError, load_profile_with
 from agentperf.verification.speculative import fake_acceptance_findings
 
 # What callers import from the schema (agentperf/schema/__init__.py, the web side, the CLI):
-# the config and its validation, with the document reader they go through.
+# the config and its validation (the document reader is agentperf.schema.loading).
 __all__ = [
-    "DEFAULT_MAX_CONFIG_BYTES", "SCHEMA_VERSION", "ConfigError", "DeploymentConfig",
-    "config_json_schema", "load_document", "parse_config", "validate_config",
+    "SCHEMA_VERSION", "DeploymentConfig", "config_json_schema", "parse_config", "validate_config",
 ]  # fmt: skip
 
 SCHEMA_VERSION: Final = 1

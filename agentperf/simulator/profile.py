@@ -33,32 +33,14 @@ from agentperf.simulator.profile_figures import (
     deployment_provenance,
     resolve_figures,
 )
-from agentperf.simulator.profile_schema import ProfileDocument, parse_profile_document
-from agentperf.simulator.profile_types import (
-    MODES,
-    OPEN_TREATMENTS,
-    OUTPUT_KINDS,
-    PRECISIONS,
-    FitFrom,
-    OpenParameter,
-    Profile,
-    ProfileError,
-    RoleConfig,
-)
+from agentperf.simulator.profile_schema import parse_profile_document
+from agentperf.simulator.profile_types import Profile, ProfileError
 
 __all__ = [
-    "MODES",
-    "OPEN_TREATMENTS",
-    "OUTPUT_KINDS",
     "OVERRIDE_SOURCE",
-    "PRECISIONS",
     "PROFILES_DIR",
-    "FitFrom",
-    "OpenParameter",
     "Profile",
-    "ProfileDocument",
     "ProfileError",
-    "RoleConfig",
     "available_profiles",
     "load_profile",
     "load_profile_with",

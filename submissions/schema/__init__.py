@@ -10,13 +10,13 @@ from django.conf import settings
 
 from agentperf.schema.deployment import (
     SCHEMA_VERSION,
-    ConfigError,
     DeploymentConfig,
     config_json_schema,
     validate_config,
 )
-from agentperf.schema.deployment import load_document as _load_document
 from agentperf.schema.deployment import parse_config as _parse_config
+from agentperf.schema.loading import ConfigError
+from agentperf.schema.loading import load_document as _load_document
 
 
 def load_document(text: str | bytes, content_type: str = "") -> Any:

@@ -12,7 +12,8 @@ from pydantic_core import PydanticCustomError
 
 from agentperf import contract
 from agentperf.fielderrors import CROSS_FIELD, NON_FIELD, field_path, validation_fields
-from agentperf.schema.deployment import ConfigError, parse_config
+from agentperf.schema.deployment import parse_config
+from agentperf.schema.loading import ConfigError
 from ladders.schema import LadderBody
 from ladders.schema import error_fields as ladder_fields
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agentperf.schema.deployment import ConfigError, validate_config
+from agentperf.schema.deployment import validate_config
+from agentperf.schema.loading import ConfigError
 from agentperf.simulator.profile import (
     OVERRIDE_SOURCE,
     ProfileError,

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agentperf.schema.deployment import ConfigError, validate_config
+from agentperf.schema.deployment import validate_config
+from agentperf.schema.loading import ConfigError
 
 VR = (
     Path(__file__).resolve().parents[2]
