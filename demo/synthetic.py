@@ -522,7 +522,7 @@ def _completed(run: BenchmarkRun, summary: dict, *, trials: int) -> None:
     from runs.progress import progress_settled
 
     run.search_summary = summary
-    run.progress = progress_settled(run.progress, "verifying")
+    run.progress = progress_settled(run.last_progress, "verifying")
     run.save(update_fields=["search_summary", "progress"])
     submission_transition(
         submission=run.submission,
@@ -545,7 +545,7 @@ def _verified(run: BenchmarkRun, checks: list[dict] | None) -> None:
     report = verification_store(run=run, checks=checks) if checks is not None else None
     run.status = run.STATUS_DONE
     run.finished_at = timezone.now()
-    run.progress = progress_settled(run.progress, run.STATUS_DONE)
+    run.progress = progress_settled(run.last_progress, run.STATUS_DONE)
     run.save(update_fields=["status", "finished_at", "progress"])
     submission_transition(
         submission=run.submission,

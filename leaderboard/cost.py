@@ -27,7 +27,7 @@ from typing import Any
 
 from agentperf.engine import frontier
 from catalog.models import HardwarePrice
-from leaderboard.energy import MEASURED, MODELLED, point_power_w
+from leaderboard.energy import MEASURED, MODELLED
 from leaderboard.points import PublishedPoint, point_at
 
 HOURS_PER_YEAR = 8760.0
@@ -88,7 +88,7 @@ def _point_power(result: Any, point: PublishedPoint) -> tuple[float | None, str 
         block = point.modelled_energy
         power = _num(block.power_w) if block is not None else None
         return (power, MODELLED) if power is not None else (None, None)
-    power = _num(point_power_w(point))
+    power = _num(point.energy.full_power_w)  # measured over all the accelerators used
     return (power, MEASURED) if power is not None else (None, None)
 
 

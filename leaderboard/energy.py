@@ -56,11 +56,6 @@ def trial_energy(
     )
 
 
-def point_power_w(point: PublishedPoint) -> float | None:
-    """The power agents per MW may use: measured over all the accelerators used."""
-    return point.energy.full_power_w
-
-
 def _tier_energy(n: int, at: list[PublishedPoint]) -> dict[str, Any]:
     """One tier's measured energy at its max agents ``n`` (the last point there)."""
     energy = at[-1].energy if at else None

@@ -142,10 +142,10 @@ def trial_chart(rows: list[TrialRow], tiers: list[dict[str, Any]]) -> dict[str, 
         template="plotly_white",
         hovermode="closest",
     )
-    return figure_json(fig)
+    return figure_data(fig)
 
 
-def figure_json(fig: Any) -> dict[str, Any]:
+def figure_data(fig: Any) -> dict[str, Any]:
     """A Plotly figure as plain JSON data (its own serialiser turns arrays into lists)."""
     return json.loads(fig.to_json())
 

@@ -27,15 +27,10 @@ HISTORY_RUNS = 20
 POST_SEARCH = ("task check (under load)", "completing", "stopping", "verifying")
 
 
-def progress_settled(
-    progress: contract.Progress | dict[str, Any] | None, phase: str
-) -> dict[str, Any]:
+def progress_settled(progress: contract.Progress | None, phase: str) -> dict[str, Any]:
     """`progress` once the search is over: `phase` (and `search_phase`) set to `phase`,
     the live search fields dropped; the document to store. ``progress``: the run's
-    ``last_progress``, or its stored document (demo/synthetic.py passes that), read here
-    through the contract."""
-    if isinstance(progress, dict):
-        progress = contract.Progress.model_validate(progress) if progress else None
+    ``last_progress``."""
     kept = (
         progress.model_dump(mode="json", exclude_unset=True, exclude=set(LIVE_SEARCH_KEYS))
         if progress is not None

@@ -70,7 +70,7 @@ STORED_PARAMETERS = STORED | {"point"}
 DECODING_PACKAGES = ("leaderboard", "portal", "review", "runs")
 # (path, function): decodes that parse no stored result document.
 DECODES_ALLOWED = {
-    ("review/presenters.py", "figure_json"),  # a Plotly figure's own JSON, made just now
+    ("review/presenters.py", "figure_data"),  # a Plotly figure's own JSON, made just now
     ("leaderboard/export.py", "latest_manifest"),  # the export's manifest, which it wrote
 }
 LOADS = {("json", "loads"), ("json", "load"), ("orjson", "loads")}
