@@ -24,6 +24,7 @@ from agentperf.engine.replay import ReplayConfig
 from agentperf.engine.trajectory import DatasetError, load_dataset, with_output_kind
 from agentperf.engine.trial import TrialConfig, run_trial
 from agentperf.ladder.attribute import TrialMeasure, bootstrap_trial, carry_band, ladder_document
+from agentperf.ladder.document import Generate
 from agentperf.ladder.plan import RungPlan, plan_rungs
 from agentperf.ladder.report import ladder_html
 from agentperf.ladder.spec import LadderError, LadderSpec
@@ -85,15 +86,15 @@ def _load_dataset(spec: LadderSpec, ds: dict[str, Any], cache: dict[str, Any]) -
         from agentperf.engine.datasets.synthetic import generate_dataset
         from agentperf.engine.tokens import TokenCounter
 
-        gen = ds["generate"]
+        gen = Generate.model_validate(ds["generate"])  # the file's values, the defaults once
         counter = TokenCounter()
         corpus = build_corpus(counter, discover=False)
         trajectories = generate_dataset(
-            seed=gen.get("seed", 1),
-            trajectories=gen.get("trajectories", 200),
+            seed=gen.seed,
+            trajectories=gen.trajectories,
             corpus=corpus,
             counter=counter,
-            params=SHAPES[gen.get("shape", "coding")],
+            params=SHAPES[gen.shape],
         ).trajectories
     kind = ds.get("output_kind")
     if kind:
