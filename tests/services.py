@@ -434,34 +434,28 @@ def main(argv: list[str]) -> int:
         "RECEIPT_SIGNING_KEY_FILE",
         str(Path(tempfile.gettempdir()) / f"agentperf-no-key-{uuid.uuid4().hex[:8]}.pem"),
     )
-    weed = None
-    if not env.get("S3_ENDPOINT_URL"):
-        weed = start_seaweedfs()
-        env.update(s3_env(weed))
-    varnish = None
-    if not env.get("TEST_VARNISH_URL"):
-        varnish = start_varnish()
-        env.update(varnish_env(varnish))
-    registry = None
-    if not env.get("TEST_REGISTRY"):
-        registry = start_registry()
-        env.update(registry_env(registry))
-    if not env.get("RUNNER_PODMAN_ROOT"):  # private storage, also with a given TEST_REGISTRY
-        env.update(podman_storage_env())
-    print(
-        f"services: PostgreSQL, RabbitMQ, S3 at {env['S3_ENDPOINT_URL']}, "
-        f"Varnish at {env['TEST_VARNISH_URL']}, registry at {env['TEST_REGISTRY']}",
-        flush=True,
-    )
-    try:
+    started: list[SeaweedFS | Varnish | Registry] = []  # stopped at the end, even when a
+    try:  # later one fails to start (a missing varnishd must not leave SeaweedFS running)
+        if not env.get("S3_ENDPOINT_URL"):
+            started.append(weed := start_seaweedfs())
+            env.update(s3_env(weed))
+        if not env.get("TEST_VARNISH_URL"):
+            started.append(varnish := start_varnish())
+            env.update(varnish_env(varnish))
+        if not env.get("TEST_REGISTRY"):
+            started.append(registry := start_registry())
+            env.update(registry_env(registry))
+        if not env.get("RUNNER_PODMAN_ROOT"):  # private storage, also with a given registry
+            env.update(podman_storage_env())
+        print(
+            f"services: PostgreSQL, RabbitMQ, S3 at {env['S3_ENDPOINT_URL']}, "
+            f"Varnish at {env['TEST_VARNISH_URL']}, registry at {env['TEST_REGISTRY']}",
+            flush=True,
+        )
         return subprocess.call([sys.executable, "-m", "pytest", *argv], env=env)
     finally:
-        if weed is not None:
-            weed.stop()
-        if varnish is not None:
-            varnish.stop()
-        if registry is not None:
-            registry.stop()
+        for handle in started:
+            handle.stop()
         try:
             drop_cache_keys(env["CACHE_REDIS_URL"], env["CACHE_KEY_PREFIX"])
         except Exception as exc:  # the run's result stands; stale keys only cost memory
