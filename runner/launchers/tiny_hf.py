@@ -1,4 +1,4 @@
-"""`python -m runner.launchers.tiny_hf --out DIR --seed N`: the recipe of the tiny model the
+"""`python runner/launchers/tiny_hf.py --out DIR --seed N`: the recipe of the tiny model the
 vLLM examples serve on CPU (docs/engine.md "vLLM on CPU"), run with the vLLM environment's
 Python (runner/launchers/vllm_env.py), which has torch, transformers and tokenizers.
 
@@ -89,7 +89,7 @@ def build(out: Path, *, seed: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m runner.launchers.tiny_hf")
+    ap = argparse.ArgumentParser(prog="tiny_hf.py")
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)

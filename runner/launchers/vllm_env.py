@@ -164,10 +164,12 @@ def tiny_model(seed: int = 0) -> Path:
 def _build_model(python: Path, out: Path, seed: int) -> None:
     building = out.with_name(out.name + ".building")
     shutil.rmtree(building, ignore_errors=True)
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **SERVE_ENV}
+    # the recipe runs by its path: the vLLM environment has torch but not the platform's
+    # requirements, so nothing of runner.launchers (its __init__ imports the contract) loads
+    env = {**os.environ, **SERVE_ENV}
+    env.pop("PYTHONPATH", None)
     subprocess.run(
-        [str(python), "-m", "runner.launchers.tiny_hf", "--out", str(building)]
-        + ["--seed", str(seed)],
+        [str(python), str(RECIPE), "--out", str(building), "--seed", str(seed)],
         check=True,
         env=env,
         capture_output=True,
