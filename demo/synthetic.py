@@ -494,66 +494,34 @@ def started(run: BenchmarkRun) -> BenchmarkRun:
 
 
 def trials_stored(run: BenchmarkRun, trials: list[SyntheticTrial]) -> None:
-    """The trials' rows as runs.services.run_record_trial stores a worker's reports, less
-    their raw records (that service takes a trial only with its records in storage)."""
+    """The trials' rows by runs.services.trial_row, as run_record_trial stores a worker's
+    reports, less their raw records (that service takes a trial only with its records in
+    storage)."""
     from runs.models import Trial
+    from runs.services import trial_row
 
-    Trial.objects.bulk_create(
-        Trial(
-            run=run,
-            index=t.index,
-            concurrency=t.concurrency,
-            phase=t.phase,
-            window_start_s=t.metrics.window_start_ns / 1e9,
-            window_end_s=t.metrics.window_end_ns / 1e9,
-            metrics=t.metrics.dump(),
-            verdicts={name: v.dump() for name, v in t.verdicts.items()},
-            telemetry=t.telemetry.dump(),
-            attempt=run.attempt,
-        )
-        for t in trials
-    )
+    Trial.objects.bulk_create(trial_row(run, t) for t in trials)
 
 
 def _completed(run: BenchmarkRun, summary: dict, *, trials: int) -> None:
-    """running → verifying with the search summary, as runs.services.run_complete stores a
-    completion (it first checks raw records in storage, which synthetic trials lack)."""
-    from runs import services
-    from runs.progress import progress_settled
+    """running → verifying with the search summary, by runs.services.completion_store, the
+    step run_complete ends with (run_complete first checks the raw records in storage,
+    which synthetic trials lack, and the host telemetry, which they do not report)."""
+    from runs.services import completion_store
 
-    run.search_summary = summary
-    run.progress = progress_settled(run.last_progress, "verifying")
-    run.save(update_fields=["search_summary", "progress"])
-    submission_transition(
-        submission=run.submission,
-        to=c.VERIFYING,
-        actor_label=services.ACTOR,
-        expected_from=c.RUNNING,
-        data={"run_id": run.pk, "trials": trials},
-    )
+    completion_store(run, documents={"search_summary": summary}, trials=trials)
 
 
 def _verified(run: BenchmarkRun, checks: list[dict] | None) -> None:
-    """verifying → in_review with the run done, as runs.services.run_verify ends; its report
-    the given checks (None: none), stored by runs.verification_report.verification_store
-    (the checks run_verify computes read raw records)."""
-    from django.utils import timezone
-
-    from runs.progress import progress_settled
+    """verifying → in_review with the run done, by runs.services.run_verified, the step
+    run_verify ends with; its report the given checks (None: none), stored by
+    runs.verification_report.verification_store (the checks run_verify computes read raw
+    records)."""
+    from runs.services import run_verified
     from runs.verification_report import verification_store
 
     report = verification_store(run=run, checks=checks) if checks is not None else None
-    run.status = run.STATUS_DONE
-    run.finished_at = timezone.now()
-    run.progress = progress_settled(run.last_progress, run.STATUS_DONE)
-    run.save(update_fields=["status", "finished_at", "progress"])
-    submission_transition(
-        submission=run.submission,
-        to=c.IN_REVIEW,
-        actor_label="verification",
-        expected_from=c.VERIFYING,
-        data={"run_id": run.pk, "verification": report.status if report else None},
-    )
+    run_verified(run, report=report)
 
 
 def finished(

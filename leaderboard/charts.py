@@ -18,6 +18,7 @@ import orjson
 import plotly.graph_objects as go
 
 from leaderboard.points import PublishedPoint, by_concurrency
+from leaderboard.result_documents import TwinBand
 
 # Okabe & Ito (2008), most distinct first; yellow last (low contrast on white).
 OKABE_ITO = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"]
@@ -91,7 +92,7 @@ def result_series(
     *,
     points: list[list] | None = None,
     name: str | None = None,
-    band: dict | None = None,
+    band: TwinBand | None = None,
 ) -> dict:
     """Chart data of one Result (plain data, cacheable); `points` as compact_points gives;
     `band`: a simulated result's Result.band, drawn around its frontier (the result page)."""
@@ -129,11 +130,11 @@ def _ratio_at(ratios: list[tuple[float, float, float]], speed: float) -> tuple[f
     return ratios[0][1], ratios[0][2]
 
 
-def band_curve(points: list[list], band: dict) -> dict | None:
+def band_curve(points: list[list], band: TwinBand) -> dict | None:
     """The band in this result's units: its stepped frontier (step_at) times the band's low
     and high ratios to the profile's nominal frontier (agentperf.simulator.bands), at the
     band's speeds and at every trial's speed between them, so that it steps with the line."""
-    ratios = sorted((speed, lo, hi) for speed, lo, hi, _line in band.get("ratios") or [])
+    ratios = sorted((speed, lo, hi) for speed, lo, hi, _line in band.ratios)
     if len(ratios) < 2:
         return None
     first, last = ratios[0][0], ratios[-1][0]
@@ -153,8 +154,8 @@ def band_curve(points: list[list], band: dict) -> dict | None:
         "x": xs,
         "low": lows,
         "high": highs,
-        "treatment": band.get("treatment", "envelope"),
-        "open": [p["name"] for p in band.get("open_parameters") or []],
+        "treatment": band.treatment,
+        "open": [p.name for p in band.open_parameters],
     }
 
 

@@ -14,7 +14,7 @@ from catalog.models import WORKLOAD_CHOICES, WORKLOAD_CODING, AIModel, HardwareS
 from leaderboard import result_documents
 from leaderboard.cache import cached
 from leaderboard.points import PublishedPoint, published_points
-from leaderboard.result_documents import ModelledPower, TierBracket
+from leaderboard.result_documents import ModelledPower, Quality, TierBracket, TwinBand
 
 if TYPE_CHECKING:
     from agentperf.engine.frontier import Point
@@ -181,6 +181,17 @@ class Result(models.Model):
     def modelled(self) -> ModelledPower | None:
         """``modelled_power`` as a model, parsed once; None on a measured result."""
         return result_documents.modelled_power(self.modelled_power)
+
+    @cached_property
+    def quality_floor(self) -> Quality | None:
+        """``quality`` as a model (leaderboard/result_documents.py), parsed once; None for a
+        result stored without it."""
+        return result_documents.quality(self.quality)
+
+    @cached_property
+    def twin_band(self) -> TwinBand | None:
+        """``band`` as a model, parsed once; None without a band (docs/simulator.md "Bands")."""
+        return result_documents.twin_band(self.band)
 
     @cached_property
     def receipt_statement(self) -> dict[str, Any] | None:

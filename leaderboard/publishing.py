@@ -29,7 +29,7 @@ from leaderboard import receipts
 from leaderboard.energy import result_modelled_power, trial_energy, trial_modelled_energy
 from leaderboard.models import Result
 from leaderboard.points import Interval, MeasuredEnergy, PublishedPoint, UnmeasuredEnergy
-from leaderboard.result_documents import TierBracket
+from leaderboard.result_documents import Quality, TierBracket, TwinBand, twin_band
 from leaderboard.tasks import result_pages_changed
 from runs.models import BenchmarkRun, Trial, VerificationReport
 from submissions import constants as c
@@ -241,24 +241,24 @@ def _tier_set_of(run: BenchmarkRun, submission: Submission) -> SloTierSet:
     return tier_set
 
 
-def quality_of(report: VerificationReport | None, *, simulated: bool) -> dict[str, Any]:
+def quality_of(report: VerificationReport | None, *, simulated: bool) -> Quality:
     """The result's quality figures from its verification report's quality_distribution."""
     if simulated:
-        return {"status": "simulated", "summary": "simulated: a twin has no weights to degrade"}
+        return Quality(status="simulated", summary="simulated: a twin has no weights to degrade")
     check = report.result("quality_distribution") if report is not None else None
     if check is None:
-        return {"status": "not_measured", "summary": "quality: not measured"}
+        return Quality(status="not_measured", summary="quality: not measured")
     if check.status == WARN and "no reference" in check.summary:
-        return {"status": "no_reference", "summary": check.summary}
+        return Quality(status="no_reference", summary=check.summary)
     evidence = check.quality()
-    return {
-        "status": check.status,
-        "summary": check.summary,
-        "mean_kl": evidence.mean_kl,
-        "top1_agreement": evidence.top1_agreement,
-        "class": evidence.limits.class_ if evidence.limits is not None else None,
-        "reference": evidence.deployment,
-    }
+    return Quality(
+        status=check.status,
+        summary=check.summary,
+        mean_kl=evidence.mean_kl,
+        top1_agreement=evidence.top1_agreement,
+        class_=evidence.limits.class_ if evidence.limits is not None else None,
+        reference=evidence.deployment,
+    )
 
 
 @dataclass(slots=True)
@@ -403,12 +403,12 @@ def result_publish(
             agents_per_accelerator=publication.per_accel,
             agents_per_mw=publication.agents_per_mw,
             modelled_power=publication.modelled_power,
-            band=simulated_band(submission),
+            band=band.dump() if (band := simulated_band(submission)) else None,
             points=publication.points,
             engine_name=publication.engine_name,
             engine_version=publication.engine_version,
             dataset_sha256=run.dataset.sha256 if run.dataset_id else "",
-            quality=quality_of(publication.report, simulated=submission.is_simulated),
+            quality=quality_of(publication.report, simulated=submission.is_simulated).dump(),
             published_at=now,
         )
         receipts.attach_receipt(result, publication.receipt)
@@ -439,7 +439,7 @@ def twin_profile(submission: Submission) -> str:
     return profile[:100] if isinstance(profile, str) else ""
 
 
-def simulated_band(submission: Submission) -> dict | None:
+def simulated_band(submission: Submission) -> TwinBand | None:
     """A simulated result's band: its profile's committed band (docs/simulator.md "Bands");
     None for a measured result, a profile without one or one patched by overrides."""
     if not submission.is_simulated:
@@ -447,7 +447,7 @@ def simulated_band(submission: Submission) -> dict | None:
     from agentperf.simulator.bands import result_band
 
     spec = ((submission.config or {}).get("launcher") or {}).get("simulated") or {}
-    return result_band(spec.get("profile"), spec.get("overrides"))
+    return twin_band(result_band(spec.get("profile"), spec.get("overrides")))
 
 
 def _agents_per_mw(

@@ -12,7 +12,8 @@ import hashlib
 import json
 import logging
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.core.files.base import ContentFile
@@ -24,7 +25,7 @@ from pydantic import ValidationError
 
 from agentperf import contract
 from core.contention import is_contention
-from runs.models import BenchmarkRun, Trial
+from runs.models import BenchmarkRun, Trial, VerificationReport
 from runs.progress import progress_settled
 from submissions import constants as c
 from submissions.models import Artifact
@@ -315,26 +316,50 @@ def run_record_trial(
         artifact = _artifact_for(
             locked, kind=Artifact.KIND_RAW_RECORDS, ref=report.raw_records, checked=True
         )
-        metrics = report.metrics
+        trial = trial_row(locked, report)
+        trial.raw_records_key = artifact.storage_key
+        trial.raw_records_sha256 = artifact.sha256
+        trial.raw_records_count = report.raw_records.count
         try:
-            trial = Trial.objects.create(
-                run=locked,
-                index=index,
-                concurrency=report.concurrency,
-                phase=report.phase,
-                window_start_s=metrics.window_start_ns / 1e9,
-                window_end_s=metrics.window_end_ns / 1e9,
-                metrics=metrics.dump(),
-                verdicts={name: v.dump() for name, v in report.verdicts.items()},
-                raw_records_key=artifact.storage_key,
-                raw_records_sha256=artifact.sha256,
-                raw_records_count=report.raw_records.count,
-                telemetry=report.telemetry.dump(),
-                attempt=locked.attempt,
-            )
+            trial.save(force_insert=True)
         except IntegrityError as exc:  # a concurrent identical post won the insert
             raise RunConflict(f"trial {index} of run #{run.pk} was stored concurrently") from exc
     return trial, True
+
+
+class TrialDocuments(Protocol):
+    """What a trial row is made of: a worker's `contract.TrialReport` less its raw records
+    (test builders' synthetic trials have the same attributes: demo/synthetic.py)."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def concurrency(self) -> int: ...
+    @property
+    def phase(self) -> str: ...
+    @property
+    def metrics(self) -> contract.TrialMetrics: ...
+    @property
+    def verdicts(self) -> Mapping[str, contract.TierVerdict]: ...
+    @property
+    def telemetry(self) -> contract.TrialTelemetry: ...
+
+
+def trial_row(run: BenchmarkRun, report: TrialDocuments) -> Trial:
+    """The (unsaved) trial row of a report's documents, in `run`'s current attempt; the
+    caller sets its raw records and saves it (`run_record_trial`)."""
+    return Trial(
+        run=run,
+        index=report.index,
+        concurrency=report.concurrency,
+        phase=report.phase,
+        window_start_s=report.metrics.window_start_ns / 1e9,
+        window_end_s=report.metrics.window_end_ns / 1e9,
+        metrics=report.metrics.dump(),
+        verdicts={name: v.dump() for name, v in report.verdicts.items()},
+        telemetry=report.telemetry.dump(),
+        attempt=run.attempt,
+    )
 
 
 def run_fail(
@@ -430,21 +455,34 @@ def _completion_store(
             raise RunConflict(f"run #{run.pk} got a trial while completing; complete again")
         for log_ref in report.logs:
             _artifact_for(locked, kind=Artifact.KIND_LOG, ref=log_ref, checked=True)
-        locked.search_summary = report.search_summary.dump()
-        locked.telemetry = report.telemetry.dump()
-        locked.runner_info = {**(locked.runner_info or {}), **report.runner_info.dump()}
-        locked.progress = progress_settled(locked.last_progress, "verifying")
-        locked.heartbeat_at = timezone.now()
-        locked.save(
-            update_fields=["search_summary", "telemetry", "runner_info", "progress", "heartbeat_at"]
+        completion_store(
+            locked,
+            documents={
+                "search_summary": report.search_summary.dump(),
+                "telemetry": report.telemetry.dump(),
+                "runner_info": {**(locked.runner_info or {}), **report.runner_info.dump()},
+            },
+            trials=len(trials),
         )
-        submission_transition(
-            submission=locked.submission,
-            to=c.VERIFYING,
-            actor_label=ACTOR,
-            expected_from=c.RUNNING,
-            data={"run_id": locked.pk, "trials": len(trials)},
-        )
+
+
+def completion_store(run: BenchmarkRun, *, documents: dict[str, Any], trials: int) -> None:
+    """running → verifying: the completion's `documents` (run fields: the search summary,
+    the host telemetry, the runner info) stored on `run` and its submission moved on. The
+    step `run_complete` ends with, on a run it has checked and locked; test builders make
+    their completed runs with it too (demo/synthetic.py)."""
+    for name, value in documents.items():
+        setattr(run, name, value)
+    run.progress = progress_settled(run.last_progress, "verifying")
+    run.heartbeat_at = timezone.now()
+    run.save(update_fields=[*documents, "progress", "heartbeat_at"])
+    submission_transition(
+        submission=run.submission,
+        to=c.VERIFYING,
+        actor_label=ACTOR,
+        expected_from=c.RUNNING,
+        data={"run_id": run.pk, "trials": trials},
+    )
 
 
 def run_verify(
@@ -475,19 +513,29 @@ def run_verify(
         _check_attempt(locked, attempt if attempt is not None else locked.attempt)
         if locked.submission.status != c.VERIFYING:
             raise RunConflict(f"submission #{locked.submission_id} is not verifying")
-        verification = verification_store(run=locked, checks=checks)
-        locked.status = BenchmarkRun.STATUS_DONE
-        locked.finished_at = timezone.now()
-        locked.progress = progress_settled(locked.last_progress, BenchmarkRun.STATUS_DONE)
-        locked.save(update_fields=["status", "finished_at", "progress"])
-        submission_transition(
-            submission=locked.submission,
-            to=c.IN_REVIEW,
-            actor_label=actor_label,
-            expected_from=c.VERIFYING,
-            data={"run_id": locked.pk, "verification": verification.status},
+        run_verified(
+            locked, report=verification_store(run=locked, checks=checks), actor_label=actor_label
         )
     return locked
+
+
+def run_verified(
+    run: BenchmarkRun, *, report: VerificationReport | None, actor_label: str = "verification"
+) -> None:
+    """verifying → in_review with the run done: the step `run_verify` ends with once its
+    `report` is stored, on a run it has locked (None: a run whose report was never made,
+    as test builders leave some: demo/synthetic.py)."""
+    run.status = BenchmarkRun.STATUS_DONE
+    run.finished_at = timezone.now()
+    run.progress = progress_settled(run.last_progress, BenchmarkRun.STATUS_DONE)
+    run.save(update_fields=["status", "finished_at", "progress"])
+    submission_transition(
+        submission=run.submission,
+        to=c.IN_REVIEW,
+        actor_label=actor_label,
+        expected_from=c.VERIFYING,
+        data={"run_id": run.pk, "verification": report.status if report else None},
+    )
 
 
 def run_cancel(*, run: BenchmarkRun, reason: str, actor_label: str = ACTOR) -> bool:

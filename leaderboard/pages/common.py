@@ -14,7 +14,7 @@ from leaderboard import charts
 from leaderboard.energy import MODELLED, labelled, power_source
 from leaderboard.loops import loops_figure
 from leaderboard.models import Result
-from leaderboard.result_documents import TierBracket
+from leaderboard.result_documents import Quality, TierBracket
 from leaderboard.tables import Column, LazyRows, Table
 
 
@@ -68,17 +68,12 @@ def single_agent_speed(points: list[list]) -> float | None:
     return sum(at_one) / len(at_one) if at_one else None
 
 
-def quality_cell(quality: dict) -> str:
+def quality_cell(quality: Quality | None) -> str:
     """The quality floor in one cell: the figures, or why there are none."""
-    status = quality.get("status")
-    if status in ("pass", "fail") and quality.get("mean_kl") is not None:
-        return (
-            f"{status}: KL {float(quality['mean_kl']):.4f} · "
-            f"top-1 {float(quality.get('top1_agreement') or 0):.1%}"
-        )
-    return {"simulated": "simulated", "no_reference": "no reference"}.get(
-        str(status), "not measured"
-    )
+    status = quality.status if quality is not None else "not_measured"
+    if quality is not None and status in ("pass", "fail") and quality.mean_kl is not None:
+        return f"{status}: KL {quality.mean_kl:.4f} · top-1 {quality.top1_agreement or 0:.1%}"
+    return {"simulated": "simulated", "no_reference": "no reference"}.get(status, "not measured")
 
 
 FLAG_TEXT = {
@@ -187,7 +182,7 @@ def results_table(
             "published": r.published_at.date().isoformat(),
             "accelerators_used": r.accelerators_used,
             "single_agent_speed": single_agent_speed(chart.get(r.pk, [])),
-            "quality": quality_cell(r.quality or {}),
+            "quality": quality_cell(r.quality_floor),
             "simulated": r.is_simulated,
             "status": r.status + (f": {r.status_reason}" if r.status_reason else ""),
             "result_id": r.pk,

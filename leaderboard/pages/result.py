@@ -533,7 +533,7 @@ def result_page(*, pk: int) -> dict | None:
     run = result.run
     tiers = list(result.tier_set.tiers.all())
     guides = [(t.name, t.min_p25_output_speed) for t in tiers]
-    series = [charts.result_series(result, band=result.band)]
+    series = [charts.result_series(result, band=result.twin_band)]
     # a missing reverse one-to-one raises RelatedObjectDoesNotExist, an AttributeError
     verification = getattr(run, "verification", None)
     config = configview.public_config(result) or {}  # docs/security.md "Secrets in configs"
@@ -555,7 +555,7 @@ def result_page(*, pk: int) -> dict | None:
         "engine_metrics_figure": charts.figure_json(engine_figure) if engine_figure else None,
         "cache_truth": figures["cache_truth"],
         "loops_figure": loops_json(figures["loops"]),
-        "band": result.band,  # simulated only: open parameters (docs/simulator.md "Bands")
+        "band": result.twin_band,  # simulated only: open parameters (docs/simulator.md "Bands")
         "verification": verification,
         "checks": verification.results if verification else [],
         "config_groups": configview.grouped(config),

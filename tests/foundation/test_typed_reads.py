@@ -63,6 +63,8 @@ STORED = {
     "checks",
     "runner_info",
     "qualification",
+    "band",
+    "quality",
 }
 # Stored documents travel as dicts in parameters with these names.
 STORED_PARAMETERS = STORED | {"point"}

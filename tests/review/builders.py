@@ -11,8 +11,15 @@ import orjson
 from agentperf import contract
 from agentperf.engine.metrics import ClientHealth, TrialSummary
 from agentperf.engine.trial import TierVerdict
-from demo.synthetic import make_hardware, make_model, make_submission, make_tier_set
+from demo.synthetic import (
+    SyntheticTrial,
+    make_hardware,
+    make_model,
+    make_submission,
+    make_tier_set,
+)
 from runs.models import BenchmarkRun, Trial, VerificationReport
+from runs.services import trial_row
 from submissions import constants as c
 from submissions.models import Artifact, Submission
 from submissions.services.artifacts import artifact_store
@@ -143,19 +150,25 @@ def finish_run(
                 reasons.append(f"p25 speed {p25:g} < {speed:g} tok/s")
             if ttft > max_ttft:
                 reasons.append(f"TTFT p75 {ttft:g} s > {max_ttft:g} s")
-            # the engine's own verdict shape, as the worker stores it
+            # the engine's own verdict shape, as the worker reports it
             verdicts[name] = contract.TierVerdict.of(
                 TierVerdict(passed=not reasons, reasons=reasons)
-            ).dump()
-        trial = Trial.objects.create(
-            run=run,
-            index=index,
-            concurrency=n,
-            phase=phase,
-            metrics=summary_dict(concurrency=n, p25=p25, ttft_p75=ttft),
-            verdicts=verdicts,
-            telemetry=contract.TrialTelemetry(measured=False, reason="not measured").dump(),
+            )
+        # the row as runs.services.run_record_trial stores a worker's report
+        trial = trial_row(
+            run,
+            SyntheticTrial(
+                index=index,
+                concurrency=n,
+                phase=phase,
+                metrics=contract.TrialMetrics.model_validate(
+                    summary_dict(concurrency=n, p25=p25, ttft_p75=ttft)
+                ),
+                verdicts=verdicts,
+                telemetry=contract.TrialTelemetry(measured=False, reason="not measured"),
+            ),
         )
+        trial.save(force_insert=True)
         trials.append(trial)
     max_agents = {}
     for name in tiers:
