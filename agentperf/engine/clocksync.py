@@ -31,6 +31,7 @@ import struct
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 # hello: token (16 bytes), shard (u32), nonce (u64) ; answer: nonce, coordinator ns, start ns
@@ -177,6 +178,20 @@ class _Client(asyncio.DatagramProtocol):
             self.arrived.set()
             if start == STOP and self.stopped is not None:  # at once, not at the next beat
                 self.stopped.set("the coordinator abandoned this trial attempt (STOP)")
+
+
+def boot_id() -> str | None:
+    """The kernel's boot id: processes with the same one share CLOCK_MONOTONIC exactly."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+
+
+def same_kernel(other_boot_id: str | None) -> bool:
+    """Whether a process that reported ``other_boot_id`` runs on this kernel: its clock
+    is this one's, offset exactly 0 (a measured offset would only add its estimate's error)."""
+    return other_boot_id is not None and other_boot_id == boot_id()
 
 
 async def measure(

@@ -42,6 +42,7 @@ from typing import Any, Protocol
 import orjson
 
 from agentperf.engine import clocksync, rawrecords
+from agentperf.engine.clocksync import boot_id, same_kernel
 from agentperf.engine.health import monitor_health
 from agentperf.engine.loop import quiet_gc, run_real
 from agentperf.engine.metrics import (
@@ -91,6 +92,9 @@ class ShardSpec:
     cpus: list[int] | None = None  # pin the shard's process to these cores
     out_dir: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # executor-specific (run, upload)
+    # The coordinator's kernel: a shard on the same one shares its clock exactly and takes
+    # the start as given, as the merge reads its records (offset 0, `_merge_shard`)
+    coordinator_boot_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -168,7 +172,8 @@ async def run_shard(
         before, start_coord = await clocksync.measure(
             address, token, spec.shard, wait_for_start=True, timeout_s=READY_TIMEOUT_S
         )
-        start = start_coord - before.offset_ns  # on this shard's clock
+        # on this shard's clock: shifted by the measured offset unless on the same kernel
+        start = start_coord - (0 if same_kernel(spec.coordinator_boot_id) else before.offset_ns)
         if clock.now_ns() > start + int(START_LEAD_S * NS):
             # a redelivered shard task, or one that came too late: its agents would start
             # behind the others'; the coordinator's trial fails (no report) and runs again
@@ -405,14 +410,6 @@ def _exit_reason(spec: ShardSpec, code: int, folder: Path) -> str:
     return f"shard {spec.shard} of {spec.shards} {how}{tail}"
 
 
-def boot_id() -> str | None:
-    """The kernel's boot id: processes with the same one share CLOCK_MONOTONIC exactly."""
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return None
-
-
 def _available_cpus() -> list[int]:
     if hasattr(os, "sched_getaffinity"):
         return sorted(os.sched_getaffinity(0))
@@ -461,6 +458,7 @@ async def run_sharded_trial(
             sync_token=sync.token.hex(),
             base_url=base_url,
             extra=dict(extra or {}),
+            coordinator_boot_id=boot_id(),
         )
         for s in range(shards)
     ]
@@ -579,7 +577,7 @@ def _merge_shard(
     reasons = [f"shard {s}: {p}" for p in problems]
     # Same kernel: the same monotonic clock, so the offset is exactly 0 and the probe's
     # few-microsecond estimate would only add its error.
-    same_clock = rep.get("boot_id") is not None and rep.get("boot_id") == boot_id()
+    same_clock = same_kernel(rep.get("boot_id"))
     measured = int(rep["clock"]["start"]["offset_ns"])
     offset = 0 if same_clock else measured
     before = len(records)
