@@ -29,13 +29,18 @@ __all__ = ["Endpoint", "Launcher", "LauncherError", "launcher_for"]
 
 
 def launcher_for(
-    section: contract.Launcher, *, log_dir: str, run_id: int | str | None = None
+    section: contract.Launcher,
+    *,
+    log_dir: str,
+    run_id: int | str | None = None,
+    hard_s: int | None = None,
 ) -> Launcher:
-    """The launcher of the run spec's typed `launcher` section (each takes its own model)."""
+    """The launcher of the run spec's typed `launcher` section (each takes its own model);
+    `hard_s`: the run's hard time limit, the most a container may run."""
     if isinstance(section, contract.AttachedLauncher):
         return AttachedLauncher(section)
     if isinstance(section, contract.ContainerLauncher):
-        return ContainerLauncher(section, log_dir=log_dir, run_id=run_id)
+        return ContainerLauncher(section, log_dir=log_dir, run_id=run_id, hard_s=hard_s)
     if isinstance(section, contract.ProcessLauncher):
         return ProcessLauncher(section, log_dir=log_dir)
     if isinstance(section, contract.SlurmLauncher):

@@ -163,13 +163,11 @@ def podman_run_argv(spec: ContainerSpec) -> list[str]:
 # --- the pool host's settings -----------------------------------------------------------
 
 
-def container_timeout_s(limits: Mapping[str, Any] | None = None) -> int:
-    """The run's budget: `time_limit_s` of `limits` where given, else the pool host's
-    RUN_HARD_TIME_LIMIT_S (the same setting as its Celery hard time limit,
-    config/settings.py), else 6 h. A container section has no limit of its own: the
-    launcher asks for the pool host's."""
-    given = (limits or {}).get("time_limit_s")
-    raw = given or os.environ.get("RUN_HARD_TIME_LIMIT_S") or 6 * 3600
+def container_timeout_s(hard_s: int | None = None) -> int:
+    """The run's budget: the run spec's hard time limit (`limits.hard_s`) where given, else
+    the pool host's RUN_HARD_TIME_LIMIT_S (the same setting as its Celery hard time limit,
+    config/settings.py), else 6 h. A container section has no limit of its own."""
+    raw: int | str = hard_s or os.environ.get("RUN_HARD_TIME_LIMIT_S") or 6 * 3600
     try:
         value = int(raw)
     except (TypeError, ValueError):
@@ -371,8 +369,10 @@ class ContainerLauncher:
         *,
         log_dir: str,
         run_id: int | str | None = None,
+        hard_s: int | None = None,
     ) -> None:
         self.section = read_section(contract.ContainerLauncher, WrittenContainer, section)
+        self.hard_s = hard_s  # the run spec's hard time limit: the container's too
         self.log_path = Path(log_dir) / "launcher.log"
         self.run_id = str(run_id if run_id is not None else "none")
         self.name = f"agentperf-run-{self.run_id}-{uuid.uuid4().hex[:8]}"
@@ -462,7 +462,7 @@ class ContainerLauncher:
             memory=memory,
             pids_limit=pids_limit,
             podman=self._podman,
-            timeout_s=container_timeout_s(),
+            timeout_s=container_timeout_s(self.hard_s),
         )
 
     def start(self) -> Endpoint:

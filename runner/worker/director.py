@@ -220,7 +220,10 @@ class RunDirector:
         self.heartbeat.update(phase="starting", attempt=started.attempt, trials_done=len(prior))
         self.heartbeat.start()
         launcher = self.launcher = self.launcher or launcher_for(
-            self.spec.launcher, log_dir=self.work_dir, run_id=self.spec.run_id
+            self.spec.launcher,
+            log_dir=self.work_dir,
+            run_id=self.spec.run_id,
+            hard_s=self.spec.limits.hard_s,
         )
         outcome: dict[str, Any]
         try:

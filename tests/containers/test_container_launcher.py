@@ -21,8 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from agentperf import contract
 from agentperf.inventory import Inventory
 from demo.synthetic import make_published_result
+from runner.launchers import launcher_for
 from runner.launchers.base import LauncherError, http_get, list_models
 from runner.launchers.container import (
     LABEL_RUN,
@@ -161,14 +163,20 @@ def test_the_podman_argv_carries_the_isolation_and_no_value_of_the_environment()
     assert argv.count("--volume") == 1  # no host path but the weights folder
 
 
-def test_the_container_timeout_is_the_runs_budget(monkeypatch):
+def test_the_container_timeout_is_the_runs_budget(monkeypatch, tmp_path):
     monkeypatch.setenv("RUN_HARD_TIME_LIMIT_S", "5400")
-    assert container_timeout_s({"time_limit_s": 900}) == 900  # the spec's own limit
-    assert container_timeout_s({}) == 5400  # else the pool host's hard time limit
-    monkeypatch.delenv("RUN_HARD_TIME_LIMIT_S")
-    assert container_timeout_s({}) == 6 * 3600
+    assert container_timeout_s(900) == 900  # the run spec's own hard limit
+    assert container_timeout_s() == 5400  # else the pool host's hard time limit
+    monkeypatch.setenv("RUN_HARD_TIME_LIMIT_S", "soon")
     with pytest.raises(LauncherError, match="not an integer"):
-        container_timeout_s({"time_limit_s": "soon"})
+        container_timeout_s()
+    monkeypatch.delenv("RUN_HARD_TIME_LIMIT_S")
+    assert container_timeout_s() == 6 * 3600
+    # the launcher the director makes for a run carries that run's hard limit to Podman
+    section = contract.ContainerLauncher.model_validate(launch("img@sha256:" + "0" * 64, ["x"]))
+    launcher = launcher_for(section, log_dir=str(tmp_path), run_id=7, hard_s=1200)
+    assert isinstance(launcher, ContainerLauncher)
+    assert launcher.spec(section.image, ["x"], []).timeout_s == 1200
 
 
 @pytest.mark.parametrize(
