@@ -8,9 +8,30 @@ from __future__ import annotations
 
 import pytest
 from django.conf import settings
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.test import Client
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("light_hashes")]
+
+
+class LightPBKDF2(PBKDF2PasswordHasher):
+    """Django's own PBKDF2 with 1,000 rounds: what is tested here is the count of wrong
+    passwords, not the hash's strength, and these tests make about 90 attempts, each a
+    whole hash (0.24 CPU s at production's rounds)."""
+
+    iterations = 1_000
+
+
+@pytest.fixture
+def light_hashes(cast, settings):
+    """The cast's passwords, and the hash a login of an unknown name runs, at LightPBKDF2's
+    rounds (a real PBKDF2 check on every attempt)."""
+    settings.PASSWORD_HASHERS = [f"{__name__}.LightPBKDF2"]
+    for user in (cast.alice, cast.bob, cast.rita):
+        user.set_password(f"{user.username}-password-123")
+        user.save(update_fields=["password"])
+    return cast
+
 
 PORTAL = "/accounts/login/"
 ADMIN = "/admin/login/"
