@@ -50,7 +50,7 @@ beat: install
 	$(BIN)/celery -A config beat --loglevel INFO --schedule var/celerybeat-schedule
 
 web: install
-	$(BIN)/gunicorn config.wsgi -b $(HOST):$(PORT) -w 2
+	$(BIN)/gunicorn config.wsgi -c config/gunicorn.py -b $(HOST):$(PORT) -w 2
 
 lint: install
 	$(BIN)/ruff check .

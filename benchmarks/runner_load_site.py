@@ -187,7 +187,8 @@ def start_site(folder: Path, env: dict[str, str], port: int) -> subprocess.Popen
     """gunicorn as `make demo` starts it (demo/management/commands/demo.py), with an access
     log of every response's status."""
     cmd = [
-        sys.executable, "-m", "gunicorn", "config.wsgi", "-b", f"127.0.0.1:{port}",
+        sys.executable, "-m", "gunicorn", "config.wsgi", "-c", "config/gunicorn.py",
+        "-b", f"127.0.0.1:{port}",
         "-w", "2", "--threads", "4", "--timeout", "120",
         "--access-logfile", str(folder / "access.log"),
         "--access-logformat", "%(m)s %(U)s %(s)s %(D)s",

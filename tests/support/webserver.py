@@ -50,6 +50,8 @@ def start_gunicorn(
         "-m",
         "gunicorn",
         "config.wsgi",
+        "-c",
+        "config/gunicorn.py",
         "-b",
         f"127.0.0.1:{port}",
         "-w",

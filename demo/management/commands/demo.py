@@ -131,6 +131,8 @@ def _start_web(
             "-m",
             "gunicorn",
             "config.wsgi",
+            "-c",
+            "config/gunicorn.py",
             "-b",
             f"127.0.0.1:{upstream_port}" if upstream_port != port else f"{host}:{port}",
             "-w",
