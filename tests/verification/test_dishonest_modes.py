@@ -1,11 +1,22 @@
 """Each dishonest mode of the simulator is caught by exactly the check meant for it, and an
-honest run fails none (virtual time: a whole search with probes in a few seconds)."""
+honest run fails none (virtual time: a whole search with probes in a few seconds).
+
+Each run (a mode, with or without a primed cache) is made once for the module and read by
+every test that asks for it: the tests only read its checks."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
-from tests.verification.harness import failing, simulated_run
+from tests.verification.harness import failing
+from tests.verification.harness import simulated_run as _simulated_run
+
+
+@functools.cache
+def simulated_run(cheat: str | None, *, prime_cache: bool = False) -> dict:
+    return _simulated_run(cheat, prime_cache=prime_cache)
 
 
 @pytest.fixture(scope="module")
