@@ -14,6 +14,7 @@ import functools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from django.db import transaction
@@ -436,7 +437,11 @@ def twin_profile(submission: Submission) -> str:
         return ""
     spec = ((submission.config or {}).get("launcher") or {}).get("simulated") or {}
     profile = spec.get("profile")
-    return profile[:100] if isinstance(profile, str) else ""
+    if not isinstance(profile, str):
+        return ""
+    # a profile given by its file (tests, the engine's `sim:PATH`) is named by its stem, as
+    # the accuracy page names profiles: never a host's path on a public page
+    return (Path(profile).stem if profile.endswith((".yaml", ".yml")) else profile)[:100]
 
 
 def simulated_band(submission: Submission) -> TwinBand | None:

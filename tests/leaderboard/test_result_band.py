@@ -40,6 +40,8 @@ def test_a_simulated_result_stores_its_profiles_band_and_its_page_draws_and_list
         label="Twin",
         config={"launcher": {"simulated": {"profile": TINY_FIT}}},
     )
+    # the profile, given by its file, is named by its stem: no host path on the public page
+    assert sim.twin_profile == "tiny-fit"
     band = sim.band
     assert band["profile"] == "tiny-fit" and band["treatment"] == "envelope"
     assert [p["name"] for p in band["open_parameters"]] == ["deployment.aggregated.chunk_tokens"]
@@ -51,6 +53,7 @@ def test_a_simulated_result_stores_its_profiles_band_and_its_page_draws_and_list
     html = client.get(reverse("result-detail", args=[sim.pk])).content.decode()
     assert 'id="open-parameters"' in html
     assert "deployment.aggregated.chunk_tokens" in html and "2048 – 8192" in html
+    assert "(profile <code>tiny-fit</code>," in html  # the lede names it, no path
     fig = _figure(html)
     edges = [t for t in fig["data"] if (t.get("meta") or {}).get("band")]
     assert len(edges) == 2 and edges[1]["fill"] == "tonexty"
