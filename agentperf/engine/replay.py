@@ -484,16 +484,10 @@ class Replay:
             session.prompt = prompt
 
     async def _sleep_until(self, t_ns: int) -> None:
-        """Never wakes before ``t_ns`` on the real clock: uvloop's timers count whole
-        milliseconds from the time its loop cached at the start of its iteration, so one
-        sleep can end early (by a millisecond or more on a busy loop); the rest is slept
-        again. Virtual time wakes at its timer's instant: one sleep."""
+        """Never wakes before ``t_ns``: each clock's sleep lasts at least what it is asked
+        (RealClock sleeps again where uvloop's timer ended early)."""
         wait = t_ns - self.clock.now_ns()
         if wait > 0:
-            await self.clock.sleep(wait / 1e9)
-        if self.clock.is_virtual:
-            return
-        while (wait := t_ns - self.clock.now_ns()) > 0:
             await self.clock.sleep(wait / 1e9)
 
     async def _agent(self, state: _AgentState, start_ns: int) -> None:

@@ -116,7 +116,13 @@ class RealClock:
         return time.perf_counter_ns()
 
     async def sleep(self, seconds: float) -> None:
+        """At least ``seconds``: uvloop's timers count whole milliseconds from the time its
+        loop cached at the start of its iteration, so one sleep can end early (by a
+        millisecond or more on a busy loop); the remainder is slept again."""
+        end = self.now_ns() + int(seconds * 1e9)
         await asyncio.sleep(max(0.0, seconds))
+        while (left := end - self.now_ns()) > 0:
+            await asyncio.sleep(left / 1e9)
 
     @property
     def is_virtual(self) -> bool:

@@ -62,7 +62,7 @@ def test_k_shards_start_the_sessions_one_process_starts(stub_url, dataset_path, 
         for r in result.records:
             first[r.agent_id] = min(first.get(r.agent_id, r.t_send_ns), r.t_send_ns)
         for agent, t in first.items():
-            # never early: a sleep that uvloop ends early is slept again (Replay._sleep_until),
+            # never early: a sleep that uvloop ends early is slept again (RealClock.sleep),
             # and the shards on this kernel take the coordinator's start as given, so no
             # measured offset's error is in the arrival times
             assert t - start >= offsets[agent], (result is one, agent)
