@@ -430,13 +430,17 @@ def result_publish(
     return result
 
 
+def _simulated_section(submission: Submission) -> dict[str, Any]:
+    """The config's `launcher.simulated` section ({} for a measured submission)."""
+    if not submission.is_simulated:
+        return {}
+    return ((submission.config or {}).get("launcher") or {}).get("simulated") or {}
+
+
 def twin_profile(submission: Submission) -> str:
     """The twin profile that served a simulated submission ("" for a measured one): what
     labels its result by the accuracy page's status (docs/simulator.md "Accuracy")."""
-    if not submission.is_simulated:
-        return ""
-    spec = ((submission.config or {}).get("launcher") or {}).get("simulated") or {}
-    profile = spec.get("profile")
+    profile = _simulated_section(submission).get("profile")
     if not isinstance(profile, str):
         return ""
     # a profile given by its file (tests, the engine's `sim:PATH`) is named by its stem, as
@@ -451,7 +455,7 @@ def simulated_band(submission: Submission) -> TwinBand | None:
         return None
     from agentperf.simulator.bands import result_band
 
-    spec = ((submission.config or {}).get("launcher") or {}).get("simulated") or {}
+    spec = _simulated_section(submission)
     return twin_band(result_band(spec.get("profile"), spec.get("overrides")))
 
 

@@ -73,7 +73,7 @@ class Quality(Document):
     the check's status and figures, or why there are none (``simulated``, ``not_measured``,
     ``no_reference``)."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(populate_by_name=True)  # merged with Document's
 
     status: Literal["pass", "warn", "fail", "simulated", "not_measured", "no_reference"]
     summary: str

@@ -426,11 +426,11 @@ def run_complete(
         return fresh
     _check_attempt(fresh, attempt)
     if fresh.submission.status != c.VERIFYING:
-        _completion_store(fresh, attempt=attempt, report=report)
+        _completion_accept(fresh, attempt=attempt, report=report)
     return run_verify(run=fresh, attempt=attempt)
 
 
-def _completion_store(
+def _completion_accept(
     run: BenchmarkRun, *, attempt: int | None, report: contract.CompletionReport
 ) -> None:
     """running → verifying with the completion's documents, its evidence checked first."""

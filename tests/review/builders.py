@@ -63,7 +63,16 @@ CHECKS = [
 
 
 def summary_dict(*, concurrency: int, p25: float, ttft_p75: float | None, accelerators=8) -> dict:
-    """Trial.metrics as the runner stores it: the engine's TrialSummary through the
+    """Trial.metrics as the runner stores it (`summary_metrics` dumped)."""
+    return summary_metrics(
+        concurrency=concurrency, p25=p25, ttft_p75=ttft_p75, accelerators=accelerators
+    ).dump()
+
+
+def summary_metrics(
+    *, concurrency: int, p25: float, ttft_p75: float | None, accelerators=8
+) -> contract.TrialMetrics:
+    """A trial's metrics as the runner reports them: the engine's TrialSummary through the
     contract (agentperf/contract.py TrialMetrics)."""
     ttft = {"p50": (ttft_p75 or 0) * 0.7, "p75": ttft_p75, "p90": None, "p95": None, "p99": None}
     summary = TrialSummary(
@@ -91,7 +100,7 @@ def summary_dict(*, concurrency: int, p25: float, ttft_p75: float | None, accele
         requests_total=50 * concurrency,
         speed_undefined=0,
     )
-    return contract.TrialMetrics.of(summary).dump()
+    return contract.TrialMetrics.of(summary)
 
 
 def make_reviewable(
@@ -161,9 +170,7 @@ def finish_run(
                 index=index,
                 concurrency=n,
                 phase=phase,
-                metrics=contract.TrialMetrics.model_validate(
-                    summary_dict(concurrency=n, p25=p25, ttft_p75=ttft)
-                ),
+                metrics=summary_metrics(concurrency=n, p25=p25, ttft_p75=ttft),
                 verdicts=verdicts,
                 telemetry=contract.TrialTelemetry(measured=False, reason="not measured"),
             ),
