@@ -18,15 +18,7 @@ from __future__ import annotations
 import io
 import threading
 from collections.abc import Sequence
-
-import matplotlib
-from matplotlib.axes import Axes
-
-# Figure and the canvases directly, never pyplot: no GUI backend, no global figure state
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.backends.backend_svg import FigureCanvasSVG
-from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from typing import TYPE_CHECKING
 
 from leaderboard.charts import OKABE_ITO, X_TITLE, Y_TITLE, trace_name
 
@@ -37,6 +29,10 @@ MARKERS = ["o", "s", "D", "^", "v", "X", "P", "*"]
 SIM_COLOUR = "#A0507A"
 # matplotlib's text layout and font cache are process-global; one render at a time
 _LOCK = threading.Lock()
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
 def _draw_series(ax: Axes, series: Sequence[dict]) -> None:
@@ -85,7 +81,7 @@ def _draw_tiers(ax: Axes, tiers: Sequence[tuple[str, float]], chosen_tier: str |
 
 def _style_axes(ax: Axes) -> None:
     """Axis titles, thousands-separated throughput, a light grid, no top or right spine."""
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
+    ax.yaxis.set_major_formatter(lambda value, _: f"{value:,.0f}")  # a FuncFormatter
     ax.set_xlabel(X_TITLE)
     ax.set_ylabel(Y_TITLE, fontsize=9)
     ax.grid(True, color="#e5e5e5")
@@ -156,6 +152,14 @@ def render(
     """The frontier of `series` (as `charts.result_series` gives) as PNG or SVG bytes."""
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}")
+    # matplotlib (and numpy under it) is imported at the first image, not at every process's
+    # start: it was a sixth of the web app's import time (docs/benchmarks.md "Process starts").
+    # Figure and the canvases directly, never pyplot: no GUI backend, no global figure state.
+    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.backends.backend_svg import FigureCanvasSVG
+    from matplotlib.figure import Figure
+
     # text.parse_math off: names and labels are data, never mathtext (a "$" in one raised)
     with (
         _LOCK,
