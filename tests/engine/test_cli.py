@@ -148,10 +148,15 @@ def test_search_command_writes_every_trial_and_per_tier_results(
         "0.5",
         "--min-requests",
         "1",
+        # the client's health guard is not this test's subject: on a loaded host one late
+        # wake-up in a 0.5 s window is a p99 loop lag over 25 ms, and the tier then fails
+        "--max-loop-lag-ms",
+        "1000",
     )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((out / "search.json").read_text())
-    assert doc["max_agents"] == {"always": 2, "never": 0}
+    verdicts = [(t["concurrency"], t["data"]["verdicts"]) for t in doc["trials"]]
+    assert doc["max_agents"] == {"always": 2, "never": 0}, verdicts
     assert "capped" in doc["tiers"]["always"]["flags"]
     assert [t["concurrency"] for t in doc["trials"]] == [1, 2, 2]
     for t in doc["trials"]:
