@@ -8,20 +8,33 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from agentperf.engine.jobs import Target, search_job
 from agentperf.engine.search import PHASE_RAMP, SearchTrial
-from agentperf.engine.sharding import RECORDS_FILE, LocalShards, Sharding, ShardSpec
+from agentperf.engine.sharding import (
+    RECORDS_FILE,
+    START_LEAD_S,
+    LocalShards,
+    Sharding,
+    ShardOutput,
+    ShardSpec,
+)
 from agentperf.engine.trajectory import load_dataset
 from agentperf.engine.trial import Tier
 from tests.engine.test_shards import _config, stub_url  # noqa: F401 (fixtures)
 
+WARMUP_S, DURATION_S = 1.0, 4.0
+# shard 1 of the first attempt dies halfway through the window: both shards are sending
+# then, whatever the load (the common start is START_LEAD_S after `collect` is called)
+KILL_AT_S = START_LEAD_S + WARMUP_S + DURATION_S / 2
+
 
 class DetachedShards(LocalShards):
     """Local shard processes that abort() does not kill (a remote host's shards: only the
-    keep-alive channel reaches them); shard 1 of the first attempt is SIGKILLed mid-trial."""
+    keep-alive channel reaches them); shard 1 of the first attempt is SIGKILLed mid-window."""
 
     attempts = 0
     abandoned: list[tuple[int, Path]] = []  # (pid, folder) of the first attempt's shards
@@ -31,17 +44,23 @@ class DetachedShards(LocalShards):
         type(self).attempts += 1
         self.attempt = type(self).attempts
         self.kill = self.attempt == 1
+        self.collecting_since: float | None = None
         await super().launch(specs)
         if self.attempt == 2:
             type(self).retry_records = [folder / RECORDS_FILE for _, _, folder in self.procs]
 
+    async def collect(self, deadline: float) -> list[ShardOutput]:
+        self.collecting_since = time.monotonic()  # the coordinator has just set the start
+        return await super().collect(deadline)
+
     def check(self) -> None:
-        if self.kill:
-            _spec, proc, folder = self.procs[1]
-            records = folder / RECORDS_FILE
-            if records.exists() and records.stat().st_size > 0:  # it is sending: mid-trial
-                os.kill(proc.pid, signal.SIGKILL)
-                self.kill = False
+        # (waiting for shard 1's records instead raced its exit on a loaded host: they reach
+        # the file at the end of its replay, moments before it exits)
+        since = self.collecting_since
+        if self.kill and since is not None and time.monotonic() >= since + KILL_AT_S:
+            _spec, proc, _folder = self.procs[1]
+            os.kill(proc.pid, signal.SIGKILL)
+            self.kill = False
         super().check()
 
     def abort(self) -> None:
@@ -63,9 +82,8 @@ def test_the_survivor_of_an_abandoned_attempt_stops_before_the_retry_sends(
     generated_dataset_path,
     tmp_path,
 ):
-    # The answers as generated (up to 8192 tokens): the kill below waits for shard 1's
-    # records, which reach its file (through a 1 MiB buffer) at the end of its replay; the
-    # survivor is then still draining a long answer when the coordinator abandons the attempt.
+    # The answers as generated (up to 8192 tokens): the survivor is still sending, or
+    # draining a long answer, when the coordinator abandons the attempt.
     dataset_path = generated_dataset_path
     DetachedShards.attempts = 0
     failures: list[tuple[int, int, str]] = []
@@ -75,7 +93,7 @@ def test_the_survivor_of_an_abandoned_attempt_stops_before_the_retry_sends(
         tiers=[Tier("t", min_p25_output_speed=1, max_ttft_s=60)],
         # a long window: without the stop, the survivor would still be sending during the
         # retry's whole trial
-        base=_config(2, warmup=1.0, duration=4.0, model="stub"),
+        base=_config(2, warmup=WARMUP_S, duration=DURATION_S, model="stub"),
         cap=2,
         # resumed after a passed one-agent trial (one shard runs in this process: nothing
         # here looks at it), so the one trial the search runs is the two-shard one
