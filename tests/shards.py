@@ -10,8 +10,9 @@ store, the container image built for it) are kept in one shard: `TOGETHER`.
 Most of a session's wall time is waiting (servers starting, workers polling, llama.cpp
 answering), so on this 2-core machine two sessions finish the suite in less time than one
 (docs/benchmarks.md "The test suite"; three finish sooner still, but raise the load enough
-to trip timing-sensitive tests: "Three sessions"). Each shard's output goes to its own log and is printed
-whole when the shard ends; the exit status is the first failing shard's, else 0.
+to trip timing-sensitive tests: "Three sessions"). Each shard's output goes to its own log
+and is printed whole when the shard ends; the exit status is the first failing shard's,
+else 0.
 
 `--record LOG`: rewrite tests/durations.json from a pytest log run with `--durations=0`.
 Given test paths (an argument naming a file or folder), the run is one session, as before.
