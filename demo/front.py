@@ -14,6 +14,8 @@ gunicorn then listens on a loopback port of its own and trusts one proxy
 
 from __future__ import annotations
 
+import getpass
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -34,7 +36,7 @@ def front_conf(*, host: str, port: int, upstream_port: int, prefix: Path) -> str
     """nginx.conf for the front: listen on host:port, pass everything to gunicorn on
     127.0.0.1:upstream_port once it arrived whole."""
     return f"""\
-worker_processes 1;
+{_worker_user()}worker_processes 1;
 pid {prefix}/nginx.pid;
 error_log {prefix}/error.log warn;
 events {{
@@ -74,6 +76,15 @@ http {{
   }}
 }}
 """
+
+
+def _worker_user() -> str:
+    """nginx started as root drops its workers to `nobody`, who may not pass the folders
+    above the prefix (a clone under a 0700 home or `mktemp -d`): every request body past
+    the in-memory buffer (a runner's blob PUT) was then a 500. Its workers run as the user
+    who started the demo, as gunicorn does; started as anyone else, they run as that user
+    anyway and the directive is left out."""
+    return f"user {getpass.getuser()};\n" if os.geteuid() == 0 else ""
 
 
 def start_front(
