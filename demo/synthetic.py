@@ -376,7 +376,7 @@ def _launcher_section(submission: Submission, accelerators: int) -> tuple[str, d
     simulated submission and an attached endpoint on its hardware's pool for a measured one."""
     from runs.dispatch import SIMULATED_POOL, DispatchError, launcher_spec
 
-    if (submission.config or {}).get("launcher"):
+    if submission.deployment.launcher.kind is not None:
         try:
             return launcher_spec(submission)
         except DispatchError:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from submissions.stored_config import StoredConfig, read_config
+
 
 class Ladder(models.Model):
     STATUS_RUNNING = "running"  # rungs on their way through the pipeline
@@ -90,3 +92,8 @@ class LadderRung(models.Model):
 
     def __str__(self) -> str:
         return f"{self.ladder_id}/{self.order}/{self.index} {self.name}"
+
+    @property
+    def deployment(self) -> StoredConfig:
+        """The rung's config as a model (submissions/stored_config.py)."""
+        return read_config(self.config)

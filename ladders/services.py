@@ -494,7 +494,7 @@ def ladder_refresh(ladder: Ladder) -> Ladder:
         tiers = tiers or _tiers_of(run)
         if rung.config_sha256 in measured:
             continue
-        accelerators = int(rung.config.get("topology", {}).get("accelerators_used") or 1)
+        accelerators = rung.deployment.topology.accelerators_used or 1
         measured[rung.config_sha256] = [
             _trial_measure(t, accelerators, seed=0) for t in run.trials.order_by("index")
         ]

@@ -15,6 +15,7 @@ from typing import Any
 
 from agentperf.schema.secrets import REFUSE, is_secret_ref, looks_secret_name, scan
 from leaderboard.configdiff import ABSENT, config_table
+from submissions.stored_config import StoredConfig
 
 REDACTED = "[redacted]"
 SECRET_REFERENCE = "secret (resolved on the runner host)"
@@ -229,17 +230,18 @@ class Role:
     details: list[tuple[str, str]]
 
 
-def roles(config: dict | None) -> list[Role]:
-    """Prefill/decode (or aggregated) roles from ``config["topology"]["roles"]``: the
-    schema's list of Role objects (agentperf/schema/deployment.py: ``name``, ``workers``,
+def roles(config: StoredConfig) -> list[Role]:
+    """Prefill/decode (or aggregated) roles of the config's topology: the schema's list of
+    Role objects (agentperf/schema/deployment.py: ``name``, ``workers``,
     ``accelerators_per_worker``, parallelism degrees, ``hardware``; docs/catalog.md). A
-    role's accelerators are workers × accelerators per worker; the other fields are its
-    details. [] for a config without a topology."""
-    topology = (config or {}).get("topology") or {}
+    role's accelerators are workers × accelerators per worker; the other fields, as stored,
+    are its details. [] for a config without a topology."""
     out = []
-    for entry in redact(topology.get("roles") or []):
-        workers, per_worker = int(entry["workers"]), int(entry["accelerators_per_worker"])
-        skip = {"name", "workers", "accelerators_per_worker"}
-        details = [(humanize(k), _scalar(v)) for k, v in entry.items() if k not in skip]
-        out.append(Role(str(entry["name"]), workers, workers * per_worker, per_worker, details))
+    skip = {"name", "workers", "accelerators_per_worker"}
+    for role in config.topology.roles:
+        stored = redact(role.model_dump(exclude_unset=True))
+        details = [(humanize(k), _scalar(v)) for k, v in stored.items() if k not in skip]
+        out.append(
+            Role(role.name, role.workers, role.accelerators, role.accelerators_per_worker, details)
+        )
     return out

@@ -36,6 +36,7 @@ from runs.models import BenchmarkRun, Trial, VerificationReport
 from submissions import constants as c
 from submissions.models import Submission
 from submissions.services.lifecycle import TransitionError, submission_transition
+from submissions.stored_config import StoredSimulated
 
 
 class PublishError(Exception):
@@ -227,12 +228,12 @@ def default_label(*, hardware_name: str, when: dt.datetime) -> str:
     return f"{hardware_name} now ({when.day} {when:%b})"
 
 
-def engine_of(config: dict) -> tuple[str, str]:
-    """(engine name, version) from the deployment config's ``engine`` section (the schema's
+def engine_of(submission: Submission) -> tuple[str, str]:
+    """(engine name, version) from the stored config's ``engine`` section (the schema's
     Engine: ``name`` and ``version``, agentperf/schema/deployment.py); ("", "") for a
-    submission without a config."""
-    engine = (config or {}).get("engine") or {}
-    return str(engine.get("name", "")), str(engine.get("version", ""))
+    submission without one."""
+    engine = submission.deployment.engine
+    return engine.name, engine.version
 
 
 def _tier_set_of(run: BenchmarkRun, submission: Submission) -> SloTierSet:
@@ -306,11 +307,11 @@ def publication_prepare(*, submission: Submission, run: BenchmarkRun) -> Publica
     if accelerators < 1:
         raise PublishError(f"run #{run.pk}: no trial says how many accelerators it used")
     totals = [m.accelerators_total for m in metrics if m.accelerators_total is not None]
-    topology = (submission.config or {}).get("topology") or {}
     in_system = (
         max(totals)
         if totals
-        else topology.get("accelerators_in_system") or submission.hardware.accelerators_per_system
+        else submission.deployment.topology.accelerators_in_system
+        or submission.hardware.accelerators_per_system
     )
     published: list[PublishedPoint] = []
     for trial in trials:
@@ -335,7 +336,7 @@ def publication_prepare(*, submission: Submission, run: BenchmarkRun) -> Publica
     modelled = result_modelled_power(
         simulated=submission.is_simulated, max_agents=max_agents, points=published
     )
-    engine_name, engine_version = engine_of(submission.config)
+    engine_name, engine_version = engine_of(submission)
     try:  # raw files hashed as stored (docs/verification.md "Receipt")
         prepared = receipts.prepare(run)
     except receipts.ReceiptDataError as exc:
@@ -430,18 +431,18 @@ def result_publish(
     return result
 
 
-def _simulated_section(submission: Submission) -> dict[str, Any]:
-    """The config's `launcher.simulated` section ({} for a measured submission)."""
+def _simulated_section(submission: Submission) -> StoredSimulated:
+    """The config's `launcher.simulated` section (empty for a measured submission)."""
     if not submission.is_simulated:
-        return {}
-    return ((submission.config or {}).get("launcher") or {}).get("simulated") or {}
+        return StoredSimulated()
+    return submission.deployment.launcher.simulated or StoredSimulated()
 
 
 def twin_profile(submission: Submission) -> str:
     """The twin profile that served a simulated submission ("" for a measured one): what
     labels its result by the accuracy page's status (docs/simulator.md "Accuracy")."""
-    profile = _simulated_section(submission).get("profile")
-    if not isinstance(profile, str):
+    profile = _simulated_section(submission).profile
+    if profile is None:
         return ""
     # a profile given by its file (tests, the engine's `sim:PATH`) is named by its stem, as
     # the accuracy page names profiles: never a host's path on a public page
@@ -456,7 +457,7 @@ def simulated_band(submission: Submission) -> TwinBand | None:
     from agentperf.simulator.bands import result_band
 
     spec = _simulated_section(submission)
-    return twin_band(result_band(spec.get("profile"), spec.get("overrides")))
+    return twin_band(result_band(spec.profile, spec.overrides))
 
 
 def _agents_per_mw(

@@ -33,6 +33,7 @@ from leaderboard.models import Result
 from runs.models import BenchmarkRun, VerificationReport
 from submissions.models import Artifact
 from submissions.services.artifacts import artifact_storage
+from submissions.stored_config import read_config
 
 log = logging.getLogger(__name__)
 
@@ -236,12 +237,11 @@ def hash_stored(files: list[RawFile]) -> dict[str, str]:
 
 
 def _image(
-    config: dict, ran: str | None = None, launcher: str = "container"
+    reference: str, ran: str | None = None, launcher: str = "container"
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The image subject and its predicate; `ran` is the image the run's `launcher` (a
-    container, or a Slurm job's tasks) reported it pulled and ran (docs/security.md
-    "Container launcher")."""
-    reference = str(((config or {}).get("engine") or {}).get("image") or "")
+    """The image subject and its predicate for the published config's image `reference`
+    ("" for none); `ran` is the image the run's `launcher` (a container, or a Slurm job's
+    tasks) reported it pulled and ran (docs/security.md "Container launcher")."""
     if not reference:
         return {"reference": None, "status": "no image declared"}, None
     digest = rc.image_digest(reference)
@@ -270,8 +270,9 @@ def publication_statement(
     # run by a container, or by a Slurm job's tasks (leaderboard.launch)
     launched = result_launch(result)
     ran = launched["image"] if launched and launched["image_run"] else None
+    published_image = read_config(docs.get(rc.CONFIG)).engine.image or ""
     image_predicate, image_subject = _image(
-        docs.get(rc.CONFIG) or {}, ran, launched["launcher"] if launched else "container"
+        published_image, ran, launched["launcher"] if launched else "container"
     )
     if image_subject is not None:
         subjects.append(image_subject)

@@ -56,8 +56,8 @@ def suggested_label(submission) -> str:
     """The label a publish form starts from: hardware, engine and version, today's date."""
     from django.utils import timezone
 
-    engine = (submission.config or {}).get("engine") or {}
-    name = " ".join(str(engine.get(k)) for k in ("name", "version") if engine.get(k))
+    engine = submission.deployment.engine
+    name = " ".join(part for part in (engine.name, engine.version) if part)
     when = timezone.now()
     parts = [submission.hardware.name, *([name] if name else [])]
     return f"{' · '.join(parts)} ({when.day} {when:%b})"

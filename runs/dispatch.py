@@ -34,6 +34,15 @@ from runs.models import BenchmarkRun
 from submissions import constants as c
 from submissions.models import LaunchApproval, PoolEndpoint, RunnerPool, Submission
 from submissions.services.lifecycle import TransitionError, submission_transition
+from submissions.stored_config import (
+    LauncherKind,
+    StoredAttached,
+    StoredConfig,
+    StoredConfigError,
+    StoredLaunch,
+    StoredSecret,
+    StoredSimulated,
+)
 
 log = logging.getLogger(__name__)
 
@@ -72,47 +81,68 @@ def run_token_hash(plaintext: str) -> str:
     return hashlib.sha256(plaintext.encode()).hexdigest()
 
 
-def _launcher(config: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    launcher = config.get("launcher") or {}
-    for kind in ("attached", "container", "process", "simulated", "slurm"):
-        if launcher.get(kind) is not None:  # `container: {}` names the kind with no options
-            return kind, dict(launcher[kind])
-    raise DispatchError("the config has no launcher")
+def _deployment(submission: Submission) -> StoredConfig:
+    """The submission's stored config as a model; a stored document that does not read is
+    the vendor's reason (DispatchError)."""
+    try:
+        return submission.deployment
+    except StoredConfigError as exc:
+        raise DispatchError(str(exc)) from None
 
 
-def _launched(kind: str, config: dict[str, Any]) -> dict[str, Any]:
+def _launcher(config: StoredConfig) -> LauncherKind:
+    kind = config.launcher.kind
+    if kind is None:
+        raise DispatchError("the config has no launcher")
+    return kind
+
+
+def _stored(value: str | StoredSecret) -> str | dict[str, Any]:
+    """An argument or environment value as the run spec carries it: text, or a secret by
+    name in its long form."""
+    return value if isinstance(value, str) else value.model_dump(exclude_none=True)
+
+
+def _launched(kind: str, config: StoredConfig) -> dict[str, Any]:
     """The run spec's section for a launcher that starts `launch` (container or process):
     the config's one launch description, as published (docs/security.md "Vendor commands")."""
-    launch = config.get("launch") or {}
-    for name in ("command", "port", "served_model_name"):
-        if launch.get(name) is None:  # a config stored before the one launch description
+    launch = config.launch or StoredLaunch()
+    required = {
+        "command": launch.command,
+        "port": launch.port,
+        "served_model_name": launch.served_model_name,
+    }
+    for name, value in required.items():
+        if value is None:  # a config stored before the one launch description
             raise DispatchError(f"launch.{name} is missing: resubmit the config in its new shape")
     section: dict[str, Any] = {
         "kind": kind,
-        "command": [launch["command"], *(launch.get("args") or [])],
-        "env": dict(config.get("env") or {}),
-        "port": int(launch["port"]),
-        "ready_timeout_s": int(launch.get("ready_timeout_s") or 600),
-        "served_model_name": launch["served_model_name"],
+        "command": [str(launch.command), *map(_stored, launch.args)],
+        "env": {name: _stored(value) for name, value in config.env.items()},
+        "port": launch.port,
+        "ready_timeout_s": launch.ready_timeout_s or 600,
+        "served_model_name": launch.served_model_name,
     }
     if kind == "container":
-        section["image"] = (config.get("engine") or {}).get("image")
+        section["image"] = config.engine.image
     return section
 
 
-def _simulated_launcher(spec: dict[str, Any]) -> dict[str, Any]:
+def _simulated_launcher(spec: StoredSimulated) -> dict[str, Any]:
     from agentperf.simulator.profile import ProfileError, load_profile_with
 
-    overrides = spec.get("overrides") or None
+    if spec.profile is None:
+        raise DispatchError("launcher.simulated.profile is missing")
+    overrides = spec.overrides or None
     try:
-        profile = load_profile_with(spec["profile"], overrides)
+        profile = load_profile_with(spec.profile, overrides)
     except ProfileError as exc:
-        raise DispatchError(f"simulator profile {spec['profile']!r}: {exc}") from exc
+        raise DispatchError(f"simulator profile {spec.profile!r}: {exc}") from exc
     small = profile.accelerators_used <= settings.SIM_REALTIME_MAX_ACCELERATORS
-    launcher = {
+    launcher: dict[str, Any] = {
         "kind": "simulated",
-        "profile": spec["profile"],
-        "seed": int(spec.get("seed") or 0),
+        "profile": spec.profile,
+        "seed": spec.seed,
         "clock": "real" if small else "virtual",
         "served_model_name": profile.served_model_names[0],
         "profile_label": profile.label + (" with overrides" if overrides else ""),
@@ -124,66 +154,76 @@ def _simulated_launcher(spec: dict[str, Any]) -> dict[str, Any]:
     return launcher
 
 
-def _attached_launcher(submission: Submission, spec: dict[str, Any]) -> dict[str, Any]:
+def _attached_launcher(submission: Submission, spec: StoredAttached) -> dict[str, Any]:
     pool = submission.hardware.runner_pool
     endpoint = PoolEndpoint.objects.filter(
         Q(org__isnull=True) | Q(org=submission.org),
         pool=pool,
-        endpoint_id=spec.get("endpoint_id"),
+        endpoint_id=spec.endpoint_id,
         enabled=True,
     ).first()
     if endpoint is None:
         raise DispatchError(
-            f"endpoint {spec.get('endpoint_id')!r} is not in the allowlist of pool {pool!r}"
+            f"endpoint {spec.endpoint_id!r} is not in the allowlist of pool {pool!r}"
         )
     return {
         "kind": "attached",
         "endpoint_id": endpoint.endpoint_id,
         "url": endpoint.url,
         "api_key_env": endpoint.api_key_env,
-        "served_model_name": spec["served_model_name"],
+        "served_model_name": spec.served_model_name,
     }
 
 
-def _slurm_launcher(submission: Submission, spec: dict[str, Any]) -> dict[str, Any]:
+def _slurm_launcher(submission: Submission) -> dict[str, Any]:
     """The run spec's `slurm` section: the topology's roles with the command each role's
     tasks run (docs/pipeline.md "Slurm"); the runner's own reading of a config, so a job
-    rendered outside the platform (`python -m runner.launchers.slurm render`) is the same."""
+    rendered outside the platform (`python -m runner.launchers.slurm render`) is the same.
+    It reads the stored document as the vendor's file would read."""
     from agentperf.launchspec import launcher_section
 
-    return launcher_section(submission.config or {})
+    return launcher_section(dict(submission.config or {}))
 
 
 def launcher_spec(submission: Submission) -> tuple[str, dict[str, Any]]:
     """(pool, the run spec's launcher section) for `submission`."""
-    kind, spec = _launcher(submission.config or {})
-    if kind == "simulated":
-        return SIMULATED_POOL, _simulated_launcher(spec)
+    config = _deployment(submission)
+    kind = _launcher(config)
+    if config.launcher.simulated is not None:
+        return SIMULATED_POOL, _simulated_launcher(config.launcher.simulated)
     pool = submission.hardware.runner_pool
-    if kind == "attached":
-        return pool, _attached_launcher(submission, spec)
+    if config.launcher.attached is not None:
+        return pool, _attached_launcher(submission, config.launcher.attached)
     if kind == "slurm":
-        return pool, _slurm_launcher(submission, spec)
-    return pool, _launched(kind, submission.config or {})
+        return pool, _slurm_launcher(submission)
+    return pool, _launched(kind, config)
 
 
 def launch_identity(submission: Submission) -> dict[str, Any] | None:
     """What a reviewer approves for a `container` or `process` launch, canonical (None for
     other kinds): the launcher, the command with its arguments (secrets by name), the
     environment (names, clear values, secrets by name), the port and the image digest. Any
-    change gives another digest."""
-    slurm = ((submission.config or {}).get("launcher") or {}).get("slurm")
-    if slurm:  # a Slurm launch runs the vendor's commands on the pool's cluster
+    change gives another digest. The stored fields only (`exclude_unset`): a default read
+    into the model never changes a digest a reviewer approved."""
+    try:
+        config = _deployment(submission)
+    except DispatchError:  # nothing that could run (dispatch refuses it with the reason)
+        return None
+    topology = config.topology
+    if config.launcher.slurm:  # a Slurm launch runs the vendor's commands on the pool's cluster
         return {
             "kind": "slurm",
             "pool": submission.hardware.runner_pool,
-            "launcher": slurm,
-            "roles": ((submission.config or {}).get("topology") or {}).get("roles"),
-            "image": ((submission.config or {}).get("engine") or {}).get("image"),
+            "launcher": config.launcher.slurm,
+            "roles": (
+                [r.model_dump(exclude_unset=True) for r in topology.roles]
+                if "roles" in topology.model_fields_set
+                else None
+            ),
+            "image": config.engine.image,
         }
-    config = submission.config or {}
     try:
-        kind, _ = _launcher(config)
+        kind = _launcher(config)
         if kind not in ("container", "process"):
             return None
         section = _launched(kind, config)
@@ -195,7 +235,7 @@ def launch_identity(submission: Submission) -> dict[str, Any] | None:
         "command": section["command"],
         "env": dict(sorted(section["env"].items())),
         "port": section["port"],
-        "image": (config.get("engine") or {}).get("image"),
+        "image": config.engine.image,
     }
 
 
@@ -211,8 +251,7 @@ def launch_gate(submission: Submission) -> str | None:
     returns the launch digest that still needs a reviewer's approval, or None when the
     submission may run now (no launched process, a vendor on its own pool, or an approval
     of exactly this launch on a platform pool)."""
-    kind, _ = _launcher(submission.config or {})
-    if kind == "simulated":
+    if _launcher(_deployment(submission)) == "simulated":
         return None
     pool = RunnerPool.objects.filter(slug=submission.hardware.runner_pool).first()
     if pool is not None and pool.vendor_operated:
@@ -251,12 +290,11 @@ def search_options(submission: Submission, pool: str, launcher: dict[str, Any]) 
     if launcher["kind"] == "simulated":
         key = f"simulated-{'realtime' if launcher['clock'] == 'real' else 'virtual'}"
     options.update(settings.RUN_SEARCH_OPTIONS_BY_POOL.get(key) or {})
-    benchmark = (submission.config or {}).get("benchmark") or {}
-    vendor_cap = benchmark.get("max_concurrency")
-    if vendor_cap:
-        options["cap"] = min(int(options["cap"]), int(vendor_cap))
-    if benchmark.get("arrival"):  # the open loop beside the closed (docs/engine.md)
-        options["arrival"] = benchmark["arrival"]
+    benchmark = _deployment(submission).benchmark
+    if benchmark.max_concurrency:
+        options["cap"] = min(int(options["cap"]), benchmark.max_concurrency)
+    if benchmark.arrival:  # the open loop beside the closed (docs/engine.md)
+        options["arrival"] = benchmark.arrival
     return options
 
 
@@ -273,7 +311,7 @@ def loadgen_section(pool: str, search: dict[str, Any]) -> dict[str, Any]:
 
 
 def dataset_size(submission: Submission, pool: str, launcher: dict[str, Any]) -> str:
-    engine = ((submission.config or {}).get("engine") or {}).get("name")
+    engine = _deployment(submission).engine.name
     if launcher["kind"] == "simulated" and launcher["clock"] == "real":
         return SIZE_SMALL
     if engine == "llamacpp" or pool == "local-cpu":
@@ -297,22 +335,16 @@ def time_limits(search: dict[str, Any], launcher: dict[str, Any]) -> tuple[int, 
 
 
 def accelerators(submission: Submission, launcher: dict[str, Any]) -> dict[str, Any]:
-    topology = (submission.config or {}).get("topology") or {}
-    used = topology.get("accelerators_used")
-    if not used:
-        used = sum(
-            int(r.get("workers", 1)) * int(r.get("accelerators_per_worker", 1))
-            for r in topology.get("roles") or []
-        )
-    total = topology.get("accelerators_in_system") or submission.hardware.accelerators_per_system
-    out: dict[str, Any] = {"used": int(used or 1), "total": int(total) if total else None}
+    topology = _deployment(submission).topology
+    total = topology.accelerators_in_system or submission.hardware.accelerators_per_system
+    out: dict[str, Any] = {"used": topology.used, "total": int(total) if total else None}
     if launcher.get("kind") in ("process", "container"):
         # the devices the pool host grants a launched server: accelerators_per_worker for each
         # engine worker (docs/security.md "Devices")
         per_worker = [
-            int(r.get("accelerators_per_worker", 1))
-            for r in topology.get("roles") or []
-            for _ in range(min(int(r.get("workers", 1)), 1025))
+            role.accelerators_per_worker
+            for role in topology.roles
+            for _ in range(min(role.workers, 1025))
         ]
         if 0 < len(per_worker) <= 1024 and sum(per_worker) == out["used"]:
             out["per_worker"] = per_worker

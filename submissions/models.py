@@ -8,6 +8,7 @@ from django.db.models import Q
 
 from catalog.models import WORKLOAD_CHOICES, WORKLOAD_CODING, WORKLOADS
 from submissions import constants as c
+from submissions.stored_config import StoredConfig, read_config
 
 
 class Organization(models.Model):
@@ -124,6 +125,12 @@ class Submission(models.Model):
     @property
     def is_final(self) -> bool:
         return self.status in c.FINAL_STATES
+
+    @property
+    def deployment(self) -> StoredConfig:
+        """The stored config as a model (submissions/stored_config.py); raises
+        StoredConfigError for a stored document no schema produced."""
+        return read_config(self.config)
 
 
 class AuditEvent(models.Model):

@@ -1,10 +1,12 @@
 """Results are read as models (issue #37 item 1): outside the model layer no web package reads
 a stored result document as a dict. The stored JSON of a Result (its points, brackets and
 modelled power), a run (its spec, search summary, progress and host telemetry), a trial (its
-metrics, verdicts and telemetry) and a verification report (its checks) is read through the
-accessors that parse it once (``Result.published_points``, ``run.spec``, ``run.summary``,
-``trial.summary``, ``trial.tier_verdicts``, ``report.results``…; leaderboard/models.py,
-leaderboard/points.py, runs/models.py, agentperf/contract.py).
+metrics, verdicts and telemetry), a verification report (its checks) and a submission's or
+ladder rung's deployment config is read through the accessors that parse it once
+(``Result.published_points``, ``run.spec``, ``run.summary``, ``trial.summary``,
+``trial.tier_verdicts``, ``report.results``, ``submission.deployment``…;
+leaderboard/models.py, leaderboard/points.py, runs/models.py, agentperf/contract.py,
+submissions/stored_config.py).
 
 The scan walks the AST of every web package and fails on:
 
@@ -48,9 +50,18 @@ WEB_PACKAGES = (
     "submissions",
 )
 # The model layer: where the stored documents are declared and parsed.
-MODEL_LAYER = {"leaderboard/models.py", "leaderboard/points.py", "runs/models.py"}
-# Stored JSON fields of Result, BenchmarkRun, Trial and VerificationReport.
+MODEL_LAYER = {
+    "leaderboard/models.py",
+    "leaderboard/points.py",
+    "runs/models.py",
+    "submissions/models.py",
+    "submissions/stored_config.py",
+    "ladders/models.py",
+}
+# Stored JSON fields of Result, BenchmarkRun, Trial, VerificationReport, and the deployment
+# config of a Submission or a ladder rung (read as ``submission.deployment``).
 STORED = {
+    "config",
     "points",
     "brackets",
     "modelled_power",
@@ -273,6 +284,8 @@ FLAGGED = {
     "dict_parameter": "def f(points: list[dict]):\n    return [p for p in points][0]['x']\n",
     "point_parameter": "def f(point: dict):\n    return point.get('energy')\n",
     "any_parameter": "def f(metrics: Any):\n    return metrics['ttft_s']\n",
+    "config_get": "def f(s):\n    return (s.config or {}).get('engine') or {}\n",
+    "config_parameter": "def f(config: dict):\n    return config['topology']['roles']\n",
 }
 CLEAN = {
     "model_reads": (
@@ -287,6 +300,7 @@ CLEAN = {
         "    return points[0], point.energy\n"
     ),
     "other_package_decode": "import json\ndef f(h):\n    return json.loads(h.read())\n",
+    "deployment": "def f(s):\n    return s.deployment.engine.name, s.deployment.topology.used\n",
 }
 
 

@@ -254,18 +254,18 @@ def test_an_unlimited_memlock_the_runner_may_not_raise_is_refused(host, tmp_path
 def test_dispatch_gives_a_launched_server_one_group_per_engine_worker():
     """runs.dispatch.accelerators: the run spec says each engine worker's
     accelerators_per_worker, which the pool worker grants (RunDirector._grant_devices)."""
-    from types import SimpleNamespace
-
     from agentperf import contract
+    from catalog.models import HardwareSystem
     from runs.dispatch import accelerators
+    from submissions.models import Submission
 
     roles = [
         {"name": "prefill", "workers": 2, "accelerators_per_worker": 1},
         {"name": "decode", "workers": 1, "accelerators_per_worker": 2},
     ]
-    submission = SimpleNamespace(
+    submission = Submission(
         config={"topology": {"roles": roles, "accelerators_used": 4}},
-        hardware=SimpleNamespace(accelerators_per_system=8),
+        hardware=HardwareSystem(accelerators_per_system=8),
     )
     launched = accelerators(submission, {"kind": "container"})
     assert launched == {"used": 4, "total": 8, "per_worker": [1, 1, 2]}
