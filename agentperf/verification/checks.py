@@ -14,6 +14,7 @@ itself (repeats, telemetry, load generator, statistics) in ``verification.measur
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,8 @@ from agentperf.verification.status import FAIL, PASS, WARN
 
 # token_counts
 OUTPUT_RATIO_TOLERANCE = 0.15
+# standard errors a trial's deviation must clear beyond the tolerance to fail
+SAMPLING_Z = 3.0
 PROMPT_RATIO_BOUNDS = (0.5, 2.0)
 
 
@@ -79,8 +82,106 @@ def server_deltas(trials: Sequence[TrialData]) -> dict[str, float]:
 # ------------------------------------------------------------------------- token counts
 
 
+@dataclass(frozen=True, slots=True)
+class RatioEstimate:
+    """Σ server count ÷ Σ local count over a trial's requests, and that ratio's standard
+    error by the ratio estimator's linearisation: √(Σ (aᵢ − R·bᵢ)² / (n (n − 1))) ÷ mean b.
+    ``se`` is None below two requests (no spread to estimate it from)."""
+
+    ratio: float
+    se: float | None
+    requests: int
+
+
+def ratio_estimate(pairs: Sequence[tuple[float, float]]) -> RatioEstimate | None:
+    """The estimate over ``(server, local)`` count pairs; None without a local count."""
+    n = len(pairs)
+    local = sum(b for _, b in pairs)
+    if n == 0 or local <= 0:
+        return None
+    ratio = sum(a for a, _ in pairs) / local
+    if n < 2:
+        return RatioEstimate(ratio, None, n)
+    spread = sum((a - ratio * b) ** 2 for a, b in pairs) / (n * (n - 1))
+    return RatioEstimate(ratio, math.sqrt(spread) / (local / n), n)
+
+
+def _deviation_sd(trial: RatioEstimate, base: float, base_se: float | None) -> float | None:
+    """The standard error of ``trial.ratio / base - 1`` (both ratios' errors, independent
+    trials); None when either is unknown."""
+    if trial.se is None or base_se is None:
+        return None
+    return math.hypot(trial.se / base, trial.ratio * base_se / base**2)
+
+
 def _ratio(num: float, den: float) -> float | None:
     return num / den if den > 0 else None
+
+
+def _token_rows(
+    trials: Sequence[TrialData],
+) -> tuple[list[dict[str, Any]], dict[int, RatioEstimate]]:
+    """Per trial: its window's output-ratio estimate and prompt ratio (the evidence rows),
+    and the estimates by trial index."""
+    rows: list[dict[str, Any]] = []
+    estimates: dict[int, RatioEstimate] = {}
+    for t in trials:
+        ok = [r for r in t.in_window() if r.ok]
+        with_out = [r for r in ok if r.n_out is not None and r.local_output_tokens]
+        with_in = [r for r in ok if r.n_in and r.local_prompt_tokens]
+        estimate = ratio_estimate(
+            [(float(r.n_out or 0), float(r.local_output_tokens or 0)) for r in with_out]
+        )
+        in_ratio = _ratio(
+            sum(r.n_in or 0 for r in with_in), sum(r.local_prompt_tokens or 0 for r in with_in)
+        )
+        if estimate is not None:
+            estimates[t.index] = estimate
+        rows.append(
+            {
+                "trial": t.index,
+                "concurrency": t.concurrency,
+                "requests": len(with_out),
+                "output_ratio": estimate.ratio if estimate else None,
+                "output_ratio_se": estimate.se if estimate else None,
+                "prompt_ratio": in_ratio,
+            }
+        )
+    return rows, estimates
+
+
+def _judge_output(
+    rows: list[dict[str, Any]],
+    estimates: dict[int, RatioEstimate],
+    baseline: tuple[float, float | None],
+    tolerance: float,
+    bad: list[str],
+    unsure: list[str],
+) -> None:
+    """Each trial's output ratio against the baseline (ratio, standard error): its
+    deviation and that deviation's standard error go on its row; a deviation past the
+    tolerance goes to ``bad`` when its interval clears the tolerance, else to ``unsure``."""
+    base, base_se = baseline
+    for r in rows:
+        estimate = estimates.get(r["trial"])
+        if estimate is not None:
+            deviation = estimate.ratio / base - 1
+            sd = _deviation_sd(estimate, base, base_se)
+            r["deviation"] = deviation
+            r["deviation_sd"] = sd
+            if abs(deviation) > tolerance:
+                said = (
+                    f"trial {r['trial']} (N={r['concurrency']}): server counts "
+                    f"{estimate.ratio:.2f}× the local output count, expected {base:.2f}×"
+                )
+                if sd is not None and abs(deviation) - SAMPLING_Z * sd > tolerance:
+                    bad.append(said)
+                else:
+                    spread = f"±{SAMPLING_Z * sd:.0%}" if sd is not None else "unknown"
+                    unsure.append(
+                        f"{said}, within chance over {estimate.requests} requests "
+                        f"(sampling spread {spread})"
+                    )
 
 
 def check_token_counts(
@@ -89,31 +190,19 @@ def check_token_counts(
     expected_output_ratio: float | None = None,
     tolerance: float = OUTPUT_RATIO_TOLERANCE,
 ) -> dict[str, Any]:
-    """Server token counts against the local offline count (output and prompt)."""
-    rows: list[dict[str, Any]] = []
-    for t in trials:
-        ok = [r for r in t.in_window() if r.ok]
-        with_out = [r for r in ok if r.n_out is not None and r.local_output_tokens]
-        with_in = [r for r in ok if r.n_in and r.local_prompt_tokens]
-        out_ratio = _ratio(
-            sum(r.n_out or 0 for r in with_out), sum(r.local_output_tokens or 0 for r in with_out)
-        )
-        in_ratio = _ratio(
-            sum(r.n_in or 0 for r in with_in), sum(r.local_prompt_tokens or 0 for r in with_in)
-        )
-        rows.append(
-            {
-                "trial": t.index,
-                "concurrency": t.concurrency,
-                "requests": len(with_out),
-                "output_ratio": out_ratio,
-                "prompt_ratio": in_ratio,
-            }
-        )
+    """Server token counts against the local offline count (output and prompt).
+
+    A trial's output ratio is judged against its sampling error: it fails only when the
+    whole interval of ±``SAMPLING_Z`` standard errors around its deviation lies beyond the
+    tolerance; a deviation past the tolerance that the trial's few requests cannot tell
+    from chance is a warning (docs/verification.md "token_counts")."""
+    rows, estimates = _token_rows(trials)
     measured = [r for r in rows if r["output_ratio"] is not None]
     rule = (
         f"per trial, Σ completion_tokens / Σ local output tokens within ±{tolerance:.0%} of the "
-        "model's calibrated ratio (the reference's, else the run's lowest-concurrency trial); "
+        "model's calibrated ratio (the reference's, else the run's lowest-concurrency trial): "
+        f"fail when the deviation's ±{SAMPLING_Z:g} standard-error interval lies wholly beyond "
+        "it, warn when it lies beyond it but the trial's requests cannot tell it from chance; "
         f"Σ prompt_tokens / Σ local prompt tokens within {PROMPT_RATIO_BOUNDS}"
     )
     if not measured:
@@ -125,41 +214,41 @@ def check_token_counts(
             {"trials": rows},
         )
     base: float
+    base_se: float | None
     if expected_output_ratio is not None:
-        base, base_source = expected_output_ratio, "model reference"
+        base, base_se, base_source = expected_output_ratio, 0.0, "model reference"
     else:
         lowest = min(measured, key=lambda r: (r["concurrency"], r["trial"]))
-        base, base_source = lowest["output_ratio"], f"trial {lowest['trial']} (lowest load)"
+        base, base_se = lowest["output_ratio"], lowest["output_ratio_se"]
+        base_source = f"trial {lowest['trial']} (lowest load)"
     bad: list[str] = []
+    unsure: list[str] = []
     if base <= 0:  # no ratio to hold the trials to: the server counted no output at all
         bad.append(f"server output counts are {base:.2f}× the local count ({base_source})")
+    if base > 0:
+        _judge_output(rows, estimates, (base, base_se), tolerance, bad, unsure)
     for r in rows:
-        if r["output_ratio"] is not None and base > 0:
-            r["deviation"] = r["output_ratio"] / base - 1
-            if abs(r["deviation"]) > tolerance:
-                bad.append(
-                    f"trial {r['trial']} (N={r['concurrency']}): server counts "
-                    f"{r['output_ratio']:.2f}× the local output count, expected {base:.2f}×"
-                )
         pr = r["prompt_ratio"]
         if pr is not None and not PROMPT_RATIO_BOUNDS[0] <= pr <= PROMPT_RATIO_BOUNDS[1]:
             bad.append(f"trial {r['trial']}: prompt_tokens {pr:.2f}× the local prompt count")
     worst = max((abs(r.get("deviation", 0.0)) for r in rows), default=0.0)
-    summary = (
-        "; ".join(bad[:4])
-        if bad
-        else f"server output counts within {worst:.1%} of {base:.2f}× the local count "
-        f"({base_source}) in all {len(measured)} trials"
-    )
+    if bad or unsure:
+        summary = "; ".join([*bad, *unsure][:4])
+    else:
+        summary = (
+            f"server output counts within {worst:.1%} of {base:.2f}× the local count "
+            f"({base_source}) in all {len(measured)} trials"
+        )
     return result(
         "token_counts",
-        FAIL if bad else PASS,
+        FAIL if bad else (WARN if unsure else PASS),
         summary,
         rule,
         {
             "expected_output_ratio": base,
             "baseline": base_source,
             "tolerance": tolerance,
+            "sampling_z": SAMPLING_Z,
             "trials": rows,
         },
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from agentperf.engine.metrics import RequestRecord
 from agentperf.verification.checks import TrialData, check_token_counts
 from tests.support.records import request_record
@@ -38,3 +40,51 @@ def test_a_server_that_counts_no_output_fails_instead_of_dividing_by_zero():
     check = check_token_counts([_trial(0, 1, 0), _trial(1, 8, 0)])
     assert check["status"] == "fail"
     assert "0.00× the local count" in check["summary"]
+
+
+def _noisy_trial(index: int, concurrency: int, pairs: list[tuple[int, int]]) -> TrialData:
+    """A trial whose requests each have their own (server, local) output counts: a random
+    model's text tokenizes unevenly, request by request."""
+    return TrialData(
+        index=index,
+        concurrency=concurrency,
+        records=[_record(i, n_out, local) for i, (n_out, local) in enumerate(pairs)],
+    )
+
+
+def test_a_deviation_few_requests_cannot_tell_from_chance_warns_instead_of_failing():
+    """An honest server's ratio over a handful of uneven requests: the second trial lands
+    past ±15 % of the first, but its three requests spread more than that."""
+    first = _noisy_trial(0, 1, [(40, 30), (40, 52), (40, 38)])
+    second = _noisy_trial(1, 4, [(40, 26), (40, 45), (40, 24)])
+    check = check_token_counts([first, second])
+    assert check["status"] == "warn", check["summary"]
+    assert "within chance over 3 requests" in check["summary"]
+    deviated = check["evidence"]["trials"][1]
+    assert abs(deviated["deviation"]) > 0.15
+    assert abs(deviated["deviation"]) - 3 * deviated["deviation_sd"] <= 0.15
+
+
+def test_inflated_counts_over_enough_requests_fail_whatever_the_spread():
+    """The padded mode's signature on uneven text: every count doubled, 40 requests a trial."""
+    local = [30 + (7 * i) % 25 for i in range(40)]
+    honest = _noisy_trial(0, 1, [(round(b * 1.3), b) for b in local])
+    padded = _noisy_trial(1, 4, [(round(b * 2.6) + (i % 3), b) for i, b in enumerate(local)])
+    check = check_token_counts([honest, padded])
+    assert check["status"] == "fail", check["summary"]
+    assert "trial 1 (N=4)" in check["summary"]
+
+
+def test_one_request_gives_no_spread_and_never_fails_on_its_ratio():
+    check = check_token_counts([_noisy_trial(0, 1, [(40, 40)]), _noisy_trial(1, 2, [(80, 40)])])
+    assert check["status"] == "warn", check["summary"]
+    assert check["evidence"]["trials"][1]["deviation_sd"] is None
+    json.dumps(check, allow_nan=False)  # stored as JSON: no infinity, no NaN
+
+
+def test_a_reference_ratio_has_no_sampling_error_of_its_own():
+    """Against the model's reference (the simulator's exact 1.0), a trial of identical
+    requests has no spread: any deviation past the tolerance fails."""
+    check = check_token_counts([_noisy_trial(0, 1, [(60, 50)] * 5)], expected_output_ratio=1.0)
+    assert check["status"] == "fail", check["summary"]
+    assert check["evidence"]["trials"][0]["deviation_sd"] == 0.0
