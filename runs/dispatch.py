@@ -310,11 +310,10 @@ def loadgen_section(pool: str, search: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def dataset_size(submission: Submission, pool: str, launcher: dict[str, Any]) -> str:
-    engine = _deployment(submission).engine.name
-    if launcher["kind"] == "simulated" and launcher["clock"] == "real":
+def dataset_size(submission: Submission, pool: str, launcher: contract.Launcher) -> str:
+    if isinstance(launcher, contract.SimulatedLauncher) and launcher.clock == "real":
         return SIZE_SMALL
-    if engine == "llamacpp" or pool == "local-cpu":
+    if _deployment(submission).engine.name == "llamacpp" or pool == "local-cpu":
         return SIZE_SMALL
     return SIZE_STANDARD
 
@@ -473,28 +472,36 @@ def run_spec_for(
     return run_spec_build(fields, 0)  # refused before a run exists
 
 
+def spec_of(
+    submission: Submission, *, tier_set: contract.TierSetRef, tiers: list[dict[str, Any]]
+) -> contract.RunSpec:
+    """The run spec of `submission` before its run exists (run id 0): its pool and launcher
+    section (`launcher_spec`) and everything `run_spec_for` adds, validated once. What
+    `run_prepare` stores, and what the verification harness runs without a database
+    (tests/verification/harness.py)."""
+    pool, launcher = launcher_spec(submission)
+    return run_spec_for(submission, pool=pool, launcher=launcher, tier_set=tier_set, tiers=tiers)
+
+
 def run_prepare(*, submission: Submission) -> tuple[BenchmarkRun, Signature]:
     """Create the run of `submission` and the task signature that executes it."""
-    pool, launcher = launcher_spec(submission)
     tier_set = default_tier_set_for(submission.model, submission.workload)
     if tier_set is None or not tier_set.tiers.exists():
         raise DispatchError(f"no SLO tier set for model {submission.model.slug!r}")
-    dataset = private_test_set(
-        size=dataset_size(submission, pool, launcher), workload=submission.workload
-    )
-    spec = run_spec_for(
+    spec = spec_of(
         submission,
-        pool=pool,
-        launcher=launcher,
         tier_set=contract.TierSetRef(slug=tier_set.slug, version=tier_set.version),
         tiers=tier_set.as_engine_tiers(),
+    )
+    dataset = private_test_set(
+        size=dataset_size(submission, spec.pool, spec.launcher), workload=submission.workload
     )
     run = BenchmarkRun.objects.create(
         submission=submission,
         dataset=dataset,
         tier_set=tier_set,
         status=BenchmarkRun.STATUS_PENDING,
-        queue=pool_queue(pool),
+        queue=pool_queue(spec.pool),
         soft_time_limit_s=spec.limits.soft_s,
         time_limit_s=spec.limits.hard_s,
     )

@@ -9,13 +9,14 @@ dishonest modes), reporting to a ``MemoryReporter`` instead of the runner API
 the reporter holds, as the web side stores them (runs/services.py), and judged by
 ``agentperf.verification.report.report_checks``, the function the pipeline's report uses.
 
-The run spec is dispatch's own (runs/dispatch.py ``run_spec_for`` and ``spec_message``):
-the launcher section, search options, time limits, accelerators and load generation of a
-simulated submission, validated once, as the pool worker receives it. Only the database
-and object storage are left out: the submission is not saved, its tier set is the harness's
-``TIERS`` and its private test set the harness's small dataset, because these tests run
-without a database (``run_prepare`` also writes the BenchmarkRun, its token hash and the
-stored test set, which need one).
+The run spec is dispatch's own: ``runs.dispatch.spec_of``, the function ``run_prepare``
+builds every run's spec with (the launcher section, search options, time limits,
+accelerators and load generation of a simulated submission, validated once), then
+``spec_message``, as the pool worker receives it. Only the database and object storage are
+left out: the submission is not saved, its tier set is the harness's ``TIERS`` and its
+private test set the harness's small dataset, because these tests run without a database
+(``run_prepare`` also looks up the tier set and writes the BenchmarkRun, its token hash and
+the stored test set, which need one).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from catalog.datasets import small_shape
 from catalog.models import AIModel
 from runner.worker.director import RunDirector
 from runner.worker.reporter import MemoryReporter
-from runs.dispatch import launcher_spec, run_spec_for, spec_message
+from runs.dispatch import spec_message, spec_of
 from submissions.models import Submission
 from tests.support import dishonest
 
@@ -104,11 +105,8 @@ def run_spec(
         RUN_SEARCH_OPTIONS_BY_POOL={"simulated-virtual": search},
         RUN_HEARTBEAT_INTERVAL_S=15,
     ):
-        pool, launcher = launcher_spec(submission)
-        spec = run_spec_for(
+        spec = spec_of(
             submission,
-            pool=pool,
-            launcher=launcher,
             tier_set=contract.TierSetRef(slug="verify-test", version=1),
             tiers=[t.to_dict() for t in TIERS],
         )
