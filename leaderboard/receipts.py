@@ -33,7 +33,7 @@ from leaderboard.models import Result
 from runs.models import BenchmarkRun, VerificationReport
 from submissions.models import Artifact
 from submissions.services.artifacts import artifact_storage
-from submissions.stored_config import read_config
+from submissions.stored_config import read_published_config
 
 log = logging.getLogger(__name__)
 
@@ -270,7 +270,7 @@ def publication_statement(
     # run by a container, or by a Slurm job's tasks (leaderboard.launch)
     launched = result_launch(result)
     ran = launched["image"] if launched and launched["image_run"] else None
-    published_image = read_config(docs.get(rc.CONFIG)).engine.image or ""
+    published_image = read_published_config(docs.get(rc.CONFIG)).engine.image or ""
     image_predicate, image_subject = _image(
         published_image, ran, launched["launcher"] if launched else "container"
     )

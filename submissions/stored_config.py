@@ -143,3 +143,17 @@ def read_config(document: object) -> StoredConfig:
         return StoredConfig.model_validate(document or {})
     except ValidationError as exc:
         raise StoredConfigError(validation_fields(exc)) from None
+
+
+def read_published_config(document: object) -> StoredConfig:
+    """A published config (secrets and a reviewer's redactions replaced by text,
+    leaderboard/configview.py) as a model: a top-level section with a redacted value where
+    the model expects a number, a list or a mapping reads as absent — the page shows what
+    was published, never a guess at what was redacted."""
+    try:
+        return read_config(document)
+    except StoredConfigError as exc:
+        if not isinstance(document, dict):
+            return StoredConfig()
+        redacted = {path.split(".")[0] for path in exc.fields}
+        return read_config({k: v for k, v in document.items() if k not in redacted})

@@ -32,7 +32,7 @@ from leaderboard.reproduce import reproduce_command
 from leaderboard.tables import Column, Table
 from runs.models import Trial
 from submissions.models import Artifact
-from submissions.stored_config import read_config
+from submissions.stored_config import read_published_config
 
 # The result page's chart is sized so that the title, the verdict and the whole plot fit a
 # 1366×768 screen (issue 35; tests/leaderboard/test_browser_fold.py).
@@ -538,7 +538,7 @@ def result_page(*, pk: int) -> dict | None:
     # a missing reverse one-to-one raises RelatedObjectDoesNotExist, an AttributeError
     verification = getattr(run, "verification", None)
     config = configview.public_config(result) or {}  # docs/security.md "Secrets in configs"
-    roles = configview.roles(read_config(config))
+    roles = configview.roles(read_published_config(config))
     figures = {
         "energy": result_energy(result),
         "cost": result_cost(result),

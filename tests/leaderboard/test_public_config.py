@@ -111,6 +111,30 @@ def test_a_reviewer_redacts_a_published_value_everywhere_with_a_reason_audited(
     assert SUSPICIOUS in json.dumps(result.submission.config)
 
 
+def test_a_redacted_number_or_section_leaves_every_surface_answering(
+    client, cast, django_capture_on_commit_callbacks
+):
+    """A reviewer may redact a role's worker count or a whole section: the result page shows
+    the redacted config without its roles table, never a server error."""
+    result = make_published_result(config=_config())
+    rita = client.__class__()
+    rita.force_login(cast.rita)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = rita.post(
+            reverse("review:decide", args=[result.submission_id, "redact"]),
+            {
+                "redact-reason": "internal layout",
+                "redact-paths": "topology.roles.0.workers\nengine",
+            },
+        )
+    assert response.status_code == 302, response.content[:500]
+    page = client.get(f"/results/{result.pk}/")
+    api = client.get(f"/api/v1/public/results/{result.pk}/")
+    assert page.status_code == 200 and api.status_code == 200
+    assert api.json()["config"]["engine"] == REDACTED
+    assert api.json()["config"]["topology"]["roles"][0]["workers"] == REDACTED
+
+
 def test_a_redact_needs_a_reason_and_a_path_that_exists(client, cast):
     result = make_published_result(config=_config())
     client.force_login(cast.rita)

@@ -15,7 +15,7 @@ from agentperf.schema.deployment import parse_config
 from catalog.models import AIModel, HardwareSystem
 from runs.dispatch import DispatchError, launch_digest, launch_identity, launcher_spec
 from submissions.models import Submission
-from submissions.stored_config import StoredConfigError, read_config
+from submissions.stored_config import StoredConfigError, read_config, read_published_config
 from tests.submissions.configs import EXAMPLES, as_yaml, example
 
 pytestmark = pytest.mark.django_db  # the package's throttle counters are cleared per test
@@ -123,3 +123,17 @@ def test_a_config_stored_before_the_one_launch_description_is_refused_with_the_r
 def test_a_simulated_launcher_without_a_profile_is_refused_with_the_reason() -> None:
     with pytest.raises(DispatchError, match="launcher.simulated.profile is missing"):
         launcher_spec(submission({"launcher": {"simulated": {"seed": 1}}}))
+
+
+def test_a_published_config_reads_without_the_sections_a_reviewer_redacted_in_part():
+    from leaderboard.configview import REDACTED, redact_paths
+
+    document = stored(example("process"))
+    published, missing = redact_paths(document, ["topology.roles.0.workers", "engine"])
+    assert missing == []
+    with pytest.raises(StoredConfigError):
+        read_config(published)
+    config = read_published_config(published)
+    assert config.topology.roles == [] and config.engine.image is None  # not guessed
+    assert config.launch is not None and config.launch.command == document["launch"]["command"]
+    assert published["engine"] == REDACTED
