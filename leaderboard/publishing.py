@@ -36,7 +36,7 @@ from runs.models import BenchmarkRun, Trial, VerificationReport
 from submissions import constants as c
 from submissions.models import Submission
 from submissions.services.lifecycle import TransitionError, submission_transition
-from submissions.stored_config import StoredSimulated
+from submissions.stored_config import StoredConfig, StoredConfigError, StoredSimulated
 
 
 class PublishError(Exception):
@@ -228,11 +228,20 @@ def default_label(*, hardware_name: str, when: dt.datetime) -> str:
     return f"{hardware_name} now ({when.day} {when:%b})"
 
 
+def deployment_of(submission: Submission) -> StoredConfig:
+    """The submission's stored config as a model; one that does not read (stored before a
+    schema it no longer fits) is a PublishError naming the field, never a server error."""
+    try:
+        return submission.deployment
+    except StoredConfigError as exc:
+        raise PublishError(f"submission #{submission.pk}: {exc}") from None
+
+
 def engine_of(submission: Submission) -> tuple[str, str]:
     """(engine name, version) from the stored config's ``engine`` section (the schema's
     Engine: ``name`` and ``version``, agentperf/schema/deployment.py); ("", "") for a
     submission without one."""
-    engine = submission.deployment.engine
+    engine = deployment_of(submission).engine
     return engine.name, engine.version
 
 
@@ -310,7 +319,7 @@ def publication_prepare(*, submission: Submission, run: BenchmarkRun) -> Publica
     in_system = (
         max(totals)
         if totals
-        else submission.deployment.topology.accelerators_in_system
+        else deployment_of(submission).topology.accelerators_in_system
         or submission.hardware.accelerators_per_system
     )
     published: list[PublishedPoint] = []
@@ -435,7 +444,7 @@ def _simulated_section(submission: Submission) -> StoredSimulated:
     """The config's `launcher.simulated` section (empty for a measured submission)."""
     if not submission.is_simulated:
         return StoredSimulated()
-    return submission.deployment.launcher.simulated or StoredSimulated()
+    return deployment_of(submission).launcher.simulated or StoredSimulated()
 
 
 def twin_profile(submission: Submission) -> str:

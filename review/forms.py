@@ -56,7 +56,12 @@ def suggested_label(submission) -> str:
     """The label a publish form starts from: hardware, engine and version, today's date."""
     from django.utils import timezone
 
-    engine = submission.deployment.engine
+    from submissions.stored_config import StoredConfigError, StoredEngine
+
+    try:
+        engine = submission.deployment.engine
+    except StoredConfigError:  # publishing refuses it with the reason; the label goes on
+        engine = StoredEngine()
     name = " ".join(part for part in (engine.name, engine.version) if part)
     when = timezone.now()
     parts = [submission.hardware.name, *([name] if name else [])]

@@ -188,11 +188,11 @@ def _slurm_launcher(submission: Submission) -> dict[str, Any]:
 def launcher_spec(submission: Submission) -> tuple[str, dict[str, Any]]:
     """(pool, the run spec's launcher section) for `submission`."""
     config = _deployment(submission)
-    kind = _launcher(config)
-    if config.launcher.simulated is not None:
+    kind = _launcher(config)  # the one kind launch_gate judges too
+    if kind == "simulated" and config.launcher.simulated is not None:
         return SIMULATED_POOL, _simulated_launcher(config.launcher.simulated)
     pool = submission.hardware.runner_pool
-    if config.launcher.attached is not None:
+    if kind == "attached" and config.launcher.attached is not None:
         return pool, _attached_launcher(submission, config.launcher.attached)
     if kind == "slurm":
         return pool, _slurm_launcher(submission)

@@ -27,7 +27,13 @@ from agentperf.verification.status import FAIL, PASS, WARN
 # token_counts
 OUTPUT_RATIO_TOLERANCE = 0.15
 # standard errors a trial's deviation must clear beyond the tolerance to fail
-SAMPLING_Z = 3.0
+SAMPLING_Z = 2.0
+# The most an honest server's per-request ratio spreads, relative to the ratio: 0.12 measured
+# on the tiny random-weight model on this CPU, the noisiest text the platform serves
+# (benchmarks/results/token_ratio_spread.json, docs/verification.md "token_counts"), rounded
+# up. A trial's standard error is never taken above what that spread gives: a server that
+# pads unevenly widens its own spread, and that must not excuse its inflation.
+HONEST_REQUEST_SPREAD = 0.15
 PROMPT_RATIO_BOUNDS = (0.5, 2.0)
 
 
@@ -106,12 +112,18 @@ def ratio_estimate(pairs: Sequence[tuple[float, float]]) -> RatioEstimate | None
     return RatioEstimate(ratio, math.sqrt(spread) / (local / n), n)
 
 
-def _deviation_sd(trial: RatioEstimate, base: float, base_se: float | None) -> float | None:
+def judged_se(estimate: RatioEstimate) -> float:
+    """The standard error a trial's ratio is judged with: the observed one, never above an
+    honest server's (``HONEST_REQUEST_SPREAD`` of the ratio per request; a single request,
+    with no spread of its own, gets that)."""
+    honest = HONEST_REQUEST_SPREAD * estimate.ratio / math.sqrt(estimate.requests)
+    return honest if estimate.se is None else min(estimate.se, honest)
+
+
+def _deviation_sd(trial: RatioEstimate, base: float, base_se: float) -> float:
     """The standard error of ``trial.ratio / base - 1`` (both ratios' errors, independent
-    trials); None when either is unknown."""
-    if trial.se is None or base_se is None:
-        return None
-    return math.hypot(trial.se / base, trial.ratio * base_se / base**2)
+    trials)."""
+    return math.hypot(judged_se(trial) / base, trial.ratio * base_se / base**2)
 
 
 def _ratio(num: float, den: float) -> float | None:
@@ -153,7 +165,7 @@ def _token_rows(
 def _judge_output(
     rows: list[dict[str, Any]],
     estimates: dict[int, RatioEstimate],
-    baseline: tuple[float, float | None],
+    baseline: tuple[float, float],
     tolerance: float,
     bad: list[str],
     unsure: list[str],
@@ -174,13 +186,12 @@ def _judge_output(
                     f"trial {r['trial']} (N={r['concurrency']}): server counts "
                     f"{estimate.ratio:.2f}× the local output count, expected {base:.2f}×"
                 )
-                if sd is not None and abs(deviation) - SAMPLING_Z * sd > tolerance:
+                if abs(deviation) - SAMPLING_Z * sd > tolerance:
                     bad.append(said)
                 else:
-                    spread = f"±{SAMPLING_Z * sd:.0%}" if sd is not None else "unknown"
                     unsure.append(
                         f"{said}, within chance over {estimate.requests} requests "
-                        f"(sampling spread {spread})"
+                        f"(sampling spread ±{SAMPLING_Z * sd:.0%})"
                     )
 
 
@@ -202,7 +213,9 @@ def check_token_counts(
         f"per trial, Σ completion_tokens / Σ local output tokens within ±{tolerance:.0%} of the "
         "model's calibrated ratio (the reference's, else the run's lowest-concurrency trial): "
         f"fail when the deviation's ±{SAMPLING_Z:g} standard-error interval lies wholly beyond "
-        "it, warn when it lies beyond it but the trial's requests cannot tell it from chance; "
+        "it (a trial's standard error at most an honest server's: "
+        f"{HONEST_REQUEST_SPREAD:.0%} of the ratio per request), warn when it lies beyond it "
+        "but the trial's requests cannot tell it from chance; "
         f"Σ prompt_tokens / Σ local prompt tokens within {PROMPT_RATIO_BOUNDS}"
     )
     if not measured:
@@ -214,12 +227,12 @@ def check_token_counts(
             {"trials": rows},
         )
     base: float
-    base_se: float | None
+    base_se: float
     if expected_output_ratio is not None:
         base, base_se, base_source = expected_output_ratio, 0.0, "model reference"
     else:
         lowest = min(measured, key=lambda r: (r["concurrency"], r["trial"]))
-        base, base_se = lowest["output_ratio"], lowest["output_ratio_se"]
+        base, base_se = lowest["output_ratio"], judged_se(estimates[lowest["trial"]])
         base_source = f"trial {lowest['trial']} (lowest load)"
     bad: list[str] = []
     unsure: list[str] = []
@@ -249,6 +262,7 @@ def check_token_counts(
             "baseline": base_source,
             "tolerance": tolerance,
             "sampling_z": SAMPLING_Z,
+            "honest_request_spread": HONEST_REQUEST_SPREAD,
             "trials": rows,
         },
     )

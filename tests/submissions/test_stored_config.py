@@ -35,7 +35,9 @@ def submission(config: dict[str, Any], *, pool: str = "local-cpu") -> Submission
         pk=1,
         config=config,
         model=AIModel(slug="tiny-llamacpp-test"),
-        hardware=HardwareSystem(slug="local-cpu", runner_pool=pool, accelerators_per_system=1),
+        hardware=HardwareSystem(
+            slug="local-cpu", name="Local CPU", runner_pool=pool, accelerators_per_system=1
+        ),
     )
 
 
@@ -137,3 +139,15 @@ def test_a_published_config_reads_without_the_sections_a_reviewer_redacted_in_pa
     assert config.topology.roles == [] and config.engine.image is None  # not guessed
     assert config.launch is not None and config.launch.command == document["launch"]["command"]
     assert published["engine"] == REDACTED
+
+
+def test_publishing_and_the_publish_form_answer_a_config_that_does_not_read():
+    """A stored config that no longer reads is publishing's reason (PublishError, a 4xx in
+    the console), and the publish form still suggests a label."""
+    from leaderboard.publishing import PublishError, deployment_of
+    from review.forms import suggested_label
+
+    broken = submission({"benchmark": {"arrival": "sometimes"}})
+    with pytest.raises(PublishError, match="benchmark.arrival"):
+        deployment_of(broken)
+    assert suggested_label(broken).startswith(broken.hardware.name)

@@ -62,7 +62,8 @@ def test_a_deviation_few_requests_cannot_tell_from_chance_warns_instead_of_faili
     assert "within chance over 3 requests" in check["summary"]
     deviated = check["evidence"]["trials"][1]
     assert abs(deviated["deviation"]) > 0.15
-    assert abs(deviated["deviation"]) - 3 * deviated["deviation_sd"] <= 0.15
+    z = check["evidence"]["sampling_z"]
+    assert abs(deviated["deviation"]) - z * deviated["deviation_sd"] <= 0.15
 
 
 def test_inflated_counts_over_enough_requests_fail_whatever_the_spread():
@@ -75,11 +76,29 @@ def test_inflated_counts_over_enough_requests_fail_whatever_the_spread():
     assert "trial 1 (N=4)" in check["summary"]
 
 
-def test_one_request_gives_no_spread_and_never_fails_on_its_ratio():
-    check = check_token_counts([_noisy_trial(0, 1, [(40, 40)]), _noisy_trial(1, 2, [(80, 40)])])
-    assert check["status"] == "warn", check["summary"]
-    assert check["evidence"]["trials"][1]["deviation_sd"] is None
-    json.dumps(check, allow_nan=False)  # stored as JSON: no infinity, no NaN
+def test_a_single_request_is_judged_with_an_honest_servers_spread():
+    """One request has no spread of its own: it gets an honest server's. A request 30 % off
+    is within chance; one counted at twice its text is not."""
+    off = check_token_counts([_noisy_trial(0, 1, [(40, 40)]), _noisy_trial(1, 2, [(52, 40)])])
+    assert off["status"] == "warn", off["summary"]
+    doubled = check_token_counts([_noisy_trial(0, 1, [(40, 40)]), _noisy_trial(1, 2, [(80, 40)])])
+    assert doubled["status"] == "fail", doubled["summary"]
+    json.dumps(doubled, allow_nan=False)  # stored as JSON: no infinity, no NaN
+
+
+def test_padding_every_other_request_fails_though_it_widens_the_spread():
+    """A server that inflates only some answers widens its own per-request spread; the
+    check never takes a trial's standard error above an honest server's, so a quarter more
+    tokens over 40 requests fails."""
+    local = [30 + (7 * i) % 25 for i in range(40)]
+    # an honest server's ±12 % per-request wobble around 0.6 tokens per local token
+    honest = [round(b * 0.6 * (1 + 0.12 * ((-1) ** i) * (i % 3) / 2)) for i, b in enumerate(local)]
+    padded = [round(a * 1.5) if i % 2 == 0 else a for i, a in enumerate(honest)]
+    first = _noisy_trial(0, 1, list(zip(honest, local, strict=True)))
+    second = _noisy_trial(1, 4, list(zip(padded, local, strict=True)))
+    check = check_token_counts([first, second])
+    assert check["status"] == "fail", check["summary"]
+    assert check["evidence"]["trials"][1]["deviation"] > 0.2
 
 
 def test_a_reference_ratio_has_no_sampling_error_of_its_own():
