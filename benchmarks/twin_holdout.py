@@ -39,6 +39,7 @@ import math
 import random
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,7 +111,7 @@ def trajectories(n: int = 24, seed: int = 25) -> list[Trajectory]:
     return out
 
 
-def trial_config(n: int, warmup: float, duration: float) -> TrialConfig:
+def trial_config(n: int, warmup: float, duration: float, model: str = ALIAS) -> TrialConfig:
     return TrialConfig(
         concurrency=n,
         warmup_s=warmup,
@@ -119,7 +120,7 @@ def trial_config(n: int, warmup: float, duration: float) -> TrialConfig:
         min_requests=1,
         bootstrap_resamples=0,
         max_cpu_percent=100.0,
-        replay=ReplayConfig(model=ALIAS, ramp_s=min(2.0, warmup)),
+        replay=ReplayConfig(model=model, ramp_s=min(2.0, warmup)),
     )
 
 
@@ -210,24 +211,36 @@ def fit(
     warmup: float,
     duration: float,
 ) -> tuple[dict[str, float], float]:
-    """Bounded least squares on log error over the fit configuration's points: a
-    deterministic coordinate search in log space (halving steps), from the profile's values."""
-    if len(FREE) >= 2 * len(meas):
-        raise SystemExit(f"{len(FREE)} free parameters need more than {len(FREE)} points")
+    """Bounded least squares on log error over the fit configuration's points, from the
+    profile's values (``coordinate_fit``)."""
     base = yaml.safe_load(PROFILE.read_text())["deployment"]
-    x = {p: float(base[p.split(".")[0]][p.split(".")[1]]) for p, _, _ in FREE}
-    bounds = {p: (lo, hi) for p, lo, hi in FREE}
 
     def loss(v: dict[str, float]) -> float:
         prof = _profile(cfg, micro, v)
         pred = {n: predict(prof, trajs, trial_config(n, warmup, duration)) for n in meas}
         return _loss(pred, meas)
 
+    return coordinate_fit(base, FREE, meas, loss)
+
+
+def coordinate_fit(
+    deployment: dict[str, Any],
+    free: tuple[tuple[str, float, float], ...],
+    meas: dict[int, dict[str, float]],
+    loss: Callable[[dict[str, float]], float],
+) -> tuple[dict[str, float], float]:
+    """A deterministic coordinate search in log space (halving steps) over the ``free``
+    (deployment path, low, high) parameters, from their values in ``deployment``, for the
+    least ``loss``; refused with as many free parameters as measured figures (two per N)."""
+    if len(free) >= 2 * len(meas):
+        raise SystemExit(f"{len(free)} free parameters need more than {len(free)} points")
+    x = {p: float(deployment[p.split(".")[0]][p.split(".")[1]]) for p, _, _ in free}
+    bounds = {p: (lo, hi) for p, lo, hi in free}
     best = loss(x)
     step = 0.5  # in log space: ×1.65
     while step > 0.01:
         improved = False
-        for p, _, _ in FREE:
+        for p, _, _ in free:
             for sign in (1, -1):
                 lo, hi = bounds[p]
                 cur = max(x[p], 1.0)  # overhead 0 moves by an absolute microsecond scale
@@ -295,18 +308,7 @@ def main() -> None:
             rows.append(
                 {"config": str(cfg), "role": role, "N": n, "measured": meas[n], "predicted": pred}
             )
-    print(
-        f"{'config':<12} {'role':<8} {'N':>3} {'p25 meas':>9} {'p25 pred':>9} {'error':>7} "
-        f"{'tput meas':>9} {'tput pred':>9} {'error':>7}"
-    )
-    for r in rows:
-        m, p = r["measured"], r["predicted"]
-        print(
-            f"{r['config']:<12} {r['role']:<8} {r['N']:>3} {m['p25_output_speed']:>9.1f} "
-            f"{p['p25_output_speed']:>9.1f} {_err(p['p25_output_speed'], m['p25_output_speed']):>7} "
-            f"{m['output_throughput_tok_s']:>9.1f} {p['output_throughput_tok_s']:>9.1f} "
-            f"{_err(p['output_throughput_tok_s'], m['output_throughput_tok_s']):>7}"
-        )
+    print_table(rows)
     print(f"({time.monotonic() - started:.0f} s)")
     if args.out:
         doc = {
@@ -331,9 +333,11 @@ FIGURES = (
 )
 
 
-def holdout_record(doc: dict[str, Any]) -> dict[str, Any]:
+def holdout_record(
+    doc: dict[str, Any], *, profile: str = PROFILE.stem, server: str = "llama.cpp"
+) -> dict[str, Any]:
     """The accuracy record of a run's held-out rows: two figures per configuration and N,
-    the real server's measurement against the twin's prediction."""
+    the real ``server``'s measurement against the twin's prediction."""
     from agentperf.simulator.accuracy import MEASURED, HeldOutFigure
 
     figures = [
@@ -343,26 +347,44 @@ def holdout_record(doc: dict[str, Any]) -> dict[str, Any]:
             reference=float(r["measured"][key]),
             simulated=float(r["predicted"][key]),
             basis=MEASURED,
-            read="a trial on virtual time against the same trial on the real llama.cpp server",
+            read=f"a trial on virtual time against the same trial on the real {server} server",
         ).model_dump()
         for r in doc["rows"]
         if r["role"] == "held out"
         for key, label, unit in FIGURES
     ]
     return {
-        "profile": PROFILE.stem,
+        "profile": profile,
         "command": doc["command"],
         "fitted": doc.get("fitted"),
         "figures": figures,
     }
 
 
-def write_record(doc: dict[str, Any]) -> None:
+def write_record(
+    doc: dict[str, Any], *, profile: str = PROFILE.stem, server: str = "llama.cpp"
+) -> None:
     from agentperf.simulator.accuracy import holdout_path
 
-    out = holdout_path(PROFILE.stem)
-    out.write_text(json.dumps(holdout_record(doc), indent=1) + "\n")
+    out = holdout_path(profile)
+    out.write_text(json.dumps(holdout_record(doc, profile=profile, server=server), indent=1) + "\n")
     print(f"wrote {out}")
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    """Config, role, N, then measured, predicted and error for each figure."""
+    print(
+        f"{'config':<12} {'role':<8} {'N':>3} {'p25 meas':>9} {'p25 pred':>9} {'error':>7} "
+        f"{'tput meas':>9} {'tput pred':>9} {'error':>7}"
+    )
+    for r in rows:
+        m, p = r["measured"], r["predicted"]
+        print(
+            f"{r['config']:<12} {r['role']:<8} {r['N']:>3} {m['p25_output_speed']:>9.1f} "
+            f"{p['p25_output_speed']:>9.1f} {_err(p['p25_output_speed'], m['p25_output_speed']):>7} "
+            f"{m['output_throughput_tok_s']:>9.1f} {p['output_throughput_tok_s']:>9.1f} "
+            f"{_err(p['output_throughput_tok_s'], m['output_throughput_tok_s']):>7}"
+        )
 
 
 if __name__ == "__main__":

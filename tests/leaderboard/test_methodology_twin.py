@@ -47,3 +47,17 @@ def test_the_methodology_page_shows_the_hold_out_table_next_to_the_fit(client, d
             f"<td>{m['p25_output_speed']:.1f}</td><td>{p['p25_output_speed']:.1f}</td>"
         )
         assert cells in html[holdout:], cells
+
+
+def test_the_vllm_twins_hold_out_table_is_its_committed_results_files(client, db) -> None:
+    html = client.get("/methodology/").content.decode()
+    section = html[html.index('id="twin-holdout-vllm"') :]
+    rows = json.loads((ROOT / "benchmarks" / "results" / "vllm_holdout.json").read_text())["rows"]
+    assert {r["role"] for r in rows} == {"fit", "held out"}
+    for r in rows:
+        m, p = r["measured"], r["predicted"]
+        cells = (
+            f"<td>{r['config']}</td><td>{r['role']}</td><td>{r['N']}</td>"
+            f"<td>{m['p25_output_speed']:.1f}</td><td>{p['p25_output_speed']:.1f}</td>"
+        )
+        assert cells in section, cells

@@ -32,6 +32,7 @@ CEILINGS = {
     "h100-sxm-hgx8-dsv41-flash": 18,
     "h200-hgx8-dsv41-flash": 18,
     "local-cpu-llamacpp": 0,
+    "local-cpu-vllm": 0,
     "mi355x-8gpu-dsv41-flash": 18,
     "tiny": 22,  # the test suite's toy profile
     "vr-nvl72-dsv41-flash": 34,
