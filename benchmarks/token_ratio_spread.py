@@ -26,10 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from agentperf.engine.jobs import Target, trial_job
-from agentperf.engine.replay import ReplayConfig
-from agentperf.engine.trial import TrialConfig
 from agentperf.verification.checks import ratio_estimate
 from benchmarks.cpu_micro import ALIAS, REPO, Server
+from benchmarks.twin_holdout import trial_config
 
 
 def _dataset() -> Any:
@@ -61,20 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     with Server(tiny_gguf(seed=0), parallel=4, threads=2, ctx_per_slot=8192) as server:
         for repeat in range(args.repeats):
             for n in (int(x) for x in args.concurrency.split(",")):
-                config = TrialConfig(
-                    concurrency=n,
-                    warmup_s=args.warmup,
-                    duration_s=args.duration,
-                    accelerators=1,
-                    min_requests=1,
-                    bootstrap_resamples=0,
-                    max_cpu_percent=100.0,
-                    replay=ReplayConfig(model=ALIAS, seed=repeat, ramp_s=min(2.0, args.warmup)),
-                )
                 result = trial_job(
                     target=Target(base_url=server.url + "/v1"),
                     trajectories=trajectories,
-                    config=config,
+                    config=trial_config(n, args.warmup, args.duration, model=ALIAS, seed=repeat),
                 )
                 w0, w1 = result.summary.window_start_ns, result.summary.window_end_ns
                 pairs = [

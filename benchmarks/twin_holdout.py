@@ -39,7 +39,8 @@ import math
 import random
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -111,7 +112,11 @@ def trajectories(n: int = 24, seed: int = 25) -> list[Trajectory]:
     return out
 
 
-def trial_config(n: int, warmup: float, duration: float, model: str = ALIAS) -> TrialConfig:
+def trial_config(
+    n: int, warmup: float, duration: float, model: str = ALIAS, seed: int = 0
+) -> TrialConfig:
+    """One trial of ``n`` agents as every hold-out and spread measurement runs it: no health
+    limits to speak of, no bootstrap, agents started over at most 2 s."""
     return TrialConfig(
         concurrency=n,
         warmup_s=warmup,
@@ -120,7 +125,7 @@ def trial_config(n: int, warmup: float, duration: float, model: str = ALIAS) -> 
         min_requests=1,
         bootstrap_resamples=0,
         max_cpu_percent=100.0,
-        replay=ReplayConfig(model=model, ramp_s=min(2.0, warmup)),
+        replay=ReplayConfig(model=model, seed=seed, ramp_s=min(2.0, warmup)),
     )
 
 
@@ -178,16 +183,37 @@ def predict(prof: Profile, trajs: list[Trajectory], config: TrialConfig) -> dict
     return _point(run_with_simulator(prof, main, seed=0))
 
 
+@dataclass(frozen=True)
+class Twin:
+    """What a hold-out run needs of one engine's twin: its profile and free parameters, how
+    a configuration is written, how its real server is started (a context giving the
+    engine's Target) and how its twin is built (from the micro-benchmark and fitted values).
+    benchmarks/vllm_holdout.py is the other engine; the driver below is shared."""
+
+    module: str
+    server: str  # the real server's name in the accuracy record
+    profile: Path
+    free: tuple[tuple[str, float, float], ...]
+    model: str
+    parse: Callable[[str], Any]
+    serve: Callable[[Any], AbstractContextManager[Target]]
+    build: Callable[[Any, dict[str, Any], dict[str, float] | None], Profile]
+    fit_config: str
+    holdout: str
+    warmup: float
+    duration: float
+
+
 def measure(
-    cfg: Config, ns: list[int], trajs: list[Trajectory], warmup: float, duration: float
+    twin: Twin, cfg: Any, ns: list[int], trajs: list[Trajectory], warmup: float, duration: float
 ) -> dict[int, dict[str, float]]:
     out = {}
-    with Server(gguf_file(cfg.kind), parallel=cfg.parallel, threads=cfg.threads) as server:
+    with twin.serve(cfg) as target:
         for n in ns:
             r = trial_job(
-                target=Target(base_url=server.url + "/v1"),
+                target=target,
                 trajectories=trajs,
-                config=trial_config(n, warmup, duration),
+                config=trial_config(n, warmup, duration, model=twin.model),
             )
             out[n] = _point(r)
             print(f"  measured {cfg} N={n}: {out[n]}", file=sys.stderr, flush=True)
@@ -204,7 +230,8 @@ def _loss(pred: dict[int, dict[str, float]], meas: dict[int, dict[str, float]]) 
 
 
 def fit(
-    cfg: Config,
+    twin: Twin,
+    cfg: Any,
     meas: dict[int, dict[str, float]],
     micro: dict[str, Any],
     trajs: list[Trajectory],
@@ -213,14 +240,17 @@ def fit(
 ) -> tuple[dict[str, float], float]:
     """Bounded least squares on log error over the fit configuration's points, from the
     profile's values (``coordinate_fit``)."""
-    base = yaml.safe_load(PROFILE.read_text())["deployment"]
+    base = yaml.safe_load(twin.profile.read_text())["deployment"]
 
     def loss(v: dict[str, float]) -> float:
-        prof = _profile(cfg, micro, v)
-        pred = {n: predict(prof, trajs, trial_config(n, warmup, duration)) for n in meas}
+        prof = twin.build(cfg, micro, v)
+        pred = {
+            n: predict(prof, trajs, trial_config(n, warmup, duration, model=twin.model))
+            for n in meas
+        }
         return _loss(pred, meas)
 
-    return coordinate_fit(base, FREE, meas, loss)
+    return coordinate_fit(base, twin.free, meas, loss)
 
 
 def coordinate_fit(
@@ -263,13 +293,13 @@ def _err(pred: float, meas: float) -> str:
     return f"{(pred / meas - 1) * 100:+.1f}%"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--fit-config", default="q8_0/p2/t1")
-    ap.add_argument("--holdout", default="q4_0/p2/t1,q8_0/p4/t1,q8_0/p2/t2")
+def _parser(twin: Twin) -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=f"{twin.server}: the twin against the real server")
+    ap.add_argument("--fit-config", default=twin.fit_config)
+    ap.add_argument("--holdout", default=twin.holdout)
     ap.add_argument("--concurrency", default="1,2,4")
-    ap.add_argument("--warmup", type=float, default=10.0)
-    ap.add_argument("--duration", type=float, default=40.0)
+    ap.add_argument("--warmup", type=float, default=twin.warmup)
+    ap.add_argument("--duration", type=float, default=twin.duration)
     ap.add_argument("--fit", action="store_true", help="fit the free parameters first")
     ap.add_argument(
         "--no-fit-config", action="store_true", help="measure only the held-out configurations"
@@ -282,49 +312,47 @@ def main() -> None:
     ap.add_argument(
         "--record-from", default=None, help="write the accuracy record from an --out file, only"
     )
-    args = ap.parse_args()
+    return ap
+
+
+def run(twin: Twin, argv: list[str] | None = None) -> None:
+    """Measure, fit if asked, predict every configuration; print, write and record."""
+    args = _parser(twin).parse_args(argv)
     if args.record_from:
-        write_record(json.loads(Path(args.record_from).read_text()))
+        doc = json.loads(Path(args.record_from).read_text())
+        write_record(doc, profile=twin.profile.stem, server=twin.server)
         return
     micro = json.loads(Path(args.micro).read_text())
     ns = [int(x) for x in args.concurrency.split(",")]
     trajs = trajectories()
-    fit_cfg = Config.parse(args.fit_config)
-    holdout = [Config.parse(c) for c in args.holdout.split(",") if c]
+    holdout = [twin.parse(c) for c in args.holdout.split(",") if c]
     rows: list[dict[str, Any]] = []
     fitted: dict[str, float] | None = None
     started = time.monotonic()
-    plan = ([] if args.no_fit_config and not args.fit else [(fit_cfg, "fit")]) + [
-        (c, "held out") for c in holdout
-    ]
-    for cfg, role in plan:
-        meas = measure(cfg, ns, trajs, args.warmup, args.duration)
+    plan = [] if args.no_fit_config and not args.fit else [(twin.parse(args.fit_config), "fit")]
+    for cfg, role in plan + [(c, "held out") for c in holdout]:
+        meas = measure(twin, cfg, ns, trajs, args.warmup, args.duration)
         if role == "fit" and args.fit:
-            fitted, loss = fit(cfg, meas, micro, trajs, args.warmup, args.duration)
-            print(f"fitted on {cfg}: {fitted} (sum of squared log errors {loss:.4f})")
-        prof = _profile(cfg, micro, fitted)
+            fitted, loss = fit(twin, cfg, meas, micro, trajs, args.warmup, args.duration)
+            print(f"fitted on {cfg}: {fitted} (sum of squared log errors {loss:.4f})", flush=True)
+        prof = twin.build(cfg, micro, fitted)
         for n in ns:
-            pred = predict(prof, trajs, trial_config(n, args.warmup, args.duration))
+            config = trial_config(n, args.warmup, args.duration, model=twin.model)
+            pred = predict(prof, trajs, config)
             rows.append(
                 {"config": str(cfg), "role": role, "N": n, "measured": meas[n], "predicted": pred}
             )
     print_table(rows)
     print(f"({time.monotonic() - started:.0f} s)")
+    doc = {
+        "command": f"python -m {twin.module} " + " ".join(sys.argv[1:] if argv is None else argv),
+        "fitted": fitted,
+        "rows": rows,
+    }
     if args.out:
-        doc = {
-            "command": "python -m benchmarks.twin_holdout " + " ".join(sys.argv[1:]),
-            "fitted": fitted,
-            "rows": rows,
-        }
         Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")
     if args.record:
-        write_record(
-            {
-                "command": "python -m benchmarks.twin_holdout " + " ".join(sys.argv[1:]),
-                "fitted": fitted,
-                "rows": rows,
-            }
-        )
+        write_record(doc, profile=twin.profile.stem, server=twin.server)
 
 
 FIGURES = (
@@ -387,5 +415,27 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         )
 
 
+@contextmanager
+def _llamacpp(cfg: Config) -> Iterator[Target]:
+    with Server(gguf_file(cfg.kind), parallel=cfg.parallel, threads=cfg.threads) as server:
+        yield Target(base_url=server.url + "/v1")
+
+
+LLAMACPP = Twin(
+    module="benchmarks.twin_holdout",
+    server="llama.cpp",
+    profile=PROFILE,
+    free=FREE,
+    model=ALIAS,
+    parse=Config.parse,
+    serve=_llamacpp,
+    build=_profile,
+    fit_config="q8_0/p2/t1",
+    holdout="q4_0/p2/t1,q8_0/p4/t1,q8_0/p2/t2",
+    warmup=10.0,
+    duration=40.0,
+)
+
+
 if __name__ == "__main__":
-    main()
+    run(LLAMACPP)

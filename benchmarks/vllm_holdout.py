@@ -19,45 +19,30 @@ as benchmarks/twin_holdout.py) runs twice:
   at THREADS threads; its fitted values are the profile's.
 
 ``--fit`` first fits the profile's three free parameters (compute efficiency, time per step,
-time per running sequence) to the fit configuration's measured points (benchmarks/
-twin_holdout.py ``coordinate_fit``); a hold-out configuration is never used by the fit.
+time per running sequence) to the fit configuration's measured points; a hold-out
+configuration is never used by the fit. The driver (measure, fit, predict, record) is
+benchmarks/twin_holdout.py's ``run``, shared with the llama.cpp twin.
 ``--record`` (or ``--record-from``) keeps the held-out rows as the twin's accuracy record,
 ``local-cpu-vllm.holdout.json`` beside the profile (``manage.py twin_accuracy`` reads it).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-from agentperf.engine.jobs import Target, trial_job
-from agentperf.engine.trajectory import Trajectory
+from agentperf.engine.jobs import Target
 from agentperf.simulator.profile import PROFILES_DIR, Profile, profile_from_dict
 from benchmarks.cpu_micro import REPO
-from benchmarks.twin_holdout import (
-    _loss,
-    _point,
-    coordinate_fit,
-    predict,
-    print_table,
-    trajectories,
-    trial_config,
-    write_record,
-)
+from benchmarks.twin_holdout import MICRO, Twin, run
 
 PROFILE = PROFILES_DIR / "local-cpu-vllm.yaml"
-MICRO = REPO / "benchmarks" / "results" / "cpu_micro.json"
 EXAMPLE = REPO / "docs" / "examples" / "vllm-process.yaml"
 SERVED = "tiny-vllm-test"
 FREE = (
@@ -146,101 +131,21 @@ def server(cfg: Config) -> Iterator[Target]:
         launcher.stop()
 
 
-def measure(
-    cfg: Config, ns: list[int], trajs: list[Trajectory], warmup: float, duration: float
-) -> dict[int, dict[str, float]]:
-    out = {}
-    with server(cfg) as target:
-        for n in ns:
-            r = trial_job(
-                target=target,
-                trajectories=trajs,
-                config=trial_config(n, warmup, duration, model=SERVED),
-            )
-            out[n] = _point(r)
-            print(f"  measured {cfg} N={n}: {out[n]}", file=sys.stderr, flush=True)
-    return out
-
-
-def fit(
-    cfg: Config,
-    meas: dict[int, dict[str, float]],
-    micro: dict[str, Any],
-    trajs: list[Trajectory],
-    warmup: float,
-    duration: float,
-) -> tuple[dict[str, float], float]:
-    base = yaml.safe_load(PROFILE.read_text())["deployment"]
-
-    def loss(v: dict[str, float]) -> float:
-        prof = _profile(cfg, micro, v)
-        pred = {
-            n: predict(prof, trajs, trial_config(n, warmup, duration, model=SERVED)) for n in meas
-        }
-        return _loss(pred, meas)
-
-    return coordinate_fit(base, FREE, meas, loss)
-
-
-def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--fit-config", default="p4/t2")
-    ap.add_argument("--holdout", default="p2/t2,p8/t2,p4/t1")
-    ap.add_argument("--concurrency", default="1,2,4")
-    ap.add_argument("--warmup", type=float, default=5.0)
-    ap.add_argument("--duration", type=float, default=30.0)
-    ap.add_argument("--fit", action="store_true", help="fit the free parameters first")
-    ap.add_argument("--micro", default=str(MICRO))
-    ap.add_argument("--out", default=None, help="write the table as JSON here")
-    ap.add_argument("--record", action="store_true", help="write the twin's accuracy record")
-    ap.add_argument("--record-from", default=None, help="the accuracy record of an --out file")
-    return ap
-
-
-def main() -> None:
-    args = _parser().parse_args()
-    if args.record_from:
-        doc = json.loads(Path(args.record_from).read_text())
-        write_record(doc, profile=PROFILE.stem, server="vLLM")
-        return
-    micro = json.loads(Path(args.micro).read_text())
-    ns = [int(x) for x in args.concurrency.split(",")]
-    trajs = trajectories()
-    plan = [(Config.parse(args.fit_config), "fit")] + [
-        (Config.parse(c), "held out") for c in args.holdout.split(",") if c
-    ]
-    rows: list[dict[str, Any]] = []
-    fitted: dict[str, float] | None = None
-    started = time.monotonic()
-    for cfg, role in plan:
-        meas = measure(cfg, ns, trajs, args.warmup, args.duration)
-        if role == "fit" and args.fit:
-            fitted, loss = fit(cfg, meas, micro, trajs, args.warmup, args.duration)
-            print(f"fitted on {cfg}: {fitted} (sum of squared log errors {loss:.4f})", flush=True)
-        prof = _profile(cfg, micro, fitted)
-        for n in ns:
-            config = trial_config(n, args.warmup, args.duration, model=SERVED)
-            rows.append(
-                {
-                    "config": str(cfg),
-                    "role": role,
-                    "N": n,
-                    "measured": meas[n],
-                    "predicted": predict(prof, trajs, config),
-                }
-            )
-    print_table(rows)
-    print(f"({time.monotonic() - started:.0f} s)")
-    doc = {
-        "command": "python -m benchmarks.vllm_holdout " + " ".join(sys.argv[1:]),
-        "fitted": fitted,
-        "rows": rows,
-    }
-    if args.out:
-        Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")
-    if args.record:
-        write_record(doc, profile=PROFILE.stem, server="vLLM")
+VLLM = Twin(
+    module="benchmarks.vllm_holdout",
+    server="vLLM",
+    profile=PROFILE,
+    free=FREE,
+    model=SERVED,
+    parse=Config.parse,
+    serve=server,
+    build=_profile,
+    fit_config="p4/t2",
+    holdout="p2/t2,p8/t2,p4/t1",
+    warmup=5.0,
+    duration=30.0,
+)
 
 
 if __name__ == "__main__":
-    main()
+    run(VLLM)
