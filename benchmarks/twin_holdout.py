@@ -36,11 +36,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
+import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -204,20 +206,73 @@ class Twin:
     duration: float
 
 
+@contextmanager
+def _cores(cores: set[int] | None) -> Iterator[None]:
+    """Run the block on ``cores`` (None: leave the affinity alone); the process's own
+    affinity comes back after. A server started inside inherits ``cores``."""
+    if cores is None:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cores)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def split_cores(threads: int) -> tuple[set[int], set[int]]:
+    """``--pin``: the load generator on the first core, the server on the next ``threads``
+    (docs/simulator.md "Hold-out: the vLLM twin": a server thread that shares its core with
+    the load generator measures the contention, not the server). Refused when the host has
+    no core to spare."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < threads + 1:
+        raise SystemExit(
+            f"--pin: {threads} server thread(s) and the load generator need {threads + 1} "
+            f"cores; this process may use {len(cores)}"
+        )
+    return {cores[0]}, set(cores[1 : 1 + threads])
+
+
+def _median_point(points: list[dict[str, float]]) -> dict[str, float]:
+    return {k: float(statistics.median(p[k] for p in points)) for k in points[0]}
+
+
 def measure(
-    twin: Twin, cfg: Any, ns: list[int], trajs: list[Trajectory], warmup: float, duration: float
+    twin: Twin,
+    cfg: Any,
+    ns: list[int],
+    trajs: list[Trajectory],
+    warmup: float,
+    duration: float,
+    *,
+    starts: int = 1,
+    pin: bool = False,
 ) -> dict[int, dict[str, float]]:
-    out = {}
-    with twin.serve(cfg) as target:
-        for n in ns:
-            r = trial_job(
-                target=target,
-                trajectories=trajs,
-                config=trial_config(n, warmup, duration, model=twin.model),
-            )
-            out[n] = _point(r)
-            print(f"  measured {cfg} N={n}: {out[n]}", file=sys.stderr, flush=True)
-    return out
+    """Each N's trial against the real server, over ``starts`` server starts (the median of
+    each figure: the speed of a small model's short answers moves between starts). With
+    ``pin`` the server runs on its own cores and the load generator on another."""
+    runs: dict[int, list[dict[str, float]]] = {n: [] for n in ns}
+    generator, server = split_cores(cfg.threads) if pin else (None, None)
+    for start in range(starts):
+        with ExitStack() as stack:
+            with _cores(server):
+                target = stack.enter_context(twin.serve(cfg))
+            with _cores(generator):
+                for n in ns:
+                    r = trial_job(
+                        target=target,
+                        trajectories=trajs,
+                        config=trial_config(n, warmup, duration, model=twin.model),
+                    )
+                    runs[n].append(_point(r))
+                    print(
+                        f"  measured {cfg} N={n} (start {start + 1}/{starts}): {runs[n][-1]}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+    return {n: _median_point(points) for n, points in runs.items()}
 
 
 def _loss(pred: dict[int, dict[str, float]], meas: dict[int, dict[str, float]]) -> float:
@@ -302,6 +357,14 @@ def _parser(twin: Twin) -> argparse.ArgumentParser:
     ap.add_argument("--duration", type=float, default=twin.duration)
     ap.add_argument("--fit", action="store_true", help="fit the free parameters first")
     ap.add_argument(
+        "--starts", type=int, default=1, help="server starts per configuration (the median)"
+    )
+    ap.add_argument(
+        "--pin",
+        action="store_true",
+        help="the load generator on the first core, the server on the next THREADS",
+    )
+    ap.add_argument(
         "--no-fit-config", action="store_true", help="measure only the held-out configurations"
     )
     ap.add_argument("--micro", default=str(MICRO))
@@ -331,7 +394,9 @@ def run(twin: Twin, argv: list[str] | None = None) -> None:
     started = time.monotonic()
     plan = [] if args.no_fit_config and not args.fit else [(twin.parse(args.fit_config), "fit")]
     for cfg, role in plan + [(c, "held out") for c in holdout]:
-        meas = measure(twin, cfg, ns, trajs, args.warmup, args.duration)
+        meas = measure(
+            twin, cfg, ns, trajs, args.warmup, args.duration, starts=args.starts, pin=args.pin
+        )
         if role == "fit" and args.fit:
             fitted, loss = fit(twin, cfg, meas, micro, trajs, args.warmup, args.duration)
             print(f"fitted on {cfg}: {fitted} (sum of squared log errors {loss:.4f})", flush=True)

@@ -46,7 +46,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import yaml
 
-from agentperf.simulator.least_squares import Solution, covariance, loo_linearised, solve
+from agentperf.simulator.least_squares import (
+    Solution,
+    condition_number,
+    covariance,
+    loo_linearised,
+    solve,
+)
 from agentperf.simulator.profile import profile_from_dict, repo_relative, resolve_profile_path
 from agentperf.simulator.profile_types import Profile, ProfileError
 
@@ -453,6 +459,7 @@ def run_fit(
         if pool is not None:
             pool.shutdown()
     cov = covariance(sol.jacobian, sol.residuals)
+    free = _free_entries(spec, sol, cov)
     return {
         "profile": doc.get("name"),
         "points_file": repo_relative(spec.points_path),
@@ -469,8 +476,9 @@ def run_fit(
             "seed": spec.seed,
             "dataset": "synthetic, seed 1, 200 trajectories, stdlib text",
         },
-        "free": _free_entries(spec, sol, cov),
+        "free": free,
         "points": _point_rows(targets, sol, loo_errs),
+        "conditioning": _conditioning(free, sol.jacobian),
         "rms_log_error": round(_rms(sol.residuals), 6),
         "loo_method": (
             "refit without the point"
@@ -483,6 +491,21 @@ def run_fit(
         "iterations": sol.iterations,
         "converged": sol.converged,
         "runtime_s": round(time.monotonic() - t0, 1),
+    }
+
+
+def _conditioning(free: dict[str, Any], jacobian: np.ndarray) -> dict[str, Any]:
+    """How well the points pin the parameters: the scaled Jacobian's condition number and
+    whether every 95 % interval lies inside its bounds."""
+    cond = condition_number(jacobian)
+    return {
+        "jacobian_condition_number": None if cond is None else _round(cond),
+        "intervals_inside_bounds": all(
+            "interval95" in e
+            and e["bounds"][0] <= e["interval95"][0]
+            and e["interval95"][1] <= e["bounds"][1]
+            for e in free.values()
+        ),
     }
 
 
@@ -536,9 +559,11 @@ def format_record(record: dict[str, Any]) -> str:
     lines = [f"fit of {record['profile']} to {record['points_file']}"]
     lines.append(f"{'parameter':<58} {'fitted':>10} {'95 % interval':>24}  bounds")
     for k, v in record["free"].items():
-        iv = v.get("interval95_in_bounds")
+        iv = v.get("interval95")
         iv_text = f"{iv[0]:g} … {iv[1]:g}" if iv else "n/a"
         flag = " (at a bound)" if v.get("at_bound") else ""
+        if iv and (iv[0] < v["bounds"][0] or iv[1] > v["bounds"][1]):
+            flag += " (interval past a bound: not pinned)"
         lines.append(
             f"{k:<58} {v['fitted']:>10g} {iv_text:>24}  [{v['bounds'][0]:g}, {v['bounds'][1]:g}]"
             + flag
@@ -558,6 +583,18 @@ def format_record(record: dict[str, Any]) -> str:
         f"{record['iterations']} iterations, converged: {record['converged']}; "
         f"{record['runtime_s']:.0f} s"
     )
+    cond = record.get("conditioning")
+    if cond:
+        number = cond["jacobian_condition_number"]
+        lines.append(
+            "conditioning: Jacobian condition number "
+            + ("infinite (a direction no point moves)" if number is None else f"{number:.3g}")
+            + (
+                "; every interval inside its bounds"
+                if cond["intervals_inside_bounds"]
+                else "; an interval runs past its bounds"
+            )
+        )
     return "\n".join(lines)
 
 

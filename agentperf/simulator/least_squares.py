@@ -106,6 +106,16 @@ def covariance(J: np.ndarray, r: np.ndarray) -> np.ndarray | None:
     return np.asarray(s2 * np.linalg.pinv(J.T @ J), dtype=float)
 
 
+def condition_number(J: np.ndarray) -> float | None:
+    """The ratio of the Jacobian's largest to smallest singular value (parameters scaled to
+    their boxes): how unevenly the points pin the parameters; None for a rank-deficient J
+    (a direction no point moves)."""
+    s = np.linalg.svd(J, compute_uv=False)
+    if len(s) == 0 or float(s[-1]) <= 1e-12 * max(1.0, float(s[0])):
+        return None
+    return float(s[0] / s[-1])
+
+
 def loo_linearised(J: np.ndarray, r: np.ndarray) -> list[float | None]:
     """Each point's leave-one-out residual r_i ÷ (1 − h_ii), H = J (JᵀJ)⁻¹ Jᵀ (exact for a
     linear model); None where the point alone sets a parameter (h_ii = 1)."""

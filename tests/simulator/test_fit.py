@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from agentperf.simulator import fit
-from agentperf.simulator.profile import load_profile, repo_relative
+from agentperf.simulator.profile import load_profile, repo_relative, resolve_profile_path
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY_FIT = ROOT / "tests/simulator/fit/tiny-fit.yaml"
@@ -156,7 +156,6 @@ def test_the_gb300_profile_carries_its_committed_fit():
     on this machine, docs/simulator.md "Calibration: the fit"); the 1- and 2-agent points
     are re-measured here from the shipped profile (their trials take seconds)."""
     from agentperf.simulator.calibrate import load_points, run_sweep
-    from agentperf.simulator.profile import resolve_profile_path
     from tests.simulator.helpers import synthetic_trajectories
 
     path = resolve_profile_path(GB300)
@@ -200,3 +199,41 @@ def test_the_gb300_profile_carries_its_committed_fit():
     simulated = {p["point"]: p["simulated"] for p in record["points"]}
     assert pts[0].p25_speed == pytest.approx(simulated["single_agent"], rel=1e-5)
     assert pts[1].p25_speed == pytest.approx(simulated["two_agents"], rel=1e-5)
+
+
+def test_the_gb300_fit_converged_and_pins_every_parameter():
+    """Issue 34's bar for the committed 28 Oct fit: the solver stopped because it converged,
+    not because its budget ran out; every free parameter's 95 % interval lies inside its
+    bounds (the points pin it); each of the six points is predicted by the other five to
+    within ±25 % (leave-one-out); the record reports its conditioning. A fit of more
+    parameters than the points pin (the first fit's five) fails every clause but the last."""
+    path = resolve_profile_path(GB300)
+    record = json.loads(fit.record_path(path).read_text())
+    spec = fit.parse_fit(yaml.safe_load(path.read_text()))
+    assert record["converged"] is True
+    assert record["evaluations"] <= spec.max_evaluations + len(spec.free)
+    for name, entry in record["free"].items():
+        low, high = entry["bounds"]
+        assert low <= entry["interval95"][0] < entry["fitted"] < entry["interval95"][1] <= high, (
+            name
+        )
+        assert entry["at_bound"] is False, name
+    for p in record["points"]:
+        assert p["loo_error_pct"] is not None, p
+        assert abs(p["loo_error_pct"]) <= 25.0, p
+    cond = record["conditioning"]
+    assert cond["intervals_inside_bounds"] is True
+    assert cond["jacobian_condition_number"] is not None
+
+
+def test_the_conditioning_names_a_direction_no_point_moves():
+    """The record's conditioning: 1 for points that move each parameter alike and apart,
+    large when two parameters move the points almost alike, None when they move them
+    exactly alike (a direction no point pins)."""
+    from agentperf.simulator.least_squares import condition_number
+
+    assert condition_number(np.eye(3)[:, :2] * 2.0) == pytest.approx(1.0)
+    near = np.array([[1.0, 1.0], [1.0, 1.001], [1.0, 0.999]])
+    number = condition_number(near)
+    assert number is not None and number > 1000
+    assert condition_number(np.array([[1.0, 2.0], [2.0, 4.0], [3.0, 6.0]])) is None

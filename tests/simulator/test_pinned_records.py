@@ -25,7 +25,7 @@ from agentperf.simulator.profile import load_profile
 from tests.simulator.helpers import run_agents
 
 RECORDS = {
-    "gb300-nvl72-dsv41-flash": "095032da3b8297b111dd58ad07b7851b02dba1a2f7e93ce1b48136306faf581c",
+    "gb300-nvl72-dsv41-flash": "5f262f4305b962b9b53ecb60d689f32daf0e91a4cbae5826dd0e19c1be9cc04f",
     "gb200-nvl72-dsv41-flash": "c48947af63f0d95897116c4d49af7e8cc54fc4281565fbae736d6a87ac035d03",
 }
 
@@ -35,13 +35,13 @@ COUNTERS = {
         "generation_tokens": 152600,
         "prefix_queries": 4454378,
         "prefix_hits": 3065856,
-        "spec_drafts": 47409,
-        "spec_draft_tokens": 189636,
-        "spec_accepted": 105957,
-        "iterations": 3546,
+        "spec_drafts": 47424,
+        "spec_draft_tokens": 189696,
+        "spec_accepted": 105899,
+        "iterations": 3494,
         "requests_finished": 1526,
-        "busy_ns": 15571484996,
-        "energy_j": 372690.361551715,
+        "busy_ns": 15627972742,
+        "energy_j": 371477.12549486506,
     },
     "gb200-nvl72-dsv41-flash": {
         "prompt_tokens": 4069343,

@@ -84,6 +84,14 @@ def test_show_prints_the_counts_and_names_the_unbanded_assumptions(capsys):
     shown = json.loads(capsys.readouterr().out)
     profile = load_profile("gb300-nvl72-dsv41-flash")
     assert shown["provenance_counts"] == counts(profile)
-    assert shown["provenance_counts"][FITTED] == 5
+    # the converged fit frees two; the three efficiencies it could not pin are sourced
+    assert shown["provenance_counts"][FITTED] == 2
+    k = kinds(profile)
+    for path in (
+        "deployment.efficiency.compute",
+        "deployment.grouped_gemm.efficiency",
+        "deployment.moe_comm.efficiency",
+    ):
+        assert k[path] == SOURCED, path
     assert shown["unbanded_assumptions"] == unbanded_assumptions(profile)
-    assert "deployment.efficiency.compute" not in shown["unbanded_assumptions"]  # fitted
+    assert "deployment.efficiency.compute" not in shown["unbanded_assumptions"]  # sourced

@@ -54,3 +54,51 @@ def test_twin_holdout_prints_its_table_for_one_held_out_config():
         assert m is not None
         # the twin predicts a positive speed and throughput at every point it is asked about
         assert float(m.group(4)) > 0 and float(m.group(7)) > 0
+
+
+def test_pinned_starts_put_the_server_and_the_load_generator_on_their_own_cores(monkeypatch):
+    """``--pin --starts K``: each server start inherits the server's cores, the trials run on
+    the load generator's core, the process's affinity comes back after, and each figure is
+    the median over the starts. The trial is stood in for (the real server and trial are
+    the test above); what is checked is where each part runs."""
+    import os
+    from contextlib import contextmanager
+
+    import pytest
+
+    from benchmarks import twin_holdout as th
+
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        with pytest.raises(SystemExit, match="need 2 cores"):
+            th.split_cores(1)
+        return
+    generator, server = th.split_cores(1)
+    assert generator == {cores[0]} and server == {cores[1]}
+    with pytest.raises(SystemExit, match=rf"need {len(cores) + 1} cores"):
+        th.split_cores(len(cores))
+
+    seen: list[tuple[str, set[int]]] = []
+    speeds = iter([10.0, 1.0, 30.0, 3.0, 20.0, 2.0])  # per start: N = 1, then N = 2
+
+    @contextmanager
+    def serve(cfg):
+        seen.append(("server", os.sched_getaffinity(0)))
+        yield "target"
+
+    def trial(*, target, trajectories, config):
+        seen.append(("trial", os.sched_getaffinity(0)))
+        return next(speeds)
+
+    monkeypatch.setattr(th, "trial_job", trial)
+    monkeypatch.setattr(th, "_point", lambda v: {"p25_output_speed": v})
+    twin = th.Twin(
+        module="m", server="s", profile=th.PROFILE, free=(), model="x", parse=str,
+        serve=serve, build=lambda *a: None, fit_config="", holdout="", warmup=1, duration=1,
+    )  # fmt: skip
+    before = os.sched_getaffinity(0)
+    cfg = th.Config("q8_0", 1, 1)
+    got = th.measure(twin, cfg, [1, 2], [], 1.0, 1.0, starts=3, pin=True)
+    assert os.sched_getaffinity(0) == before
+    assert got == {1: {"p25_output_speed": 20.0}, 2: {"p25_output_speed": 2.0}}
+    assert seen == [("server", server), ("trial", generator), ("trial", generator)] * 3
