@@ -1,9 +1,9 @@
 """The vLLM twin against the real vLLM server it models: fitted on one configuration,
 checked on configurations it was never fitted to (docs/simulator.md "Hold-out").
 
-    .venv/bin/python -m benchmarks.vllm_holdout [--fit-config p4/t2]
-        [--holdout p2/t2,p8/t2,p4/t1] [--concurrency 1,2,4] [--warmup 5] [--duration 30]
-        [--fit] [--out benchmarks/results/vllm_holdout.json] [--record]
+    .venv/bin/python -m benchmarks.vllm_holdout [--fit-config p4/t1]
+        [--holdout p1/t1,p2/t1,p8/t1] [--concurrency 1,2,4] [--warmup 5] [--duration 30]
+        [--pin] [--starts 3] [--fit] [--out benchmarks/results/vllm_holdout.json] [--record]
     .venv/bin/python -m benchmarks.vllm_holdout --record-from benchmarks/results/vllm_holdout.json
 
 A configuration is ``pSEQS/tTHREADS``: vLLM 0.32 on this CPU (`make vllm`) serving the tiny
@@ -17,6 +17,12 @@ as benchmarks/twin_holdout.py) runs twice:
 - predicted: on virtual time against the twin, the profile ``local-cpu-vllm`` with the
   configuration's ``max_batch = SEQS`` and the f32 figures of benchmarks/results/cpu_micro.json
   at THREADS threads; its fitted values are the profile's.
+
+``--pin`` runs the server on its own core(s) and the load generator on another, and
+``--starts K`` measures each configuration over K server starts (the median of each figure):
+on this 2-core host a two-thread server shares a core with the load generator and measures
+their contention, and the speed of the tiny model's short answers moves between starts
+(docs/simulator.md "Hold-out: the vLLM twin"), so the configurations are single-threaded.
 
 ``--fit`` first fits the profile's three free parameters (compute efficiency, time per step,
 time per running sequence) to the fit configuration's measured points; a hold-out
@@ -140,8 +146,8 @@ VLLM = Twin(
     parse=Config.parse,
     serve=server,
     build=_profile,
-    fit_config="p4/t2",
-    holdout="p2/t2,p8/t2,p4/t1",
+    fit_config="p4/t1",
+    holdout="p1/t1,p2/t1,p8/t1",
     warmup=5.0,
     duration=30.0,
 )

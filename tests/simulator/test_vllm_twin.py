@@ -43,9 +43,9 @@ def test_the_committed_record_is_the_committed_measurements_and_the_profile_its_
     assert prof.iteration_overhead_us == pytest.approx(fitted["efficiency.iteration_overhead_us"])
     assert prof.sched_per_sequence_us == pytest.approx(fitted["scheduler.per_sequence_us"])
     fit_rows = [r for r in results["rows"] if r["role"] == "fit"]
-    assert {r["config"] for r in fit_rows} == {"p4/t2"}
+    assert {r["config"] for r in fit_rows} == {vllm_holdout.VLLM.fit_config}
     held = {r["config"] for r in results["rows"] if r["role"] == "held out"}
-    assert held and "p4/t2" not in held
+    assert held == set(vllm_holdout.VLLM.holdout.split(","))
 
 
 def test_the_accuracy_page_judges_the_vllm_twin_on_what_it_was_not_fitted_to():
