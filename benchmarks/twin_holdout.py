@@ -3,7 +3,7 @@ checked on configurations it was never fitted to (docs/simulator.md "Hold-out").
 
     .venv/bin/python -m benchmarks.twin_holdout [--fit-config q8_0/p2/t1]
         [--holdout q4_0/p2/t1,q8_0/p4/t1,q8_0/p2/t2] [--concurrency 1,2,4]
-        [--warmup 10] [--duration 40] [--fit] [--no-fit-config]
+        [--warmup 10] [--duration 40] [--fit] [--no-fit-config] [--pin] [--starts K]
         [--out benchmarks/results/twin_holdout.json] [--record]
     .venv/bin/python -m benchmarks.twin_holdout --record-from benchmarks/results/twin_holdout.json
 
@@ -208,8 +208,9 @@ class Twin:
 
 @contextmanager
 def _cores(cores: set[int] | None) -> Iterator[None]:
-    """Run the block on ``cores`` (None: leave the affinity alone); the process's own
-    affinity comes back after. A server started inside inherits ``cores``."""
+    """Run the block on ``cores`` (None: leave the affinity alone): the calling thread's
+    affinity, which a process or thread started inside inherits; it comes back after, on
+    an error too."""
     if cores is None:
         yield
         return
@@ -236,6 +237,7 @@ def split_cores(threads: int) -> tuple[set[int], set[int]]:
 
 
 def _median_point(points: list[dict[str, float]]) -> dict[str, float]:
+    """Each figure's median over the server starts."""
     return {k: float(statistics.median(p[k] for p in points)) for k in points[0]}
 
 
@@ -249,10 +251,12 @@ def measure(
     *,
     starts: int = 1,
     pin: bool = False,
-) -> dict[int, dict[str, float]]:
+) -> dict[int, dict[str, Any]]:
     """Each N's trial against the real server, over ``starts`` server starts (the median of
     each figure: the speed of a small model's short answers moves between starts). With
     ``pin`` the server runs on its own cores and the load generator on another."""
+    if starts < 1:
+        raise SystemExit(f"--starts {starts}: at least one server start")
     runs: dict[int, list[dict[str, float]]] = {n: [] for n in ns}
     generator, server = split_cores(cfg.threads) if pin else (None, None)
     for start in range(starts):
@@ -272,10 +276,10 @@ def measure(
                         file=sys.stderr,
                         flush=True,
                     )
-    return {n: _median_point(points) for n, points in runs.items()}
+    return {n: {**_median_point(points), "starts": points} for n, points in runs.items()}
 
 
-def _loss(pred: dict[int, dict[str, float]], meas: dict[int, dict[str, float]]) -> float:
+def _loss(pred: dict[int, dict[str, Any]], meas: dict[int, dict[str, Any]]) -> float:
     total = 0.0
     for n, m in meas.items():
         for key in ("p25_output_speed", "output_throughput_tok_s"):
@@ -287,7 +291,7 @@ def _loss(pred: dict[int, dict[str, float]], meas: dict[int, dict[str, float]]) 
 def fit(
     twin: Twin,
     cfg: Any,
-    meas: dict[int, dict[str, float]],
+    meas: dict[int, dict[str, Any]],
     micro: dict[str, Any],
     trajs: list[Trajectory],
     warmup: float,
@@ -311,7 +315,7 @@ def fit(
 def coordinate_fit(
     deployment: dict[str, Any],
     free: tuple[tuple[str, float, float], ...],
-    meas: dict[int, dict[str, float]],
+    meas: dict[int, dict[str, Any]],
     loss: Callable[[dict[str, float]], float],
 ) -> tuple[dict[str, float], float]:
     """A deterministic coordinate search in log space (halving steps) over the ``free``
@@ -393,6 +397,9 @@ def run(twin: Twin, argv: list[str] | None = None) -> None:
     fitted: dict[str, float] | None = None
     started = time.monotonic()
     plan = [] if args.no_fit_config and not args.fit else [(twin.parse(args.fit_config), "fit")]
+    if args.pin:  # refuse before measuring anything, not after the first configurations
+        for cfg, _ in plan + [(c, "held out") for c in holdout]:
+            split_cores(cfg.threads)
     for cfg, role in plan + [(c, "held out") for c in holdout]:
         meas = measure(
             twin, cfg, ns, trajs, args.warmup, args.duration, starts=args.starts, pin=args.pin

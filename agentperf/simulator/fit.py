@@ -496,16 +496,17 @@ def run_fit(
 
 def _conditioning(free: dict[str, Any], jacobian: np.ndarray) -> dict[str, Any]:
     """How well the points pin the parameters: the scaled Jacobian's condition number and
-    whether every 95 % interval lies inside its bounds."""
+    whether every 95 % interval lies inside its bounds (None when there are none)."""
     cond = condition_number(jacobian)
+    inside: bool | None = None  # no interval at all (no spare points, or nothing free)
+    if free and all("interval95" in e for e in free.values()):
+        inside = all(
+            e["bounds"][0] <= e["interval95"][0] and e["interval95"][1] <= e["bounds"][1]
+            for e in free.values()
+        )
     return {
         "jacobian_condition_number": None if cond is None else _round(cond),
-        "intervals_inside_bounds": all(
-            "interval95" in e
-            and e["bounds"][0] <= e["interval95"][0]
-            and e["interval95"][1] <= e["bounds"][1]
-            for e in free.values()
-        ),
+        "intervals_inside_bounds": inside,
     }
 
 
@@ -589,11 +590,11 @@ def format_record(record: dict[str, Any]) -> str:
         lines.append(
             "conditioning: Jacobian condition number "
             + ("infinite (a direction no point moves)" if number is None else f"{number:.3g}")
-            + (
-                "; every interval inside its bounds"
-                if cond["intervals_inside_bounds"]
-                else "; an interval runs past its bounds"
-            )
+            + {
+                True: "; every interval inside its bounds",
+                False: "; an interval runs past its bounds",
+                None: "; no intervals (no spare points)",
+            }[cond["intervals_inside_bounds"]]
         )
     return "\n".join(lines)
 

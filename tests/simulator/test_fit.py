@@ -41,6 +41,8 @@ def test_the_fit_reproduces_the_committed_record_and_the_profiles_values():
     proc = _cli("--profile", str(TINY_FIT), "--check")
     assert proc.returncode == 0, proc.stderr
     assert "check: the fit reproduces the committed record" in proc.stdout
+    # the command prints the fit's conditioning (the fresh fit's, not read from the record)
+    assert "conditioning: Jacobian condition number" in proc.stdout
     record = json.loads(fit.record_path(TINY_FIT).read_text())
     # the committed record: fitted values near the values the points were made with
     # (1000 µs, 0.5), each with an interval, and a residual and a LOO error per point

@@ -79,7 +79,9 @@ def test_pinned_starts_put_the_server_and_the_load_generator_on_their_own_cores(
         th.split_cores(len(cores))
 
     seen: list[tuple[str, set[int]]] = []
-    speeds = iter([10.0, 1.0, 30.0, 3.0, 20.0, 2.0])  # per start: N = 1, then N = 2
+    # per start: N = 1, then N = 2; each median is the second start's, neither the first's
+    # nor the last's
+    speeds = iter([30.0, 3.0, 20.0, 2.0, 10.0, 1.0])
 
     @contextmanager
     def serve(cfg):
@@ -100,5 +102,22 @@ def test_pinned_starts_put_the_server_and_the_load_generator_on_their_own_cores(
     cfg = th.Config("q8_0", 1, 1)
     got = th.measure(twin, cfg, [1, 2], [], 1.0, 1.0, starts=3, pin=True)
     assert os.sched_getaffinity(0) == before
-    assert got == {1: {"p25_output_speed": 20.0}, 2: {"p25_output_speed": 2.0}}
+    assert {n: p["p25_output_speed"] for n, p in got.items()} == {1: 20.0, 2: 2.0}
+    assert [s["p25_output_speed"] for s in got[1]["starts"]] == [30.0, 20.0, 10.0]
     assert seen == [("server", server), ("trial", generator), ("trial", generator)] * 3
+
+    # a server that fails to start leaves this process's affinity as it was
+    @contextmanager
+    def broken(cfg):
+        raise RuntimeError("no server")
+        yield
+
+    failing = th.Twin(
+        module="m", server="s", profile=th.PROFILE, free=(), model="x", parse=str,
+        serve=broken, build=lambda *a: None, fit_config="", holdout="", warmup=1, duration=1,
+    )  # fmt: skip
+    with pytest.raises(RuntimeError, match="no server"):
+        th.measure(failing, cfg, [1], [], 1.0, 1.0, pin=True)
+    assert os.sched_getaffinity(0) == before
+    with pytest.raises(SystemExit, match="at least one server start"):
+        th.measure(twin, cfg, [1], [], 1.0, 1.0, starts=0)
