@@ -387,7 +387,7 @@ def run(twin: Twin, argv: list[str] | None = None) -> None:
     args = _parser(twin).parse_args(argv)
     if args.record_from:
         doc = json.loads(Path(args.record_from).read_text())
-        write_record(doc, profile=twin.profile.stem, server=twin.server)
+        write_record(doc, twin)
         return
     micro = json.loads(Path(args.micro).read_text())
     ns = [int(x) for x in args.concurrency.split(",")]
@@ -397,10 +397,11 @@ def run(twin: Twin, argv: list[str] | None = None) -> None:
     fitted: dict[str, float] | None = None
     started = time.monotonic()
     plan = [] if args.no_fit_config and not args.fit else [(twin.parse(args.fit_config), "fit")]
+    plan += [(c, "held out") for c in holdout]
     if args.pin:  # refuse before measuring anything, not after the first configurations
-        for cfg, _ in plan + [(c, "held out") for c in holdout]:
+        for cfg, _ in plan:
             split_cores(cfg.threads)
-    for cfg, role in plan + [(c, "held out") for c in holdout]:
+    for cfg, role in plan:
         meas = measure(
             twin, cfg, ns, trajs, args.warmup, args.duration, starts=args.starts, pin=args.pin
         )
@@ -424,7 +425,7 @@ def run(twin: Twin, argv: list[str] | None = None) -> None:
     if args.out:
         Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")
     if args.record:
-        write_record(doc, profile=twin.profile.stem, server=twin.server)
+        write_record(doc, twin)
 
 
 FIGURES = (
@@ -433,11 +434,9 @@ FIGURES = (
 )
 
 
-def holdout_record(
-    doc: dict[str, Any], *, profile: str = PROFILE.stem, server: str = "llama.cpp"
-) -> dict[str, Any]:
+def holdout_record(doc: dict[str, Any], twin: Twin) -> dict[str, Any]:
     """The accuracy record of a run's held-out rows: two figures per configuration and N,
-    the real ``server``'s measurement against the twin's prediction."""
+    the real server's measurement against the twin's prediction."""
     from agentperf.simulator.accuracy import MEASURED, HeldOutFigure
 
     figures = [
@@ -447,27 +446,25 @@ def holdout_record(
             reference=float(r["measured"][key]),
             simulated=float(r["predicted"][key]),
             basis=MEASURED,
-            read=f"a trial on virtual time against the same trial on the real {server} server",
+            read=f"a trial on virtual time against the same trial on the real {twin.server} server",
         ).model_dump()
         for r in doc["rows"]
         if r["role"] == "held out"
         for key, label, unit in FIGURES
     ]
     return {
-        "profile": profile,
+        "profile": twin.profile.stem,
         "command": doc["command"],
         "fitted": doc.get("fitted"),
         "figures": figures,
     }
 
 
-def write_record(
-    doc: dict[str, Any], *, profile: str = PROFILE.stem, server: str = "llama.cpp"
-) -> None:
+def write_record(doc: dict[str, Any], twin: Twin) -> None:
     from agentperf.simulator.accuracy import holdout_path
 
-    out = holdout_path(profile)
-    out.write_text(json.dumps(holdout_record(doc, profile=profile, server=server), indent=1) + "\n")
+    out = holdout_path(twin.profile.stem)
+    out.write_text(json.dumps(holdout_record(doc, twin), indent=1) + "\n")
     print(f"wrote {out}")
 
 

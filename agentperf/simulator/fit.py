@@ -498,16 +498,21 @@ def _conditioning(free: dict[str, Any], jacobian: np.ndarray) -> dict[str, Any]:
     """How well the points pin the parameters: the scaled Jacobian's condition number and
     whether every 95 % interval lies inside its bounds (None when there are none)."""
     cond = condition_number(jacobian)
-    inside: bool | None = None  # no interval at all (no spare points, or nothing free)
-    if free and all("interval95" in e for e in free.values()):
-        inside = all(
-            e["bounds"][0] <= e["interval95"][0] and e["interval95"][1] <= e["bounds"][1]
-            for e in free.values()
-        )
+    each = [_interval_inside(e) for e in free.values()]
+    # None: no interval at all (no spare points, or nothing free)
+    inside = None if not each or None in each else all(each)
     return {
         "jacobian_condition_number": None if cond is None else _round(cond),
         "intervals_inside_bounds": inside,
     }
+
+
+def _interval_inside(entry: dict[str, Any]) -> bool | None:
+    """Whether a free parameter's 95 % interval lies inside its bounds; None without one."""
+    iv = entry.get("interval95")
+    if not iv:
+        return None
+    return bool(entry["bounds"][0] <= iv[0] and iv[1] <= entry["bounds"][1])
 
 
 def _rms(r: np.ndarray) -> float:
@@ -563,7 +568,7 @@ def format_record(record: dict[str, Any]) -> str:
         iv = v.get("interval95")
         iv_text = f"{iv[0]:g} … {iv[1]:g}" if iv else "n/a"
         flag = " (at a bound)" if v.get("at_bound") else ""
-        if iv and (iv[0] < v["bounds"][0] or iv[1] > v["bounds"][1]):
+        if _interval_inside(v) is False:
             flag += " (interval past a bound: not pinned)"
         lines.append(
             f"{k:<58} {v['fitted']:>10g} {iv_text:>24}  [{v['bounds'][0]:g}, {v['bounds'][1]:g}]"

@@ -61,6 +61,7 @@ def test_pinned_starts_put_the_server_and_the_load_generator_on_their_own_cores(
     the load generator's core, the process's affinity comes back after, and each figure is
     the median over the starts. The trial is stood in for (the real server and trial are
     the test above); what is checked is where each part runs."""
+    import dataclasses
     import os
     from contextlib import contextmanager
 
@@ -112,10 +113,7 @@ def test_pinned_starts_put_the_server_and_the_load_generator_on_their_own_cores(
         raise RuntimeError("no server")
         yield
 
-    failing = th.Twin(
-        module="m", server="s", profile=th.PROFILE, free=(), model="x", parse=str,
-        serve=broken, build=lambda *a: None, fit_config="", holdout="", warmup=1, duration=1,
-    )  # fmt: skip
+    failing = dataclasses.replace(twin, serve=broken)
     with pytest.raises(RuntimeError, match="no server"):
         th.measure(failing, cfg, [1], [], 1.0, 1.0, pin=True)
     assert os.sched_getaffinity(0) == before

@@ -35,7 +35,7 @@ def test_a_malformed_configuration_is_named(text: str):
 def test_the_committed_record_is_the_committed_measurements_and_the_profile_its_fit():
     results = json.loads(RESULTS.read_text())
     record = json.loads(holdout_path("local-cpu-vllm").read_text())
-    assert record == holdout_record(results, profile="local-cpu-vllm", server="vLLM")
+    assert record == holdout_record(results, vllm_holdout.VLLM)
     # the profile carries the values fitted on the fit configuration
     prof = load_profile("local-cpu-vllm")
     fitted = results["fitted"]
